@@ -1,0 +1,26 @@
+# The two commands a newcomer needs: `make run` and `make test` (see README).
+.PHONY: run test lint bench setup
+
+# Tests run on the real stack: PostgreSQL and Redis on this machine unless overridden.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/webhooks
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+setup:
+	@bin/setup
+
+run: setup
+	.venv/bin/python manage.py serve $(ADDR)
+
+test: setup
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) DEBUG=false \
+	SECRET_KEY=test-secret-key-that-is-long-enough-for-checks \
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy .
+	DEBUG=true .venv/bin/python manage.py makemigrations --check --dry-run
+
+bench: setup
+	.venv/bin/python -m bench $(BENCH_ARGS)

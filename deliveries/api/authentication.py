@@ -1,0 +1,47 @@
+"""Bearer-token authentication for the HTTP API (tokens are stored as SHA-256 hashes)."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from ..models import ApiToken, hash_api_token
+
+LAST_USED_PRECISION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class TokenPrincipal:
+    """The caller of an API request: a token, not a Django user."""
+
+    token_id: int
+    name: str
+    is_authenticated: bool = True
+    is_anonymous: bool = False
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[TokenPrincipal, ApiToken] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        keyword, _, plain = header.partition(" ")
+        if keyword.lower() != self.keyword.lower() or not plain.strip():
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
+        token = ApiToken.objects.filter(
+            token_hash=hash_api_token(plain.strip()), revoked_at__isnull=True
+        ).first()
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return TokenPrincipal(token_id=token.pk, name=token.name), token
+
+    def authenticate_header(self, request: Request) -> str:
+        # Makes DRF answer 401 (with WWW-Authenticate) rather than 403 without a token.
+        return self.keyword

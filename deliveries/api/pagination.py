@@ -1,0 +1,29 @@
+from typing import Any
+
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+
+class NextLinkPagination(CursorPagination):
+    """Lists answer ``{"results": [...], "next": <url or null>}``.
+
+    A cursor stays correct while new rows arrive, and costs the same on page 1,000 as on
+    page 1, unlike an offset.
+    """
+
+    ordering = ("-created_at", "-pk")
+    page_size_query_param = "limit"
+    max_page_size = 500
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"results": data, "next": self.get_next_link()})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {
+                "results": schema,
+                "next": {"type": "string", "nullable": True, "format": "uri"},
+            },
+        }

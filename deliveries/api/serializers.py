@@ -1,0 +1,169 @@
+import re
+from typing import Any
+
+from rest_framework import serializers
+
+from .. import event_types
+from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    url = serializers.URLField(max_length=2048)
+    event_types = serializers.ListField(
+        child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
+        allow_empty=False,
+        max_length=100,
+    )
+    state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=50, required=False)
+    backoff_base_seconds = serializers.FloatField(min_value=0.01, max_value=3600, required=False)
+    backoff_max_seconds = serializers.FloatField(min_value=0.01, max_value=86400, required=False)
+    retry_window_seconds = serializers.FloatField(min_value=1, max_value=7 * 86400, required=False)
+    connect_timeout_seconds = serializers.FloatField(min_value=0.1, max_value=30, required=False)
+    read_timeout_seconds = serializers.FloatField(min_value=0.1, max_value=60, required=False)
+    custom_headers = serializers.DictField(
+        child=serializers.CharField(max_length=1000, allow_blank=True), required=False
+    )
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "id",
+            "url",
+            "description",
+            "owner_email",
+            "event_types",
+            "state",
+            "state_reason",
+            "state_changed_at",
+            "max_attempts",
+            "backoff_base_seconds",
+            "backoff_max_seconds",
+            "retry_window_seconds",
+            "connect_timeout_seconds",
+            "read_timeout_seconds",
+            "custom_headers",
+            "consecutive_failures",
+            "last_success_at",
+            "last_failure_at",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = [
+            "id",
+            "state_reason",
+            "state_changed_at",
+            "consecutive_failures",
+            "last_success_at",
+            "last_failure_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    def validate_url(self, value: str) -> str:
+        if not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError("Only http and https URLs can receive webhooks.")
+        return value
+
+    def validate_event_types(self, value: list[str]) -> list[str]:
+        for pattern in value:
+            problem = event_types.validate_filter(pattern)
+            if problem:
+                raise serializers.ValidationError(problem)
+        return list(dict.fromkeys(value))
+
+    def validate_custom_headers(self, value: dict[str, str]) -> dict[str, str]:
+        for name, header_value in value.items():
+            if not HEADER_NAME.match(name):
+                raise serializers.ValidationError(f"{name!r} is not a valid header name.")
+            if "\r" in header_value or "\n" in header_value:
+                raise serializers.ValidationError(f"The value of {name!r} has a line break.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        base = attrs.get("backoff_base_seconds", getattr(self.instance, "backoff_base_seconds", 10))
+        cap = attrs.get("backoff_max_seconds", getattr(self.instance, "backoff_max_seconds", 900))
+        if cap < base:
+            raise serializers.ValidationError(
+                {"backoff_max_seconds": "Must be at least backoff_base_seconds."}
+            )
+        return attrs
+
+
+class EndpointCreatedSerializer(EndpointSerializer):
+    secret = serializers.CharField(read_only=True)
+
+    class Meta(EndpointSerializer.Meta):
+        fields = [*EndpointSerializer.Meta.fields, "secret"]
+
+
+class RotateSecretSerializer(serializers.Serializer):
+    grace_seconds = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
+
+
+class EventCreateSerializer(serializers.Serializer):
+    type = serializers.CharField(max_length=200)
+    data = serializers.JSONField()  # type: ignore[assignment]  # a field, not .data
+    version = serializers.IntegerField(min_value=1, required=False, default=1)
+    occurred_at = serializers.DateTimeField(required=False)
+
+
+class DeliverySummarySerializer(serializers.ModelSerializer):
+    endpoint_id = serializers.UUIDField(read_only=True)
+    event_id = serializers.UUIDField(read_only=True)
+    attempt_count = serializers.IntegerField(source="attempts", read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "event_id",
+            "endpoint_id",
+            "status",
+            "is_replay",
+            "attempt_count",
+            "next_attempt_at",
+            "last_status_code",
+            "last_error",
+            "created_at",
+            "completed_at",
+        ]
+
+
+class EventSerializer(serializers.ModelSerializer):
+    deliveries = DeliverySummarySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Event
+        fields = ["id", "type", "version", "occurred_at", "data", "created_at", "deliveries"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Attempt
+        fields = [
+            "number",
+            "started_at",
+            "duration_ms",
+            "request_headers",
+            "response_status",
+            "response_body",
+            "error",
+        ]
+
+
+class DeliveryDetailSerializer(DeliverySummarySerializer):
+    event_type = serializers.CharField(source="event.type", read_only=True)
+    attempts = AttemptSerializer(source="attempt_set", many=True, read_only=True)
+
+    class Meta(DeliverySummarySerializer.Meta):
+        fields = [*DeliverySummarySerializer.Meta.fields, "event_type", "attempts"]
+
+
+class DeliveryFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=DeliveryStatus.values, required=False)
+    endpoint = serializers.UUIDField(required=False)
+    event_type = serializers.CharField(max_length=200, required=False)
+    event = serializers.UUIDField(required=False)

@@ -1,0 +1,128 @@
+"""HTTP API v1. Views validate input and call services; nothing else happens here."""
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from .. import services
+from ..models import Delivery, Endpoint, Event
+from . import serializers as s
+
+
+class EndpointViewSet(viewsets.ModelViewSet):
+    queryset = Endpoint.objects.all()
+    serializer_class = s.EndpointSerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    @extend_schema(responses={201: s.EndpointCreatedSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = s.EndpointSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        fields = dict(serializer.validated_data)
+        fields.pop("state", None)
+        endpoint, secret = services.endpoint_create(**fields)
+        data = s.EndpointSerializer(endpoint).data
+        return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
+
+    def perform_update(self, serializer: BaseSerializer[Endpoint]) -> None:
+        new_state = serializer.validated_data.pop("state", None)
+        endpoint = serializer.save()
+        if new_state and new_state != endpoint.state:
+            services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
+            endpoint.refresh_from_db()
+
+    @extend_schema(request=s.RotateSecretSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], url_path="rotate-secret")
+    def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
+        endpoint = self.get_object()
+        body = s.RotateSecretSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        grace = body.validated_data.get(
+            "grace_seconds", services.endpoints.DEFAULT_ROTATION_GRACE_SECONDS
+        )
+        secret, _ = services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=grace)
+        return Response(
+            {"id": str(endpoint.pk), "secret": secret, "grace_seconds": grace},
+            status=status.HTTP_200_OK,
+        )
+
+
+class EventViewSet(
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.ListModelMixin,
+    viewsets.GenericViewSet,
+):
+    queryset = Event.objects.all()
+    serializer_class = s.EventSerializer
+
+    def get_queryset(self) -> QuerySet[Event]:
+        if self.action == "retrieve":
+            return Event.objects.prefetch_related("deliveries")
+        return Event.objects.all()
+
+    @extend_schema(
+        request=s.EventCreateSerializer,
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={202: dict},
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = s.EventCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key") or None
+        try:
+            event = services.emit(
+                body.validated_data["type"],
+                body.validated_data["data"],
+                version=body.validated_data["version"],
+                occurred_at=body.validated_data.get("occurred_at"),
+                idempotency_key=key,
+            )
+        except services.EventValidationError as exc:
+            field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field
+            raise ValidationError({field: [exc.message]}) from None
+        return Response({"id": str(event.id)}, status=status.HTTP_202_ACCEPTED)
+
+
+class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = s.DeliverySummarySerializer
+
+    def get_queryset(self) -> QuerySet[Delivery]:
+        if self.action == "retrieve":
+            return Delivery.objects.select_related("event").prefetch_related("attempt_set")
+        queryset = Delivery.objects.all()
+        if self.action == "list":
+            filters = s.DeliveryFilterSerializer(data=self.request.query_params)
+            filters.is_valid(raise_exception=True)
+            wanted = filters.validated_data
+            if "status" in wanted:
+                queryset = queryset.filter(status=wanted["status"])
+            if "endpoint" in wanted:
+                queryset = queryset.filter(endpoint_id=wanted["endpoint"])
+            if "event" in wanted:
+                queryset = queryset.filter(event_id=wanted["event"])
+            if "event_type" in wanted:
+                queryset = queryset.filter(event__type=wanted["event_type"])
+        return queryset
+
+    def get_serializer_class(self) -> type[BaseSerializer[Delivery]]:
+        if self.action == "retrieve":
+            return s.DeliveryDetailSerializer
+        return s.DeliverySummarySerializer
+
+    @extend_schema(request=None, responses={202: s.DeliverySummarySerializer})
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        delivery = self.get_object()
+        try:
+            delivery = services.delivery_retry(delivery_id=delivery.pk)
+        except services.DeliveryNotRetryable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(s.DeliverySummarySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,25 @@
+"""The sending side's settings, with their defaults, in one place (see the README table)."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    max_countdown_seconds: float
+    lease_seconds: float
+    fanout_grace_seconds: float
+    requeue_grace_seconds: float
+    sweep_batch_size: int
+    response_body_limit: int = 2048
+
+
+def get() -> DeliverySettings:
+    return DeliverySettings(
+        max_countdown_seconds=getattr(settings, "WEBHOOKS_MAX_COUNTDOWN_SECONDS", 60.0),
+        lease_seconds=getattr(settings, "WEBHOOKS_LEASE_SECONDS", 120.0),
+        fanout_grace_seconds=getattr(settings, "WEBHOOKS_FANOUT_GRACE_SECONDS", 30.0),
+        requeue_grace_seconds=getattr(settings, "WEBHOOKS_REQUEUE_GRACE_SECONDS", 120.0),
+        sweep_batch_size=getattr(settings, "WEBHOOKS_SWEEP_BATCH_SIZE", 500),
+    )

@@ -1,0 +1,95 @@
+"""Emitting events: the product's one entry point to the sending side."""
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..models import Event
+
+
+class EventValidationError(ValueError):
+    """The event cannot be emitted as given; nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+MAX_TYPE_LENGTH = 200
+
+
+def _validate(
+    type: str, data: Any, version: int, occurred_at: datetime | None, idempotency_key: str | None
+) -> None:
+    if not isinstance(type, str) or not type.strip():
+        raise EventValidationError("type", "must be a non-empty string")
+    if len(type) > MAX_TYPE_LENGTH or type != type.strip() or " " in type:
+        raise EventValidationError(
+            "type", f"must be at most {MAX_TYPE_LENGTH} characters without spaces"
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise EventValidationError("version", "must be a positive integer")
+    if occurred_at is not None and (
+        not isinstance(occurred_at, datetime) or timezone.is_naive(occurred_at)
+    ):
+        raise EventValidationError("occurred_at", "must be a timezone-aware datetime")
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255
+    ):
+        raise EventValidationError("idempotency_key", "must be 1 to 255 characters")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise EventValidationError("data", f"is not JSON-serialisable ({exc})") from None
+
+
+def emit(
+    type: str,
+    data: Any,
+    *,
+    version: int = 1,
+    occurred_at: datetime | None = None,
+    idempotency_key: str | None = None,
+) -> Event:
+    """Record an event and deliver it to every subscribed endpoint.
+
+    Call it inside your own ``transaction.atomic()`` next to the change it describes: the
+    event is written in that transaction and fanned out only once it commits, so a rolled
+    back transaction emits nothing and a committed one is never lost. Outside a
+    transaction it commits at once.
+
+    With ``idempotency_key``, a second call with the same key returns the first event and
+    writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing.
+    """
+    _validate(type, data, version, occurred_at, idempotency_key)
+    from ..tasks import fan_out_event
+
+    event = Event(
+        id=uuid.uuid4(),
+        type=type,
+        version=version,
+        occurred_at=occurred_at or timezone.now(),
+        data=data,
+        idempotency_key=idempotency_key,
+    )
+    if idempotency_key is not None:
+        existing = Event.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    try:
+        # A savepoint, so a lost race on the idempotency key does not break the caller's
+        # transaction.
+        with transaction.atomic():
+            event.save(force_insert=True)
+            # robust: if the broker is down the event is safe anyway; the sweeper fans it out.
+            transaction.on_commit(lambda: fan_out_event.delay(str(event.id)), robust=True)
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+        return Event.objects.get(idempotency_key=idempotency_key)
+    return event

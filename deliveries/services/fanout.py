@@ -1,0 +1,52 @@
+"""Fan-out: one Delivery row per endpoint subscribed to an event."""
+
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import event_types
+from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from .enqueue import enqueue_deliveries
+
+
+def event_fan_out(*, event_id: UUID | str) -> int:
+    """Create the event's deliveries and enqueue them after commit. Safe to run again.
+
+    Endpoints that are suspended get a held delivery, so resuming them delivers what they
+    missed; disabled endpoints get nothing. Returns how many deliveries were enqueued.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        event = Event.objects.select_for_update().filter(pk=event_id).first()
+        if event is None or event.fanned_out_at is not None:
+            return 0
+        endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
+            "id", "event_types", "state"
+        )
+        deliveries = [
+            Delivery(
+                event=event,
+                endpoint=endpoint,
+                status=(
+                    DeliveryStatus.PENDING
+                    if endpoint.state == EndpointState.ACTIVE
+                    else DeliveryStatus.HELD
+                ),
+                next_attempt_at=now,
+                enqueued_at=now,
+            )
+            for endpoint in endpoints
+            if event_types.matches(event.type, endpoint.event_types)
+        ]
+        # ignore_conflicts: a fan-out that crashed after inserting may run again.
+        Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+        event.fanned_out_at = now
+        event.save(update_fields=["fanned_out_at"])
+        delivery_ids = list(
+            Delivery.objects.filter(
+                event=event, is_replay=False, status=DeliveryStatus.PENDING, attempts=0
+            ).values_list("id", flat=True)
+        )
+        transaction.on_commit(lambda: enqueue_deliveries(delivery_ids), robust=True)
+    return len(delivery_ids)

@@ -1,0 +1,22 @@
+"""Celery tasks of the sending side: thin wrappers that take ids and call services."""
+
+from dataclasses import asdict
+
+from celery import shared_task
+
+from . import services
+
+
+@shared_task(name="deliveries.tasks.fan_out_event")
+def fan_out_event(event_id: str) -> int:
+    return services.event_fan_out(event_id=event_id)
+
+
+@shared_task(name="deliveries.tasks.deliver")
+def deliver(delivery_id: int) -> str:
+    return services.delivery_attempt(delivery_id=delivery_id)
+
+
+@shared_task(name="deliveries.tasks.sweep")
+def sweep() -> dict[str, int]:
+    return asdict(services.sweep())

@@ -1,0 +1,78 @@
+"""Shared fixtures: a real Celery worker on Redis, a real HTTP receiver on 127.0.0.1.
+
+The suite runs against PostgreSQL and Redis (``make test`` points DATABASE_URL and
+CELERY_BROKER_URL at them). Tests that need the worker use ``transaction=True`` so that
+what they write is committed and visible to the worker's threads.
+"""
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from pytest_django import DjangoDbBlocker
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from tests.receiver import Receiver
+from webhooks_project.celery import app as celery_app
+
+ALL_QUEUES = [
+    settings.QUEUE_FANOUT,
+    settings.QUEUE_DELIVERY,
+    settings.QUEUE_INBOX,
+    settings.QUEUE_MAINTENANCE,
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not settings.USES_POSTGRES or settings.EMBEDDED_MODE:
+        raise pytest.UsageError(
+            "The test suite runs on PostgreSQL and Redis: start it with `make test` "
+            "(or set DATABASE_URL and CELERY_BROKER_URL)."
+        )
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> redis.Redis:
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_session(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, redis_client: redis.Redis
+) -> Iterator[object]:
+    """One in-process worker (thread pool) for the session, consuming every queue."""
+    redis_client.flushdb()
+    with (
+        django_db_blocker.unblock(),
+        start_worker(
+            celery_app,
+            pool="threads",
+            concurrency=4,
+            queues=ALL_QUEUES,
+            perform_ping_check=False,
+            shutdown_timeout=30.0,
+            loglevel="WARNING",
+        ) as worker,
+    ):
+        yield worker
+
+
+@pytest.fixture
+def celery_worker(celery_worker_session: object, transactional_db: None) -> object:
+    return celery_worker_session
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver.running() as server:
+        yield server
+
+
+@pytest.fixture
+def fast_sweeps(settings: SettingsWrapper) -> None:
+    """Short grace periods so the sweeper acts within a test's patience."""
+    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_LEASE_SECONDS = 2.0

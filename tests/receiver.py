@@ -1,0 +1,107 @@
+"""A real HTTP server on 127.0.0.1 that plays the webhook receiver in tests."""
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class ReceivedRequest:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    received_at: float
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b"ok"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_seconds: float = 0.0
+
+
+class Receiver:
+    """Records every request; answers from a script of replies, then the default."""
+
+    def __init__(self) -> None:
+        self.requests: list[ReceivedRequest] = []
+        self.default = Reply()
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self.handler: Callable[[ReceivedRequest], Reply] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def script(self, *replies: Reply | int) -> None:
+        with self._lock:
+            self._script.extend(r if isinstance(r, Reply) else Reply(status=r) for r in replies)
+
+    def _reply_for(self, request: ReceivedRequest) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            self._arrived.notify_all()
+            if self.handler is not None:
+                return self.handler(request)
+            return self._script.popleft() if self._script else self.default
+
+    def wait_for(self, count: int, timeout: float = 20.0) -> list[ReceivedRequest]:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self.requests) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"expected {count} requests, got {len(self.requests)} in {timeout}s"
+                    )
+                self._arrived.wait(remaining)
+            return list(self.requests)
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls) -> Iterator["Receiver"]:
+        receiver = cls()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                request = ReceivedRequest(
+                    path=self.path,
+                    headers={k: v for k, v in self.headers.items()},
+                    body=self.rfile.read(length),
+                    received_at=time.time(),
+                )
+                reply = receiver._reply_for(request)
+                if reply.delay_seconds:
+                    time.sleep(reply.delay_seconds)
+                with contextlib.suppress(OSError):
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        receiver.port = server.server_address[1]
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield receiver
+        finally:
+            server.shutdown()
+            server.server_close()

@@ -1,0 +1,64 @@
+"""System checks that refuse unsafe production settings.
+
+They run with every management command and at server start; with DEBUG off an error stops
+`migrate`, `runserver` and gunicorn's preload alike.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+
+@register(Tags.security, deploy=False)
+def check_production_settings(
+    app_configs: Sequence[AppConfig] | None, **kwargs: Any
+) -> list[Error | Warning]:
+    if settings.DEBUG:
+        return []
+    problems: list[Error | Warning] = []
+    if settings.SECRET_KEY == settings.INSECURE_DEFAULT_SECRET_KEY or len(settings.SECRET_KEY) < 32:
+        problems.append(
+            Error(
+                "SECRET_KEY is the built-in development key or shorter than 32 characters.",
+                hint="Set SECRET_KEY in the environment, or DEBUG=true for local development.",
+                id="webhooks.E001",
+            )
+        )
+    if not settings.WEBHOOKS_ENCRYPTION_KEY:
+        problems.append(
+            Error(
+                "WEBHOOKS_ENCRYPTION_KEY is not set; endpoint secrets would be encrypted "
+                "with a key derived from SECRET_KEY.",
+                hint="Generate one with `python manage.py generate_encryption_key`.",
+                id="webhooks.E002",
+            )
+        )
+    if "*" in settings.ALLOWED_HOSTS:
+        problems.append(
+            Warning(
+                "ALLOWED_HOSTS contains '*'.",
+                hint="List the host names this deployment answers to.",
+                id="webhooks.W001",
+            )
+        )
+    return problems
+
+
+@register(Tags.security, deploy=True)
+def check_debug_off_in_deployment(
+    app_configs: Sequence[AppConfig] | None, **kwargs: Any
+) -> list[Error]:
+    # `manage.py check --deploy` runs in the Procfile's release phase: a deployment with
+    # DEBUG on never gets as far as migrating.
+    if settings.DEBUG:
+        return [
+            Error(
+                "DEBUG is on in a deployment.",
+                hint="Unset DEBUG (or set DEBUG=false) in production.",
+                id="webhooks.E003",
+            )
+        ]
+    return []

@@ -1,0 +1,82 @@
+"""Run the whole product in one process: web server, Celery worker and beat.
+
+This is the embedded default's entry point (`make run`): with no DATABASE_URL and no
+CELERY_BROKER_URL it needs no server at all, because SQLite and Celery's in-process
+`memory://` broker live inside this process. With a real broker it still works, as a
+single-box deployment; the Procfile is the way to run the processes separately.
+"""
+
+import os
+import secrets
+from typing import Any
+
+from celery.beat import EmbeddedService
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from webhooks_project.celery import app as celery_app
+
+ALL_QUEUES = [
+    settings.QUEUE_FANOUT,
+    settings.QUEUE_DELIVERY,
+    settings.QUEUE_INBOX,
+    settings.QUEUE_MAINTENANCE,
+]
+
+
+class Command(BaseCommand):
+    help = "Run web server, Celery worker and beat in one process (the embedded default)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+        parser.add_argument("--concurrency", type=int, default=4)
+
+    def handle(self, *args: Any, addrport: str, concurrency: int, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        login = self.ensure_superuser()
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        beat: Any = EmbeddedService(
+            celery_app, thread=True, schedule_filename=str(settings.VAR_DIR / "celerybeat-schedule")
+        )
+        with start_worker(
+            celery_app,
+            pool="threads",
+            concurrency=concurrency,
+            queues=ALL_QUEUES,
+            loglevel="INFO",
+            perform_ping_check=False,
+            shutdown_timeout=30.0,
+        ):
+            beat.start()
+            host = addrport if ":" in addrport else f"127.0.0.1:{addrport}"
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nWebhooks platform running.\n"
+                    f"  Admin:  http://{host}/admin/   ({login})\n"
+                    f"  API:    http://{host}/api/v1/  (token: python manage.py "
+                    f"create_api_token <name>)\n"
+                    f"  Broker: {settings.CELERY_BROKER_URL.split('@')[-1]}   "
+                    f"Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}\n"
+                )
+            )
+            try:
+                call_command("runserver", addrport, use_reloader=False, use_threading=True)
+            finally:
+                beat.stop()
+
+    def ensure_superuser(self) -> str:
+        """Create the first superuser from the environment, or with a printed password."""
+        user_model = get_user_model()
+        username = os.environ.get("DJANGO_SUPERUSER_USERNAME", "admin")
+        if user_model.objects.filter(is_superuser=True).exists():
+            return "log in with your superuser"
+        password = os.environ.get("DJANGO_SUPERUSER_PASSWORD", "")
+        generated = not password
+        password = password or secrets.token_urlsafe(12)
+        user_model.objects.create_superuser(username=username, email="", password=password)
+        if generated:
+            return f"user {username!r}, password {password!r} (generated; change it)"
+        return f"user {username!r}, password from DJANGO_SUPERUSER_PASSWORD"

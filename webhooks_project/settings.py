@@ -1,0 +1,212 @@
+"""Settings, read from the environment (12-factor) with django-environ.
+
+With no ``DATABASE_URL`` and no ``CELERY_BROKER_URL`` the project runs on an embedded
+default: SQLite and Celery's in-process ``memory://`` broker, so ``make run`` works on a
+machine with no servers. Every variable is listed in the README's configuration table.
+"""
+
+from pathlib import Path
+
+import django_stubs_ext
+import environ
+
+# Lets Django's generic classes be subscripted at run time (ModelAdmin[Endpoint]).
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+# A local .env is a convenience for development; the real environment always wins.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# Used only when DEBUG is on; the `webhooks.E001` system check refuses it otherwise.
+INSECURE_DEFAULT_SECRET_KEY = "django-insecure-dev-only-do-not-use-in-production"  # noqa: S105
+
+# The embedded default (no DATABASE_URL) is a development set-up, so DEBUG defaults on
+# there; a deployment always sets DATABASE_URL and gets DEBUG off unless it asks.
+DEBUG = env.bool("DEBUG", default="DATABASE_URL" not in env)
+SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEFAULT_SECRET_KEY)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "webhooks_project.apps.WebhooksProjectConfig",
+    "deliveries.apps.DeliveriesConfig",
+    "receivers.apps.ReceiversConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webhooks_project.urls"
+WSGI_APPLICATION = "webhooks_project.wsgi.application"
+ASGI_APPLICATION = "webhooks_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------
+EMBEDDED_DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASES = {"default": env.db_url("DATABASE_URL", default=EMBEDDED_DATABASE_URL)}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default shares one file between the web thread and the in-process
+    # worker; wait for the lock instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=str(VAR_DIR / "static"))
+
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webhooks@localhost")
+
+# --- Security (production) ------------------------------------------------------------
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+
+# --- Celery ---------------------------------------------------------------------------
+# Settings with the CELERY_ prefix are read by webhooks_project/celery.py.
+EMBEDDED_BROKER_URL = "memory://"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=EMBEDDED_BROKER_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+EMBEDDED_MODE = CELERY_BROKER_URL.startswith("memory://")
+
+# At-least-once: a task is acknowledged only after it ran, and a task whose worker died
+# is given back to the broker. Every task is idempotent (it claims a row first).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
+# Publishing happens after commit; if the broker is unreachable, give up quickly: the row
+# is already safe in the database and the sweeper enqueues it later.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+
+# Redis redelivers an unacknowledged message (including one waiting for its countdown)
+# after visibility_timeout. Countdowns never exceed WEBHOOKS_MAX_COUNTDOWN_SECONDS, far
+# below this, so a retry waiting in a worker is never delivered twice by the broker.
+CELERY_BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT,
+    "socket_timeout": 5,
+    "socket_connect_timeout": 5,
+}
+
+QUEUE_FANOUT = "webhooks.fanout"
+QUEUE_DELIVERY = "webhooks.delivery"
+QUEUE_INBOX = "webhooks.inbox"
+QUEUE_MAINTENANCE = "webhooks.maintenance"
+CELERY_TASK_DEFAULT_QUEUE = QUEUE_MAINTENANCE
+CELERY_TASK_ROUTES = {
+    "deliveries.tasks.fan_out_event": {"queue": QUEUE_FANOUT},
+    "deliveries.tasks.deliver": {"queue": QUEUE_DELIVERY},
+    "receivers.tasks.*": {"queue": QUEUE_INBOX},
+}
+WEBHOOKS_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOKS_SWEEP_INTERVAL_SECONDS", default=15.0)
+CELERY_BEAT_SCHEDULE = {
+    "deliveries-sweep": {
+        "task": "deliveries.tasks.sweep",
+        "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
+        "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS},
+    },
+    "worker-heartbeat": {
+        "task": "webhooks_project.tasks.heartbeat",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+}
+
+# --- Flower ---------------------------------------------------------------------------
+FLOWER_BASIC_AUTH = env.str("FLOWER_BASIC_AUTH", default="")
+
+# --- Django REST framework ------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["deliveries.api.authentication.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "deliveries.api.pagination.NextLinkPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "deliveries.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Reliable webhooks API",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Logging --------------------------------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+# --- Webhooks (sending side); read through deliveries/conf.py --------------------------
+WEBHOOKS_ENCRYPTION_KEY = env.str("WEBHOOKS_ENCRYPTION_KEY", default="")
+WEBHOOKS_MAX_COUNTDOWN_SECONDS = env.float("WEBHOOKS_MAX_COUNTDOWN_SECONDS", default=60.0)
+WEBHOOKS_LEASE_SECONDS = env.float("WEBHOOKS_LEASE_SECONDS", default=120.0)
+WEBHOOKS_FANOUT_GRACE_SECONDS = env.float("WEBHOOKS_FANOUT_GRACE_SECONDS", default=30.0)
+WEBHOOKS_REQUEUE_GRACE_SECONDS = env.float("WEBHOOKS_REQUEUE_GRACE_SECONDS", default=120.0)
+WEBHOOKS_SWEEP_BATCH_SIZE = env.int("WEBHOOKS_SWEEP_BATCH_SIZE", default=500)

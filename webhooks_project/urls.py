@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from . import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("deliveries.api.urls")),
+    path("receivers/", include("receivers.urls")),
+]
