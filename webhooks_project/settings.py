@@ -83,6 +83,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # worker; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -6,8 +6,16 @@ from . import views
 
 app_name = "api"
 
-# "/?" accepts paths with and without the trailing slash.
-router = SimpleRouter(trailing_slash="/?")  # type: ignore[arg-type]
+
+class OptionalSlashRouter(SimpleRouter):
+    """Routes `/api/v1/endpoints` and `/api/v1/endpoints/` alike (no redirect for POST)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trailing_slash = "/?"
+
+
+router = OptionalSlashRouter()
 router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")
