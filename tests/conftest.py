@@ -5,7 +5,8 @@ CELERY_BROKER_URL at them). Tests that need the worker use ``transaction=True`` 
 what they write is committed and visible to the worker's threads.
 """
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -38,11 +39,14 @@ def redis_client() -> redis.Redis:
     return redis.Redis.from_url(settings.CELERY_BROKER_URL)
 
 
-@pytest.fixture(scope="session")
-def celery_worker_session(
-    django_db_setup: None, django_db_blocker: DjangoDbBlocker, redis_client: redis.Redis
+@pytest.fixture
+def celery_worker(
+    transactional_db: None, django_db_blocker: DjangoDbBlocker, redis_client: redis.Redis
 ) -> Iterator[object]:
-    """One in-process worker (thread pool) for the session, consuming every queue."""
+    """A real worker (thread pool, in this process) consuming every queue from Redis.
+
+    One per test, on an empty broker, so no message of one test reaches another.
+    """
     redis_client.flushdb()
     with (
         django_db_blocker.unblock(),
@@ -57,11 +61,7 @@ def celery_worker_session(
         ) as worker,
     ):
         yield worker
-
-
-@pytest.fixture
-def celery_worker(celery_worker_session: object, transactional_db: None) -> object:
-    return celery_worker_session
+    redis_client.flushdb()
 
 
 @pytest.fixture
@@ -76,3 +76,11 @@ def fast_sweeps(settings: SettingsWrapper) -> None:
     settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_LEASE_SECONDS = 2.0
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.05)

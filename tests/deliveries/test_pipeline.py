@@ -1,0 +1,429 @@
+"""The sending pipeline end to end: real PostgreSQL, Redis, Celery worker and HTTP receiver.
+
+Each DESIGN.md invariant has a test here that fails without it.
+"""
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from deliveries import services
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.services.enqueue import enqueue_deliveries
+from tests.conftest import ALL_QUEUES, wait_until
+from tests.receiver import Receiver, Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST_POLICY: dict[str, Any] = {
+    "backoff_base_seconds": 0.05,
+    "backoff_max_seconds": 0.2,
+    "connect_timeout_seconds": 1.0,
+    "read_timeout_seconds": 2.0,
+}
+
+
+def make_endpoint(receiver: Receiver, **fields: Any) -> tuple[Endpoint, str]:
+    options = {**FAST_POLICY, "event_types": ["*"], **fields}
+    return services.endpoint_create(url=receiver.url, **options)
+
+
+def delivery_of(event: Event) -> Delivery:
+    return Delivery.objects.get(event=event)
+
+
+def settled(event: Event, status: str) -> bool:
+    return Delivery.objects.filter(event=event, status=status).exists()
+
+
+def verify_v1_independently(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """Article 000's recipe, written from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
+    parts = [p.split("=", 1) for p in headers["X-Webhook-Signature"].split(",")]
+    timestamp = next(v for k, v in parts if k == "t")
+    expected = hmac.new(
+        secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256
+    ).hexdigest()
+    return any(hmac.compare_digest(expected, v) for k, v in parts if k == "v1")
+
+
+def test_committed_event_is_delivered_signed_and_recorded(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint, secret = make_endpoint(receiver, event_types=["invoice.*"])
+
+    with transaction.atomic():
+        event = services.emit("invoice.paid", {"invoice": "in_1", "amount": 4200})
+
+    [request] = receiver.wait_for(1)
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="delivery succeeded")
+
+    headers = request.headers
+    assert headers["X-Webhook-Id"] == str(event.id)
+    assert headers["X-Webhook-Event"] == "invoice.paid"
+    assert headers["X-Webhook-Replay"] == "false"
+    assert headers["Content-Type"] == "application/json"
+    assert abs(int(headers["X-Webhook-Timestamp"]) - time.time()) < 30
+    body = json.loads(request.body)
+    assert body == {
+        "id": str(event.id),
+        "type": "invoice.paid",
+        "version": 1,
+        "occurred_at": body["occurred_at"],
+        "data": {"invoice": "in_1", "amount": 4200},
+    }
+    assert body["occurred_at"].endswith("Z")
+    assert b" " not in request.body  # compact JSON
+    assert verify_v1_independently(secret, headers, request.body)
+    Webhook(secret).verify(request.body, headers)
+
+    [attempt] = Attempt.objects.filter(delivery__event=event)
+    assert attempt.number == 1
+    assert attempt.response_status == 200
+    assert attempt.response_body == "ok"
+    assert attempt.duration_ms > 0
+    assert attempt.request_headers["X-Webhook-Signature"] == "[redacted]"
+    assert attempt.request_headers["webhook-signature"] == "[redacted]"
+    assert secret not in json.dumps(attempt.request_headers)
+    endpoint.refresh_from_db()
+    assert endpoint.last_success_at is not None
+
+
+def test_rolled_back_transaction_emits_nothing(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver)
+
+    def failing_product_transaction() -> None:
+        with transaction.atomic():
+            services.emit("invoice.paid", {"n": 1})
+            raise RuntimeError("the product's transaction fails")
+
+    with pytest.raises(RuntimeError):
+        failing_product_transaction()
+    # A committed event afterwards proves the pipeline was live while we waited.
+    with transaction.atomic():
+        services.emit("invoice.voided", {"n": 2})
+
+    requests = receiver.wait_for(1)
+    time.sleep(0.5)
+    assert [r.headers["X-Webhook-Event"] for r in receiver.requests] == ["invoice.voided"]
+    assert len(requests) == 1
+    assert not Event.objects.filter(type="invoice.paid").exists()
+
+
+def test_retry_then_success_keeps_the_same_id(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver)
+    receiver.script(500, Reply(status=502, body=b"bad gateway"), 200)
+
+    event = services.emit("order.created", {"id": 7})
+
+    requests = receiver.wait_for(3)
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success after retries")
+    assert {r.headers["X-Webhook-Id"] for r in requests} == {str(event.id)}
+    delivery = delivery_of(event)
+    assert delivery.attempts == 3
+    statuses = list(delivery.attempt_set.values_list("number", "response_status"))
+    assert statuses == [(1, 500), (2, 502), (3, 200)]
+    assert delivery.attempt_set.get(number=2).response_body == "bad gateway"
+
+
+def test_gone_dead_letters_and_suspends_the_endpoint(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    receiver.default = Reply(status=410)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.DEAD_LETTERED), what="dead letter")
+    endpoint.refresh_from_db()
+    assert endpoint.state == EndpointState.SUSPENDED
+    assert "410" in endpoint.state_reason
+    # Later events are held for the suspended endpoint, not sent.
+    later = services.emit("order.created", {"id": 2})
+    wait_until(lambda: settled(later, DeliveryStatus.HELD), what="held delivery")
+    assert len(receiver.requests) == 1
+
+
+def test_unauthorized_dead_letters_at_once(celery_worker: object, receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    receiver.default = Reply(status=401)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.DEAD_LETTERED), what="dead letter")
+    time.sleep(0.3)
+    assert len(receiver.requests) == 1
+    endpoint.refresh_from_db()
+    assert endpoint.state == EndpointState.ACTIVE
+    assert delivery_of(event).last_status_code == 401
+
+
+def test_timeouts_are_retried(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver, read_timeout_seconds=0.3)
+    receiver.script(Reply(delay_seconds=1.0), 200)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success after timeout")
+    first, second = delivery_of(event).attempt_set.order_by("number")
+    assert first.response_status is None
+    assert "Timeout" in first.error
+    assert second.response_status == 200
+
+
+def test_retry_after_is_honoured(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver, backoff_max_seconds=5.0)
+    receiver.script(Reply(status=429, headers={"Retry-After": "1"}), 200)
+
+    event = services.emit("order.created", {"id": 1})
+
+    first, second = receiver.wait_for(2)
+    assert second.received_at - first.received_at >= 0.9
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
+
+
+def test_exhausted_attempts_dead_letter(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver, max_attempts=3)
+    receiver.default = Reply(status=500)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.DEAD_LETTERED), what="dead letter")
+    time.sleep(0.5)
+    assert len(receiver.requests) == 3
+    delivery = delivery_of(event)
+    assert delivery.attempts == 3
+    assert "gave up after 3 attempts" in delivery.last_error
+
+
+def test_duplicate_task_messages_send_once(celery_worker: object, receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    receiver.default = Reply(delay_seconds=0.5)
+    event = Event.objects.create(
+        type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=timezone.now()
+    )
+    delivery = Delivery.objects.create(
+        event=event, endpoint=endpoint, next_attempt_at=timezone.now()
+    )
+
+    enqueue_deliveries([delivery.pk] * 6)
+
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
+    time.sleep(1.0)
+    assert len(receiver.requests) == 1
+    assert Attempt.objects.filter(delivery=delivery).count() == 1
+
+
+def test_secret_rotation_signs_with_both_during_grace_then_only_the_new(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint, old_secret = make_endpoint(receiver)
+    new_secret, _ = services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=3600)
+
+    services.emit("order.created", {"id": 1})
+    [during] = receiver.wait_for(1)
+    assert during.headers["X-Webhook-Signature"].count("v1=") == 2
+    assert verify_v1_independently(old_secret, during.headers, during.body)
+    assert verify_v1_independently(new_secret, during.headers, during.body)
+    Webhook(old_secret).verify(during.body, during.headers)
+    Webhook(new_secret).verify(during.body, during.headers)
+
+    endpoint.secrets.exclude(expires_at__isnull=True).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    services.emit("order.created", {"id": 2})
+    _, after = receiver.wait_for(2)
+    assert after.headers["X-Webhook-Signature"].count("v1=") == 1
+    assert verify_v1_independently(new_secret, after.headers, after.body)
+    assert not verify_v1_independently(old_secret, after.headers, after.body)
+
+
+def test_custom_headers_are_sent_but_cannot_forge_ours(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    _, secret = make_endpoint(
+        receiver, custom_headers={"X-Tenant": "acme", "x-webhook-signature": "forged"}
+    )
+
+    services.emit("order.created", {"id": 1})
+
+    [request] = receiver.wait_for(1)
+    assert request.headers["X-Tenant"] == "acme"
+    assert verify_v1_independently(secret, request.headers, request.body)
+
+
+def test_idempotency_key_returns_the_first_event(celery_worker: object, receiver: Receiver) -> None:
+    make_endpoint(receiver)
+
+    first = services.emit("order.created", {"id": 1}, idempotency_key="order-1-created")
+    second = services.emit("order.created", {"id": 1}, idempotency_key="order-1-created")
+
+    assert first.id == second.id
+    receiver.wait_for(1)
+    time.sleep(0.5)
+    assert len(receiver.requests) == 1
+    assert Event.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("", {}), "type"),
+        (("order created", {}), "type"),
+        (("order.created", {"when": object()}), "data"),
+        (("order.created", {"n": float("nan")}), "data"),
+    ],
+)
+def test_invalid_events_raise_and_write_nothing(args: tuple[str, Any], field: str) -> None:
+    with pytest.raises(services.EventValidationError) as raised:
+        services.emit(*args)
+    assert raised.value.field == field
+    assert not Event.objects.exists()
+
+
+def test_sweeper_fans_out_events_whose_message_was_lost(
+    celery_worker: object, receiver: Receiver, fast_sweeps: None
+) -> None:
+    make_endpoint(receiver)
+    # As if the broker lost the fan-out message: the row exists, nothing was enqueued.
+    event = Event.objects.create(type="order.created", data={"id": 1}, occurred_at=timezone.now())
+    Event.objects.filter(pk=event.pk).update(created_at=timezone.now() - timedelta(seconds=5))
+
+    services.sweep()
+
+    receiver.wait_for(1)
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
+
+
+def test_long_waits_stay_in_the_database_until_the_sweeper_enqueues_them(
+    celery_worker: object, receiver: Receiver, settings: Any, fast_sweeps: None
+) -> None:
+    settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 0.01
+    make_endpoint(receiver, backoff_base_seconds=0.3, backoff_max_seconds=0.5)
+    receiver.script(500, 200)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(
+        lambda: Delivery.objects.filter(event=event, attempts=1, status="pending").exists(),
+        what="the first attempt to fail",
+    )
+    delivery = delivery_of(event)
+    assert delivery.enqueued_at is None, "a long wait must not be a countdown message"
+    time.sleep(1.0)
+    assert len(receiver.requests) == 1, "nothing may send it but the sweeper"
+
+    assert services.sweep().deliveries_due == 1
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
+    assert len(receiver.requests) == 2
+
+
+def test_redis_flushall_mid_run_loses_nothing(
+    celery_worker: object, receiver: Receiver, fast_sweeps: None, redis_client: Any
+) -> None:
+    make_endpoint(receiver)
+    receiver.default = Reply(delay_seconds=0.2)
+    count = 30
+    with transaction.atomic():
+        events = [services.emit("order.created", {"n": n}) for n in range(count)]
+
+    receiver.wait_for(2)
+    redis_client.flushall()  # every queued and unacknowledged message is gone
+
+    with sweeping_in_background():
+        wait_until(
+            lambda: Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == count,
+            timeout=60,
+            what="every delivery to succeed",
+        )
+    arrived = {r.headers["X-Webhook-Id"] for r in receiver.requests}
+    assert arrived == {str(e.id) for e in events}
+
+
+@contextlib.contextmanager
+def sweeping_in_background(interval: float = 0.5) -> Iterator[None]:
+    """Runs the sweeper every `interval` seconds, as Celery beat does in production."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(interval):
+                services.sweep()
+        finally:
+            connection.close()
+
+    sweeper = threading.Thread(target=beat, daemon=True)
+    sweeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sweeper.join()
+
+
+@contextlib.contextmanager
+def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A separate `celery worker` process on the test database and broker."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        **extra_env,
+    }
+    queues = ",".join(ALL_QUEUES)
+    command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "worker"]
+    command += ["--pool", "threads", "-c", "4", "-Q", queues, "-l", "WARNING"]
+    command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+    process = subprocess.Popen(command, env=env)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_worker_killed_mid_run_loses_nothing(
+    transactional_db: None, receiver: Receiver, fast_sweeps: None, redis_client: Any
+) -> None:
+    redis_client.flushdb()
+    make_endpoint(receiver)
+    receiver.default = Reply(delay_seconds=0.3)
+    count = 20
+    with transaction.atomic():
+        events = [services.emit("order.created", {"n": n}) for n in range(count)]
+    worker_env = {"WEBHOOKS_LEASE_SECONDS": "2"}
+
+    with worker_process(worker_env) as doomed:
+        receiver.wait_for(3, timeout=60)
+        os.kill(doomed.pid, signal.SIGKILL)  # mid-request, leases held, messages unacked
+        doomed.wait()
+    assert Delivery.objects.filter(status=DeliveryStatus.SENDING).exists()
+
+    with worker_process(worker_env), sweeping_in_background():
+        wait_until(
+            lambda: Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == count,
+            timeout=90,
+            what="every delivery to succeed after the crash",
+        )
+    arrived = {r.headers["X-Webhook-Id"] for r in receiver.requests}
+    assert arrived == {str(e.id) for e in events}
+    redis_client.flushdb()
