@@ -1,0 +1,19 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/opt/venv \
+    PATH="/opt/venv/bin:$PATH"
+
+RUN pip install --no-cache-dir "uv>=0.5"
+WORKDIR /app
+COPY pyproject.toml uv.lock ./
+RUN uv sync --frozen --no-dev --no-install-project
+COPY . .
+RUN DEBUG=true python manage.py collectstatic --noinput
+
+RUN useradd --create-home app
+USER app
+EXPOSE 8000 5555
+CMD ["gunicorn", "webhooks_project.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4"]
