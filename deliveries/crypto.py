@@ -42,6 +42,6 @@ def encrypt(plaintext: str) -> str:
 def decrypt(token: str) -> str:
     try:
         return _current().decrypt(token.encode("ascii")).decode("utf-8")
-    except InvalidToken as exc:
+    except (InvalidToken, UnicodeError) as exc:
         # Never include the token or the key in the message.
         raise SecretDecryptionError("stored secret cannot be decrypted with the keys") from exc

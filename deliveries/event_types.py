@@ -11,6 +11,9 @@ def validate_filter(pattern: str) -> str | None:
         return "an event-type filter must be a non-empty string"
     if pattern != pattern.strip():
         return f"{pattern!r} has surrounding white space"
+    if any(char.isspace() for char in pattern):
+        # Event types never hold white space, so such a filter could never match.
+        return f"{pattern!r} contains white space"
     if pattern == WILDCARD:
         return None
     body = pattern.removesuffix(".*")

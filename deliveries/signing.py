@@ -63,13 +63,18 @@ def verify_v1(
     candidates: list[str] = []
     for part in header.split(","):
         key, _, value = part.strip().partition("=")
-        if key == "t" and value.isdigit():
+        # ASCII digits only: str.isdigit() also accepts characters int() refuses ("²").
+        if key == "t" and value.isascii() and value.isdigit():
             timestamp = int(value)
         elif key == "v1":
             candidates.append(value)
     if timestamp is None or abs(now - timestamp) > tolerance_seconds:
         return False
-    expected = sign_v1(secret, timestamp, body)
-    # Compare against every candidate without stopping early, in constant time each.
-    matches = [hmac.compare_digest(expected, candidate) for candidate in candidates]
+    expected = sign_v1(secret, timestamp, body).encode("ascii")
+    # Compare against every candidate without stopping early, in constant time each. As
+    # bytes: compare_digest raises TypeError on str holding non-ASCII characters.
+    matches = [
+        hmac.compare_digest(expected, candidate.encode("utf-8", "replace"))
+        for candidate in candidates
+    ]
     return any(matches)

@@ -7,6 +7,28 @@ from .. import event_types
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+# Headers that frame or route the request (a custom `Host` would aim the request at another
+# virtual host, `Transfer-Encoding` next to `Content-Length` makes it ambiguous) and the
+# ones our signature scheme sets: none of them can be overridden per endpoint.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "expect",
+        "traceparent",
+        "tracestate",
+    }
+)
+RESERVED_HEADER_PREFIXES = ("x-webhook-", "webhook-")
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -78,6 +100,9 @@ class EndpointSerializer(serializers.ModelSerializer):
         for name, header_value in value.items():
             if not HEADER_NAME.match(name):
                 raise serializers.ValidationError(f"{name!r} is not a valid header name.")
+            lowered = name.lower()
+            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES):
+                raise serializers.ValidationError(f"{name!r} is set by the sender itself.")
             if "\r" in header_value or "\n" in header_value:
                 raise serializers.ValidationError(f"The value of {name!r} has a line break.")
         return value
@@ -103,11 +128,55 @@ class RotateSecretSerializer(serializers.Serializer):
     grace_seconds = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
 
 
+# Event.version is a PostgreSQL integer: a larger value would fail in the database (500).
+MAX_EVENT_VERSION = 2**31 - 1
+
+
+def _unstorable_text(value: Any) -> str | None:
+    """Why a JSON value cannot be stored and signed, or None when it can.
+
+    PostgreSQL's jsonb rejects U+0000, and a lone surrogate (``"\\ud800"`` is valid JSON)
+    can be neither stored in jsonb nor encoded as UTF-8 for the request body.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "Strings in data cannot contain U+0000 (NUL)."
+            if any("\ud800" <= char <= "\udfff" for char in item):
+                return "Strings in data cannot contain lone surrogate code points."
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 class EventCreateSerializer(serializers.Serializer):
     type = serializers.CharField(max_length=200)
     data = serializers.JSONField()  # type: ignore[assignment]  # a field, not .data
-    version = serializers.IntegerField(min_value=1, required=False, default=1)
+    version = serializers.IntegerField(
+        min_value=1, max_value=MAX_EVENT_VERSION, required=False, default=1
+    )
     occurred_at = serializers.DateTimeField(required=False)
+
+    def validate_data(self, value: Any) -> Any:
+        problem = _unstorable_text(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
+class EventAcceptedSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+
+
+class RotatedSecretSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    secret = serializers.CharField(read_only=True)
+    grace_seconds = serializers.IntegerField(read_only=True)
 
 
 class DeliverySummarySerializer(serializers.ModelSerializer):

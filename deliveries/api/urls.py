@@ -1,4 +1,6 @@
-from django.urls import include, path
+from typing import Any
+
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
@@ -15,12 +17,30 @@ class OptionalSlashRouter(SimpleRouter):
         self.trailing_slash = "/?"
 
 
+def strip_trailing_slashes(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular renders the optional `/?` as `/`; document the canonical form,
+    `/api/v1/endpoints`, as the issue and the README spell it."""
+    result["paths"] = {
+        (name.rstrip("/") or "/"): item for name, item in result.get("paths", {}).items()
+    }
+    return result
+
+
 router = OptionalSlashRouter()
 router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")
 
+schema_view = SpectacularAPIView.as_view(
+    custom_settings={
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "deliveries.api.urls.strip_trailing_slashes",
+        ]
+    }
+)
+
 urlpatterns = [
-    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    re_path(r"^schema/?$", schema_view, name="schema"),
     path("", include(router.urls)),
 ]

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -14,9 +14,22 @@ from rest_framework.serializers import BaseSerializer
 from .. import services
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
+from .parsers import SafeJSONParser
+
+# The API speaks JSON only; anything else is answered 415.
+PARSERS = [SafeJSONParser]
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key") or None
+    # Control characters (NUL above all) cannot be stored in a PostgreSQL text column.
+    if key is not None and any(ord(char) < 32 or ord(char) == 127 for char in key):
+        raise ValidationError({"Idempotency-Key": ["must not contain control characters"]})
+    return key
 
 
 class EndpointViewSet(viewsets.ModelViewSet):
+    parser_classes = PARSERS
     queryset = Endpoint.objects.all()
     serializer_class = s.EndpointSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -38,7 +51,7 @@ class EndpointViewSet(viewsets.ModelViewSet):
             services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
             endpoint.refresh_from_db()
 
-    @extend_schema(request=s.RotateSecretSerializer, responses={200: dict})
+    @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secret")
     def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
         endpoint = self.get_object()
@@ -60,23 +73,23 @@ class EventViewSet(
     mixins.ListModelMixin,
     viewsets.GenericViewSet,
 ):
+    parser_classes = PARSERS
     queryset = Event.objects.all()
     serializer_class = s.EventSerializer
 
     def get_queryset(self) -> QuerySet[Event]:
-        if self.action == "retrieve":
-            return Event.objects.prefetch_related("deliveries")
-        return Event.objects.all()
+        # Every event shows its deliveries, in the list too: one query for all of them.
+        return Event.objects.prefetch_related("deliveries")
 
     @extend_schema(
         request=s.EventCreateSerializer,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={202: dict},
+        responses={202: s.EventAcceptedSerializer},
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = s.EventCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        key = request.headers.get("Idempotency-Key") or None
+        key = _idempotency_key(request)
         try:
             event = services.emit(
                 body.validated_data["type"],
@@ -91,7 +104,9 @@ class EventViewSet(
         return Response({"id": str(event.id)}, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_view(list=extend_schema(parameters=[s.DeliveryFilterSerializer]))
 class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    parser_classes = PARSERS
     serializer_class = s.DeliverySummarySerializer
 
     def get_queryset(self) -> QuerySet[Delivery]:

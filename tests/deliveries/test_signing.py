@@ -1,0 +1,229 @@
+"""Signing outbound requests: both wire schemes, checked by code that is not ours.
+
+The `t=,v1=` scheme is checked by an independent implementation of the recipe written
+here; the Standard Webhooks headers by the `standardwebhooks` library itself.
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from deliveries import signing
+
+BODY = json.dumps(
+    {
+        "id": "0b0e7f0e-4a51-4bb4-9d8b-3e0f1c1d2e3f",
+        "type": "invoice.paid",
+        "version": 1,
+        "occurred_at": "2026-04-15T10:12:34Z",
+        "data": {"amount": 4200, "currency": "EUR", "note": "café ☕"},
+    },
+    separators=(",", ":"),
+    ensure_ascii=False,
+).encode("utf-8")
+MSG_ID = "0b0e7f0e-4a51-4bb4-9d8b-3e0f1c1d2e3f"
+
+
+def recipe_v1(secret: str, timestamp: int, body: bytes) -> str:
+    """Article 000's recipe, written from the spec, not from our code."""
+    message = f"{timestamp}.".encode() + body
+    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def parse_signature_header(header: str) -> tuple[int, list[str]]:
+    timestamp: int | None = None
+    signatures: list[str] = []
+    for item in header.split(","):
+        key, value = item.split("=", 1)
+        if key == "t":
+            timestamp = int(value)
+        elif key == "v1":
+            signatures.append(value)
+    assert timestamp is not None, header
+    return timestamp, signatures
+
+
+# --- secrets --------------------------------------------------------------------------
+
+
+def test_generate_secret_is_whsec_plus_base64_of_32_bytes() -> None:
+    secret = signing.generate_secret()
+    assert secret.startswith("whsec_")
+    raw = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    assert len(raw) == 32
+
+
+def test_generate_secret_is_random() -> None:
+    assert len({signing.generate_secret() for _ in range(50)}) == 50
+
+
+def test_standard_webhooks_key_is_the_decoded_part() -> None:
+    raw = bytes(range(32))
+    secret = "whsec_" + base64.b64encode(raw).decode()
+    assert signing.standard_webhooks_key(secret) == raw
+
+
+# --- X-Webhook-Signature (t=,v1=) ------------------------------------------------------
+
+
+def test_v1_header_format_and_independent_verification() -> None:
+    secret = signing.generate_secret()
+    ts = int(time.time())
+    headers = signing.signature_headers([secret], msg_id=MSG_ID, timestamp=ts, body=BODY)
+
+    header = headers["X-Webhook-Signature"]
+    assert re.fullmatch(r"t=\d+,v1=[0-9a-f]{64}", header), header
+    parsed_ts, signatures = parse_signature_header(header)
+    assert parsed_ts == ts
+    assert signatures == [recipe_v1(secret, ts, BODY)]
+
+
+def test_v1_has_one_signature_per_secret_in_order() -> None:
+    old, new = signing.generate_secret(), signing.generate_secret()
+    ts = 1_700_000_000
+    headers = signing.signature_headers([new, old], msg_id=MSG_ID, timestamp=ts, body=BODY)
+
+    parsed_ts, signatures = parse_signature_header(headers["X-Webhook-Signature"])
+    assert parsed_ts == ts
+    assert signatures == [recipe_v1(new, ts, BODY), recipe_v1(old, ts, BODY)]
+    assert headers["X-Webhook-Signature"].count("v1=") == 2
+
+
+def test_signing_needs_at_least_one_secret() -> None:
+    with pytest.raises(ValueError, match="at least one secret"):
+        signing.signature_headers([], msg_id=MSG_ID, timestamp=1, body=BODY)
+
+
+def test_v1_signature_depends_on_the_exact_bytes() -> None:
+    secret = signing.generate_secret()
+    assert signing.sign_v1(secret, 1, BODY) != signing.sign_v1(secret, 1, BODY + b" ")
+    assert signing.sign_v1(secret, 1, BODY) != signing.sign_v1(secret, 2, BODY)
+
+
+# --- Standard Webhooks -----------------------------------------------------------------
+
+
+def _standard_headers(secrets_: list[str], ts: int, body: bytes = BODY) -> dict[str, str]:
+    signed = signing.signature_headers(secrets_, msg_id=MSG_ID, timestamp=ts, body=body)
+    return {
+        "webhook-id": MSG_ID,
+        "webhook-timestamp": str(ts),
+        "webhook-signature": signed["webhook-signature"],
+    }
+
+
+def test_standard_webhooks_library_verifies_our_headers() -> None:
+    secret = signing.generate_secret()
+    headers = _standard_headers([secret], int(time.time()))
+
+    assert re.fullmatch(r"v1,[A-Za-z0-9+/]+=*", headers["webhook-signature"])
+    payload = Webhook(secret).verify(BODY, headers)
+    assert payload["type"] == "invoice.paid"
+
+
+def test_standard_webhooks_with_two_secrets_each_verifies() -> None:
+    old, new = signing.generate_secret(), signing.generate_secret()
+    headers = _standard_headers([new, old], int(time.time()))
+
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    Webhook(old).verify(BODY, headers)
+    Webhook(new).verify(BODY, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(signing.generate_secret()).verify(BODY, headers)
+
+
+def test_standard_webhooks_rejects_tampered_body() -> None:
+    secret = signing.generate_secret()
+    headers = _standard_headers([secret], int(time.time()))
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(BODY.replace(b"4200", b"4201"), headers)
+
+
+def test_standard_webhooks_rejects_stale_timestamp() -> None:
+    secret = signing.generate_secret()
+    headers = _standard_headers([secret], int(time.time()) - 3600)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(BODY, headers)
+
+
+# --- verify_v1 (the receiver's side) ----------------------------------------------------
+
+
+def test_verify_v1_accepts_a_good_signature() -> None:
+    secret = signing.generate_secret()
+    now = int(time.time())
+    header = signing.signature_headers([secret], msg_id=MSG_ID, timestamp=now, body=BODY)[
+        "X-Webhook-Signature"
+    ]
+    assert signing.verify_v1(secret, header, BODY, now=now)
+    # Within the tolerance on either side.
+    assert signing.verify_v1(secret, header, BODY, now=now + 299)
+    assert signing.verify_v1(secret, header, BODY, now=now - 299)
+
+
+def test_verify_v1_accepts_either_secret_during_rotation() -> None:
+    old, new = signing.generate_secret(), signing.generate_secret()
+    now = 1_700_000_000
+    header = f"t={now},v1={recipe_v1(new, now, BODY)},v1={recipe_v1(old, now, BODY)}"
+    assert signing.verify_v1(old, header, BODY, now=now)
+    assert signing.verify_v1(new, header, BODY, now=now)
+
+
+def test_verify_v1_rejects_tampered_body() -> None:
+    secret = signing.generate_secret()
+    now = 1_700_000_000
+    header = f"t={now},v1={recipe_v1(secret, now, BODY)}"
+    assert not signing.verify_v1(secret, header, BODY + b"\n", now=now)
+    assert not signing.verify_v1(secret, header, BODY.replace(b"4200", b"1"), now=now)
+
+
+def test_verify_v1_rejects_stale_and_future_timestamps() -> None:
+    secret = signing.generate_secret()
+    ts = 1_700_000_000
+    header = f"t={ts},v1={recipe_v1(secret, ts, BODY)}"
+    assert not signing.verify_v1(secret, header, BODY, now=ts + 301)
+    assert not signing.verify_v1(secret, header, BODY, now=ts - 301)
+    assert signing.verify_v1(secret, header, BODY, now=ts + 301, tolerance_seconds=600)
+
+
+def test_verify_v1_rejects_wrong_secret() -> None:
+    secret = signing.generate_secret()
+    now = 1_700_000_000
+    header = f"t={now},v1={recipe_v1(secret, now, BODY)}"
+    assert not signing.verify_v1(signing.generate_secret(), header, BODY, now=now)
+
+
+def test_verify_v1_rejects_a_signature_over_another_timestamp() -> None:
+    secret = signing.generate_secret()
+    now = 1_700_000_000
+    # The attacker replays an old signature with a fresh timestamp.
+    header = f"t={now},v1={recipe_v1(secret, now - 1000, BODY)}"
+    assert not signing.verify_v1(secret, header, BODY, now=now)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        "garbage",
+        "v1=abc",
+        "t=,v1=abc",
+        "t=abc,v1=abc",
+        "t=-5,v1=abc",
+        "t=²,v1=abc",  # a Unicode digit that int() refuses
+        "t=\u0661\u0667" + "\u0660" * 8 + ",v1=abc",  # Arabic-Indic digits
+        "t=1700000000",
+        "t=1700000000,v1=",
+        "t=1700000000,v1=é",  # non-ASCII signature
+        "t=1700000000,v1=\x00",
+        "t=99999999999999999999999999999,v1=abc",
+    ],
+)
+def test_verify_v1_rejects_malformed_headers_without_raising(header: str) -> None:
+    assert signing.verify_v1(signing.generate_secret(), header, BODY, now=1_700_000_000) is False
