@@ -42,6 +42,11 @@ def _session() -> requests.Session:
     return session
 
 
+def _storable(text: str) -> str:
+    # PostgreSQL text cannot hold NUL; a receiver's body may contain anything.
+    return text.replace("\x00", "\ufffd")
+
+
 def _read_bounded(response: requests.Response, excerpt_limit: int) -> tuple[str, bool]:
     """The first `excerpt_limit` bytes as text, and whether the body was drained."""
     chunks: list[bytes] = []
@@ -78,7 +83,7 @@ def post(
             status_code=None,
             body_excerpt="",
             retry_after=None,
-            error=f"{type(exc).__name__}: {_describe(exc)}",
+            error=_storable(f"{type(exc).__name__}: {_describe(exc)}"),
             duration_ms=(time.perf_counter() - started) * 1000,
         )
     try:
@@ -94,9 +99,9 @@ def post(
         response.close()
     return HttpResult(
         status_code=response.status_code,
-        body_excerpt=excerpt,
+        body_excerpt=_storable(excerpt),
         retry_after=response.headers.get("Retry-After"),
-        error=error,
+        error=_storable(error),
         duration_ms=duration_ms,
     )
 

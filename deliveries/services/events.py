@@ -1,6 +1,7 @@
 """Emitting events: the product's one entry point to the sending side."""
 
 import json
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,30 @@ class EventValidationError(ValueError):
 
 
 MAX_TYPE_LENGTH = 200
+EVENT_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+def _unstorable_text(value: Any) -> str | None:
+    """Why PostgreSQL's jsonb would refuse this value (NUL, lone surrogate), or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains an unpaired surrogate character"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _unstorable_text(key) or _unstorable_text(item)
+            if problem:
+                return problem
+    elif isinstance(value, list | tuple):
+        for item in value:
+            problem = _unstorable_text(item)
+            if problem:
+                return problem
+    return None
 
 
 def _validate(
@@ -28,9 +53,10 @@ def _validate(
 ) -> None:
     if not isinstance(type, str) or not type.strip():
         raise EventValidationError("type", "must be a non-empty string")
-    if len(type) > MAX_TYPE_LENGTH or type != type.strip() or " " in type:
+    if len(type) > MAX_TYPE_LENGTH or not EVENT_TYPE.match(type):
         raise EventValidationError(
-            "type", f"must be at most {MAX_TYPE_LENGTH} characters without spaces"
+            "type",
+            f"must be at most {MAX_TYPE_LENGTH} letters, digits and . _ : - (e.g. invoice.paid)",
         )
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise EventValidationError("version", "must be a positive integer")
@@ -39,13 +65,18 @@ def _validate(
     ):
         raise EventValidationError("occurred_at", "must be a timezone-aware datetime")
     if idempotency_key is not None and (
-        not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 255
+        not isinstance(idempotency_key, str)
+        or not 0 < len(idempotency_key) <= 255
+        or not idempotency_key.isprintable()
     ):
-        raise EventValidationError("idempotency_key", "must be 1 to 255 characters")
+        raise EventValidationError("idempotency_key", "must be 1 to 255 printable characters")
     try:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise EventValidationError("data", f"is not JSON-serialisable ({exc})") from None
+    problem = _unstorable_text(data)
+    if problem:
+        raise EventValidationError("data", problem)
 
 
 def emit(

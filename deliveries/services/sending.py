@@ -58,7 +58,6 @@ def delivery_claim(*, delivery_id: int) -> Claim | None:
             lease_token=token,
             lease_expires_at=now + lease,
             attempts=F("attempts") + 1,
-            first_attempt_at=Coalesce("first_attempt_at", Value(now)),
             updated_at=now,
         )
         == 1
@@ -149,7 +148,7 @@ def delivery_attempt(*, delivery_id: int) -> str:
         attempt_number=delivery.attempts_in_cycle,
         status_code=result.status_code,
         retry_after=result.retry_after,
-        first_attempt_at=delivery.first_attempt_at or now,
+        first_attempt_at=delivery.first_attempt_at or started_at,
         now=finished_at,
     )
     attempt = Attempt(
@@ -208,10 +207,13 @@ def _finish(
     with transaction.atomic():
         if attempt is not None:
             attempt.save(force_insert=True)
+            # The retry window runs from the first request actually made, not from a
+            # claim that found the endpoint suspended.
+            fields["first_attempt_at"] = Coalesce("first_attempt_at", Value(attempt.started_at))
         updated = Delivery.objects.filter(pk=delivery.pk, lease_token=claim.token).update(**fields)
         if attempt is not None:
             _record_endpoint_health(delivery.endpoint, succeeded=outcome == Outcome.SUCCEEDED)
-        if decision.suspend_endpoint:
+        if decision.suspend_endpoint and updated:
             endpoint_suspend(
                 endpoint_id=delivery.endpoint_id,
                 reason=f"receiver answered {status_code} (Gone)",
@@ -255,9 +257,15 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
     """
     now = timezone.now()
     with transaction.atomic():
-        delivery = Delivery.objects.select_for_update().get(pk=delivery_id)
+        delivery = (
+            Delivery.objects.select_for_update(of=("self",))
+            .select_related("endpoint")
+            .get(pk=delivery_id)
+        )
         if delivery.status in (DeliveryStatus.SENDING, DeliveryStatus.HELD):
             raise DeliveryNotRetryable(f"delivery is {delivery.status}")
+        if delivery.endpoint.state != EndpointState.ACTIVE:
+            raise DeliveryNotRetryable(f"endpoint is {delivery.endpoint.state}")
         delivery.status = DeliveryStatus.PENDING
         delivery.attempts_before_cycle = delivery.attempts
         delivery.first_attempt_at = None

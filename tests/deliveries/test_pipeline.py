@@ -286,6 +286,10 @@ def test_idempotency_key_returns_the_first_event(celery_worker: object, receiver
         (("order created", {}), "type"),
         (("order.created", {"when": object()}), "data"),
         (("order.created", {"n": float("nan")}), "data"),
+        (("order.created", {"text": "a\x00b"}), "data"),
+        (("order.created", {"key\x00": 1}), "data"),
+        (("order.created", ["\ud800"]), "data"),
+        (("order.created\x00", {}), "type"),
     ],
 )
 def test_invalid_events_raise_and_write_nothing(args: tuple[str, Any], field: str) -> None:
@@ -427,3 +431,36 @@ def test_worker_killed_mid_run_loses_nothing(
     arrived = {r.headers["X-Webhook-Id"] for r in receiver.requests}
     assert arrived == {str(e.id) for e in events}
     redis_client.flushdb()
+
+
+def test_nul_bytes_in_a_response_are_recorded_not_fatal(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    make_endpoint(receiver)
+    receiver.default = Reply(status=200, body=b"ok\x00!")
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
+    assert delivery_of(event).attempt_set.get().response_body == "ok\ufffd!"
+
+
+def test_a_held_delivery_spends_neither_attempts_nor_its_retry_window(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="test")
+    event = Event.objects.create(
+        type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=timezone.now()
+    )
+    delivery = Delivery.objects.create(
+        event=event, endpoint=endpoint, next_attempt_at=timezone.now()
+    )
+
+    assert services.delivery_attempt(delivery_id=delivery.pk) == services.Outcome.HELD
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.first_attempt_at) == ("held", 0, None)
+    with pytest.raises(services.DeliveryNotRetryable):
+        services.delivery_retry(delivery_id=delivery.pk)
+    assert receiver.requests == []
