@@ -1,3 +1,5 @@
+from importlib import import_module
+
 from django.apps import AppConfig
 
 
@@ -5,3 +7,10 @@ class ReceiversConfig(AppConfig):
     name = "receivers"
     verbose_name = "Inbound webhooks"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import conf  # registers the system checks
+
+        # Importing a handler module runs its @inbox_handler decorators.
+        for module in conf.get().handler_modules:
+            import_module(module)

@@ -1,4 +1,10 @@
-from django.urls import URLPattern
+from django.urls import path
+
+from . import views
 
 app_name = "receivers"
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("<slug:slug>/", views.receive, name="receive"),
+    # Without the trailing slash too: a POST cannot follow APPEND_SLASH's redirect.
+    path("<slug:slug>", views.receive, name="receive-no-slash"),
+]

@@ -1,0 +1,196 @@
+"""Operator console of the receiving side; actions call services."""
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.translation import ngettext
+
+from . import services
+from .models import InboxEvent, InboxStatus, Order, Payment, PaymentTransition, Source, SourceSecret
+
+
+class SourceSecretForm(forms.ModelForm[SourceSecret]):
+    secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The provider's signing secret. Stored encrypted, never shown again.",
+    )
+
+    class Meta:
+        model = SourceSecret
+        fields = ["secret", "expires_at"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.instance.pk is None and not cleaned.get("secret"):
+            raise forms.ValidationError("Enter the secret.")
+        return cleaned
+
+    def save(self, commit: bool = True) -> SourceSecret:
+        if self.cleaned_data.get("secret"):
+            self.instance.value = self.cleaned_data["secret"]
+        return super().save(commit)
+
+
+class SourceSecretInline(admin.TabularInline[SourceSecret, Source]):
+    model = SourceSecret
+    form = SourceSecretForm
+    extra = 0
+    readonly_fields = ["fingerprint", "created_at"]
+    fields = ["fingerprint", "secret", "created_at", "expires_at"]
+
+
+class SourceForm(forms.ModelForm[Source]):
+    api_base_url = forms.URLField(required=False, max_length=2048, assume_scheme="https")
+    api_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Token for the provider's API (reconciliation). Leave empty to keep it.",
+    )
+
+    class Meta:
+        model = Source
+        fields = [
+            "slug",
+            "scheme",
+            "description",
+            "enabled",
+            "tolerance_seconds",
+            "max_body_bytes",
+            "expected_account",
+            "expected_mode",
+            "api_base_url",
+            "api_token",
+        ]
+
+    def save(self, commit: bool = True) -> Source:
+        if self.cleaned_data.get("api_token"):
+            self.instance.api_token = self.cleaned_data["api_token"]
+        return super().save(commit)
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin[Source]):
+    form = SourceForm
+    list_display = ["slug", "scheme", "enabled", "tolerance_seconds", "max_body_bytes"]
+    list_filter = ["scheme", "enabled"]
+    search_fields = ["slug", "description"]
+    readonly_fields = ["created_at", "updated_at"]
+    inlines = [SourceSecretInline]
+    actions = ["rotate_secret"]
+
+    @admin.action(
+        description="Rotate secret (generate a new one, old valid 24 h)", permissions=["change"]
+    )
+    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+        for source in queryset:
+            try:
+                secret, _ = services.source_rotate_secret(source=source)
+            except services.SecretRequired as exc:
+                self.message_user(request, f"{source.slug}: {exc}; add it below.", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                f"{source.slug}: new secret (copy it now, it is not shown again): {secret}",
+                messages.WARNING,
+            )
+
+
+@admin.register(InboxEvent)
+class InboxEventAdmin(admin.ModelAdmin[InboxEvent]):
+    list_display = ["received_at", "source", "type", "event_id", "status", "attempts"]
+    list_filter = ["source", "status", "type"]
+    list_select_related = ["source"]
+    search_fields = ["event_id", "type"]
+    date_hierarchy = "received_at"
+    actions = ["retry_processing"]
+    exclude = ["raw_body", "payload", "lease_token"]
+    readonly_fields = [
+        "source",
+        "event_id",
+        "type",
+        "status",
+        "attempts",
+        "attempts_before_cycle",
+        "received_at",
+        "provider_timestamp",
+        "processed_at",
+        "next_attempt_at",
+        "enqueued_at",
+        "lease_expires_at",
+        "last_error",
+        "last_traceback",
+        "headers",
+        "pretty_payload",
+        "raw_body_size",
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[InboxEvent]:
+        queryset = super().get_queryset(request)
+        url_name = request.resolver_match.url_name if request.resolver_match else None
+        if url_name and url_name.endswith("changelist"):
+            queryset = queryset.defer("raw_body", "payload", "headers", "last_traceback")
+        return queryset
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="Payload")
+    def pretty_payload(self, obj: InboxEvent) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2, ensure_ascii=False))
+
+    @admin.display(description="Raw body")
+    def raw_body_size(self, obj: InboxEvent) -> str:
+        if obj.raw_body is None:
+            return "purged (retention)"
+        return f"{len(bytes(obj.raw_body))} bytes"
+
+    @admin.action(description="Retry processing", permissions=["change"])
+    def retry_processing(self, request: HttpRequest, queryset: QuerySet[InboxEvent]) -> None:
+        retried = skipped = 0
+        for pk in queryset.exclude(status=InboxStatus.PROCESSING).values_list("pk", flat=True):
+            try:
+                services.inbox_retry(inbox_id=pk)
+                retried += 1
+            except services.InboxNotRetryable:
+                skipped += 1
+        skipped += queryset.filter(status=InboxStatus.PROCESSING).count()
+        message = ngettext(
+            "%(count)d event queued for processing.",
+            "%(count)d events queued for processing.",
+            retried,
+        ) % {"count": retried}
+        if skipped:
+            message += f" {skipped} being processed right now left alone."
+        self.message_user(request, message, messages.SUCCESS)
+
+
+class PaymentTransitionInline(admin.TabularInline[PaymentTransition, Payment]):
+    model = PaymentTransition
+    extra = 0
+    can_delete = False
+    readonly_fields = ["from_status", "to_status", "version", "via", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Payment | None = None) -> bool:
+        return False
+
+
+@admin.register(Payment)
+class PaymentAdmin(admin.ModelAdmin[Payment]):
+    list_display = ["provider_payment_id", "order", "status", "version", "amount", "currency"]
+    list_filter = ["status", "source"]
+    search_fields = ["provider_payment_id", "order__reference"]
+    readonly_fields = [f.name for f in Payment._meta.fields]
+    inlines = [PaymentTransitionInline]
+
+
+@admin.register(Order)
+class OrderAdmin(admin.ModelAdmin[Order]):
+    list_display = ["reference", "amount", "currency", "status", "paid_at"]
+    list_filter = ["status"]
+    search_fields = ["reference"]

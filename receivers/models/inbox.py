@@ -1,0 +1,169 @@
+"""Data of the receiving side: sources, their secrets, and the durable inbox."""
+
+import hashlib
+import uuid
+from datetime import datetime
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from deliveries import crypto
+
+DEFAULT_TOLERANCE_SECONDS = 300
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+
+
+class Scheme(models.TextChoices):
+    OURS = "ours", "Ours (X-Webhook-Signature t=,v1=)"
+    STANDARD = "standard", "Standard Webhooks / Svix"
+    STRIPE = "stripe", "Stripe (Stripe-Signature)"
+    GITHUB = "github", "GitHub (X-Hub-Signature-256)"
+
+
+class Source(models.Model):
+    """One inbound provider configuration, reached at ``/receivers/<slug>/``."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    scheme = models.CharField(max_length=16, choices=Scheme.choices)
+    description = models.CharField(max_length=500, blank=True)
+    enabled = models.BooleanField(default=True)
+    tolerance_seconds = models.PositiveIntegerField(
+        default=DEFAULT_TOLERANCE_SECONDS,
+        validators=[MinValueValidator(1), MaxValueValidator(3600)],
+        help_text="Largest accepted difference between the signed timestamp and now.",
+    )
+    max_body_bytes = models.PositiveIntegerField(
+        default=DEFAULT_MAX_BODY_BYTES,
+        validators=[MinValueValidator(1024), MaxValueValidator(10 * 1024 * 1024)],
+    )
+    expected_account = models.CharField(
+        max_length=200, blank=True, help_text="Events from another provider account are ignored."
+    )
+    expected_mode = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[("live", "live"), ("test", "test")],
+        help_text="Events of the other mode (e.g. Stripe test events) are ignored.",
+    )
+    # Reconciliation: the provider's API, asked for the truth about stuck objects.
+    api_base_url = models.URLField(max_length=2048, blank=True)
+    encrypted_api_token = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def api_token(self) -> str:
+        return crypto.decrypt(self.encrypted_api_token) if self.encrypted_api_token else ""
+
+    @api_token.setter
+    def api_token(self, plaintext: str) -> None:
+        self.encrypted_api_token = crypto.encrypt(plaintext) if plaintext else ""
+
+
+class SourceSecretQuerySet(models.QuerySet["SourceSecret"]):
+    def active(self, now: datetime) -> "SourceSecretQuerySet":
+        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+class SourceSecret(models.Model):
+    """A verification secret, encrypted at rest. Every unexpired secret is accepted."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="secrets")
+    encrypted_value = models.TextField(editable=False)
+    # First characters of SHA-256(secret): tells secrets apart without revealing them.
+    fingerprint = models.CharField(max_length=12, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SourceSecretQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"secret {self.fingerprint}… of {self.source_id}"
+
+    @property
+    def value(self) -> str:
+        return crypto.decrypt(self.encrypted_value)
+
+    @value.setter
+    def value(self, plaintext: str) -> None:
+        self.encrypted_value = crypto.encrypt(plaintext)
+        self.fingerprint = hashlib.sha256(plaintext.encode("utf-8")).hexdigest()[:12]
+
+
+class InboxStatus(models.TextChoices):
+    RECEIVED = "received", "Received"
+    PROCESSING = "processing", "Processing"
+    PROCESSED = "processed", "Processed"
+    RETRYING = "retrying", "Retrying"
+    FAILED = "failed", "Failed"
+    IGNORED = "ignored", "Ignored"
+
+
+TERMINAL_STATUSES = (InboxStatus.PROCESSED, InboxStatus.FAILED, InboxStatus.IGNORED)
+
+
+class InboxEvent(models.Model):
+    """One event as the provider delivered it, stored before we answered 2xx.
+
+    ``UNIQUE(source, event_id)`` makes every redelivery of the event land on this row; its
+    processing may run many times (retries, manual retry), its arrival only once.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="inbox_events")
+    event_id = models.CharField(max_length=255)
+    type = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=16, choices=InboxStatus.choices, default=InboxStatus.RECEIVED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    # A manual retry starts a fresh cycle: the retry limit counts attempts since then.
+    attempts_before_cycle = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    last_traceback = models.TextField(blank=True)
+    headers = models.JSONField(default=dict, help_text="Request headers without signatures.")
+    raw_body = models.BinaryField(null=True, blank=True, help_text="Cleared after retention.")
+    payload = models.JSONField(null=True, blank=True)
+    provider_timestamp = models.DateTimeField(null=True, blank=True)
+    received_at = models.DateTimeField(db_index=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When a task message was last sent; the sweeper re-sends only after a grace period.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        verbose_name = "inbox event"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="inbox_unique_source_event")
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="inbox_due_idx",
+                condition=Q(status__in=["received", "retrying"]),
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="inbox_processing_lease_idx",
+                condition=Q(status="processing"),
+            ),
+            models.Index(fields=["status", "-received_at"], name="inbox_status_received_idx"),
+            models.Index(fields=["source", "type"], name="inbox_source_type_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.event_id} ({self.status})"

@@ -1,0 +1,23 @@
+"""Services of the receiving side: the only place where its business rules live."""
+
+from .arrival import Arrival, expectation_mismatch, inbox_record
+from .processing import InboxNotRetryable, Outcome, inbox_claim, inbox_process, inbox_retry
+from .sources import SecretRequired, source_create, source_rotate_secret
+from .sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
+
+__all__ = [
+    "Arrival",
+    "InboxNotRetryable",
+    "InboxSweepResult",
+    "Outcome",
+    "SecretRequired",
+    "expectation_mismatch",
+    "inbox_apply_retention",
+    "inbox_claim",
+    "inbox_process",
+    "inbox_record",
+    "inbox_retry",
+    "inbox_sweep",
+    "source_create",
+    "source_rotate_secret",
+]

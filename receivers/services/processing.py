@@ -1,0 +1,206 @@
+"""Processing an inbox row: claim it, run its handler, record the outcome.
+
+* The claim is one conditional UPDATE (due ``received``/``retrying``, or ``processing`` with
+  an expired lease -> ``processing`` with a fresh lease token), so of two task messages for
+  one row only one runs the handler at a time.
+* The handler runs in a transaction that also marks the row processed, guarded by the
+  lease token: its database effects and the status commit together, and a worker whose
+  lease was taken over rolls its effects back instead of committing them twice.
+* A failure is retried with exponential backoff and jitter (``deliveries.retry_policy``):
+  short waits as a Celery countdown, long ones left to the sweeper through
+  ``next_attempt_at``. After ``RECEIVERS_MAX_ATTEMPTS`` attempts in the current cycle, or
+  on ``PermanentFailure``, the row is ``failed``: terminal until someone retries it.
+* No handler for the type: ``ignored`` (acknowledged and counted; a manual retry after a
+  handler is deployed processes it).
+"""
+
+import logging
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from deliveries.retry_policy import RetryPolicy, backoff_delay
+
+from .. import conf, metrics
+from ..handlers import PermanentFailure, registry
+from ..idempotency import MissingPredecessor
+from ..models import InboxEvent, InboxStatus
+from .enqueue import enqueue_processing
+
+logger = logging.getLogger(__name__)
+
+ERROR_LIMIT = 2000
+TRACEBACK_LIMIT = 20000
+
+
+class Outcome:
+    """What `inbox_process` did; tests and logs assert on these strings."""
+
+    NOT_CLAIMED = "not_claimed"
+    PROCESSED = "processed"
+    IGNORED = "ignored"
+    RETRY_SCHEDULED = "retry_scheduled"
+    FAILED = "failed"
+    LEASE_LOST = "lease_lost"
+
+
+class LeaseLost(Exception):
+    """Another worker took the row over while this one ran its handler."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    event: InboxEvent
+    token: uuid.UUID
+    now: datetime
+
+
+def inbox_claim(*, inbox_id: uuid.UUID | str) -> Claim | None:
+    now = timezone.now()
+    token = uuid.uuid4()
+    claimable = Q(
+        status__in=[InboxStatus.RECEIVED, InboxStatus.RETRYING], next_attempt_at__lte=now
+    ) | Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now)
+    claimed = InboxEvent.objects.filter(claimable, pk=inbox_id).update(
+        status=InboxStatus.PROCESSING,
+        lease_token=token,
+        lease_expires_at=now + timedelta(seconds=conf.get().lease_seconds),
+        attempts=F("attempts") + 1,
+        updated_at=now,
+    )
+    if not claimed:
+        return None
+    event = InboxEvent.objects.select_related("source").get(pk=inbox_id)
+    return Claim(event=event, token=token, now=now)
+
+
+def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
+    """Process one inbox row if it can be claimed. Returns an `Outcome` string."""
+    claim = inbox_claim(inbox_id=inbox_id)
+    if claim is None:
+        return Outcome.NOT_CLAIMED
+    event = claim.event
+    handler = registry.resolve(event.source.slug, event.type)
+    if handler is None:
+        outcome = _finish(claim, InboxStatus.IGNORED, error=f"no handler for {event.type!r}")
+        return _counted(event, outcome)
+    try:
+        with transaction.atomic():
+            handler(event)
+            if not _mark(claim, status=InboxStatus.PROCESSED, error="", tb=""):
+                raise LeaseLost
+    except LeaseLost:
+        return _counted(event, Outcome.LEASE_LOST)
+    except Exception as exc:
+        return _counted(event, _failure(claim, exc))
+    return _counted(event, Outcome.PROCESSED)
+
+
+def _counted(event: InboxEvent, outcome: str) -> str:
+    metrics.count_processing(event.source.slug, outcome)
+    logger.info(
+        "inbox event %s",
+        outcome,
+        extra={
+            "source": event.source.slug,
+            "event_id": event.event_id,
+            "event_type": event.type,
+            "attempt": event.attempts,
+        },
+    )
+    return outcome
+
+
+def _mark(claim: Claim, *, status: str, error: str, tb: str, **fields: object) -> bool:
+    now = timezone.now()
+    done = status in (InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED)
+    values: dict[str, object] = {
+        "status": status,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "last_error": error[:ERROR_LIMIT],
+        "last_traceback": tb[-TRACEBACK_LIMIT:],
+        "updated_at": now,
+    }
+    if done:
+        values.update(next_attempt_at=None, processed_at=now if status != "failed" else None)
+    values.update(fields)
+    return (
+        InboxEvent.objects.filter(pk=claim.event.pk, lease_token=claim.token).update(**values) == 1
+    )
+
+
+def _finish(claim: Claim, status: str, *, error: str) -> str:
+    if not _mark(claim, status=status, error=error, tb=""):
+        return Outcome.LEASE_LOST
+    return Outcome.IGNORED if status == InboxStatus.IGNORED else Outcome.PROCESSED
+
+
+def _failure(claim: Claim, exc: Exception) -> str:
+    settings = conf.get()
+    event = claim.event
+    error = f"{type(exc).__name__}: {exc}"
+    tb = "".join(traceback.format_exception(exc))
+    attempt_in_cycle = event.attempts - event.attempts_before_cycle
+    if isinstance(exc, PermanentFailure) or attempt_in_cycle >= settings.max_attempts:
+        if not _mark(claim, status=InboxStatus.FAILED, error=error, tb=tb):
+            return Outcome.LEASE_LOST
+        logger.error(
+            "inbox event failed for good",
+            extra={"source": event.source.slug, "event_id": event.event_id, "error": error},
+        )
+        return Outcome.FAILED
+    policy = RetryPolicy(
+        base_backoff_seconds=settings.backoff_base_seconds,
+        max_backoff_seconds=settings.backoff_max_seconds,
+    )
+    delay = backoff_delay(attempt_in_cycle, policy)
+    short_wait = delay <= settings.max_countdown_seconds
+    now = timezone.now()
+    if isinstance(exc, MissingPredecessor):
+        error = f"waiting for a predecessor: {exc}"
+    with transaction.atomic():
+        marked = _mark(
+            claim,
+            status=InboxStatus.RETRYING,
+            error=error,
+            tb=tb,
+            next_attempt_at=now + timedelta(seconds=delay),
+            # Long waits have no message out: the sweeper enqueues them when due.
+            enqueued_at=now if short_wait else None,
+        )
+        if marked and short_wait:
+            transaction.on_commit(
+                lambda: enqueue_processing([event.pk], countdown=delay), robust=True
+            )
+    return Outcome.RETRY_SCHEDULED if marked else Outcome.LEASE_LOST
+
+
+class InboxNotRetryable(Exception):
+    """The row is being processed right now; a manual retry would change nothing."""
+
+
+def inbox_retry(*, inbox_id: uuid.UUID | str) -> InboxEvent:
+    """Process a row again now, with a fresh retry cycle (admin action, API, operator).
+
+    This is how a failed (or ignored, once a handler exists) event is processed again: the
+    dedupe on arrival is about deliveries from the provider and never blocks it.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        event = InboxEvent.objects.select_for_update().get(pk=inbox_id)
+        if event.status == InboxStatus.PROCESSING:
+            raise InboxNotRetryable("the event is being processed")
+        event.status = InboxStatus.RECEIVED
+        event.attempts_before_cycle = event.attempts
+        event.next_attempt_at = now
+        event.enqueued_at = now
+        event.processed_at = None
+        event.save()
+        transaction.on_commit(lambda: enqueue_processing([event.pk]), robust=True)
+    return event

@@ -1,0 +1,86 @@
+"""The inbox sweeper: the database, not the broker, says which events still need work.
+
+Redis may lose the message sent on commit, and a worker may die mid-handler. Every few
+seconds (Celery beat) the sweeper enqueues rows that are due but have no message out
+(``received``/``retrying``), and rows whose processing lease expired (``processing``). It
+takes rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` and marks them before sending, so two
+sweepers never send the same row; a duplicate message is harmless anyway (the claim).
+
+It also applies retention: raw bodies of finished rows are cleared after
+``RECEIVERS_BODY_RETENTION_DAYS``, processed and ignored rows are deleted after
+``RECEIVERS_INBOX_RETENTION_DAYS`` (longer than any provider's redelivery window, or a
+late redelivery would be processed again). Failed rows stay until an operator acts.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .. import conf
+from ..models import InboxEvent, InboxStatus
+from .enqueue import enqueue_processing
+
+MAX_BATCHES_PER_RUN = 20
+
+
+@dataclass
+class InboxSweepResult:
+    due: int = 0
+    leases_expired: int = 0
+    bodies_purged: int = 0
+    rows_deleted: int = 0
+
+
+def inbox_sweep() -> InboxSweepResult:
+    settings = conf.get()
+    now = timezone.now()
+    grace_cutoff = now - timedelta(seconds=settings.requeue_grace_seconds)
+    due = Q(status__in=[InboxStatus.RECEIVED, InboxStatus.RETRYING], next_attempt_at__lte=now) & (
+        Q(enqueued_at__isnull=True)
+        | Q(next_attempt_at__lt=grace_cutoff, enqueued_at__lt=grace_cutoff)
+    )
+    expired = Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now) & (
+        Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace_cutoff)
+    )
+    result = InboxSweepResult(due=_requeue(due), leases_expired=_requeue(expired))
+    result.bodies_purged, result.rows_deleted = inbox_apply_retention()
+    return result
+
+
+def _requeue(condition: Q) -> int:
+    batch_size = conf.get().sweep_batch_size
+    total = 0
+    for _ in range(MAX_BATCHES_PER_RUN):
+        with transaction.atomic():
+            ids = list(
+                InboxEvent.objects.select_for_update(skip_locked=True)
+                .filter(condition)
+                .order_by("received_at")
+                .values_list("id", flat=True)[:batch_size]
+            )
+            if not ids:
+                break
+            InboxEvent.objects.filter(pk__in=ids).update(enqueued_at=timezone.now())
+            transaction.on_commit(lambda ids=ids: enqueue_processing(ids), robust=True)  # type: ignore[misc]
+        total += len(ids)
+        if len(ids) < batch_size:
+            break
+    return total
+
+
+def inbox_apply_retention() -> tuple[int, int]:
+    settings = conf.get()
+    now = timezone.now()
+    finished = [InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED]
+    body_cutoff = now - timedelta(days=settings.body_retention_days)
+    purged = InboxEvent.objects.filter(
+        status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False
+    ).update(raw_body=None)
+    row_cutoff = now - timedelta(days=settings.inbox_retention_days)
+    deleted, _ = InboxEvent.objects.filter(
+        status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED], received_at__lt=row_cutoff
+    ).delete()
+    return purged, deleted

@@ -1,0 +1,150 @@
+"""The receiving endpoint, ``/receivers/<slug>/``: a short pipeline, the same for every scheme.
+
+    source -> size limit -> raw body -> signature (every active secret, constant time)
+    -> timestamp window -> envelope -> INSERT ... ON CONFLICT DO NOTHING -> COMMIT -> 200
+
+Each step either passes or ends the request with a fixed answer; only the envelope step
+says what was wrong (the caller is authenticated by then). 2xx means the event is
+committed; when the database cannot take it the answer is 503 so the provider retries.
+"""
+
+import logging
+import time
+from collections.abc import Mapping
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from deliveries.crypto import SecretDecryptionError
+
+from . import schemes, services
+from .metrics import RequestOutcome, count_request
+from .models import Source
+
+logger = logging.getLogger(__name__)
+
+#: Never stored with the inbox row, whatever the scheme.
+ALWAYS_DROPPED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+DB_RETRY_AFTER_SECONDS = 30
+
+
+class Reject(Exception):
+    def __init__(self, status: int, outcome: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.outcome = outcome
+        self.detail = detail
+
+
+@csrf_exempt
+def receive(request: HttpRequest, slug: str) -> HttpResponse:
+    if request.method not in ("POST", "HEAD"):
+        return HttpResponseNotAllowed(["POST", "HEAD"])
+    try:
+        source = Source.objects.filter(slug=slug, enabled=True).first()
+        if source is None:
+            raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
+        if request.method == "HEAD":
+            return HttpResponse(status=200)
+        outcome, body = _accept(request, source)
+    except Reject as reject:
+        count_request(slug if reject.status != 404 else "-", reject.outcome)
+        logger.warning("webhook rejected: %s", reject.outcome, extra={"source": slug})
+        return JsonResponse({"detail": reject.detail}, status=reject.status)
+    except (OperationalError, InterfaceError):
+        # Nothing was stored: the provider must deliver again.
+        count_request(slug, RequestOutcome.DB_UNAVAILABLE)
+        logger.exception("webhook not stored: database unavailable", extra={"source": slug})
+        response = JsonResponse({"detail": "temporarily unavailable"}, status=503)
+        response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
+        return response
+    count_request(slug, outcome)
+    return JsonResponse(body, status=200)
+
+
+def _accept(request: HttpRequest, source: Source) -> tuple[str, dict[str, str]]:
+    scheme = schemes.get(source.scheme)
+    body = _read_body(request, source.max_body_bytes)
+    headers = schemes.Headers(request.headers)
+    verified = _verify(scheme, headers, body, source)
+    try:
+        envelope = scheme.envelope(headers, body, verified.parts)
+    except schemes.MalformedEnvelope as exc:
+        raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
+    arrival = services.inbox_record(
+        source=source,
+        envelope=envelope,
+        headers=stored_headers(request.headers, scheme.signature_headers),
+        raw_body=body,
+    )
+    if not arrival.created:
+        outcome = RequestOutcome.DUPLICATE
+    elif arrival.status == "ignored":
+        outcome = RequestOutcome.IGNORED
+    else:
+        outcome = RequestOutcome.ACCEPTED
+    logger.info(
+        "webhook %s",
+        outcome,
+        extra={"source": source.slug, "event_id": envelope.event_id, "event_type": envelope.type},
+    )
+    return outcome, {"status": outcome}
+
+
+def _read_body(request: HttpRequest, limit: int) -> bytes:
+    """The raw bytes, never more than ``limit`` + 1 of them read."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if not declared.isdigit():
+        raise Reject(400, RequestOutcome.MALFORMED, "invalid Content-Length")
+    if int(declared) > limit:
+        raise Reject(413, RequestOutcome.TOO_LARGE, "body too large")
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise Reject(413, RequestOutcome.TOO_LARGE, "body too large")
+    return body
+
+
+def _verify(
+    scheme: schemes.Scheme, headers: schemes.Headers, body: bytes, source: Source
+) -> schemes.Verified:
+    secrets = _active_secrets(source)
+    if not secrets:
+        logger.error(
+            "source has no active secret: every request is refused", extra={"source": source.slug}
+        )
+    try:
+        return schemes.verify(
+            scheme,
+            headers,
+            body,
+            secrets,
+            now=time.time(),
+            tolerance_seconds=source.tolerance_seconds,
+        )
+    except schemes.TimestampOutOfWindow:
+        raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None
+    except schemes.VerificationError:
+        raise Reject(401, RequestOutcome.SIGNATURE_FAILED, "unauthorized") from None
+
+
+def _active_secrets(source: Source) -> list[str]:
+    values = []
+    for secret in source.secrets.active(timezone.now()):
+        try:
+            values.append(secret.value)
+        except SecretDecryptionError:
+            logger.error(
+                "source secret cannot be decrypted with the configured keys",
+                extra={"source": source.slug, "secret": secret.fingerprint},
+            )
+    return values
+
+
+def stored_headers(
+    headers: Mapping[str, str], signature_headers: tuple[str, ...]
+) -> dict[str, str]:
+    """Request headers worth keeping: everything but signatures and credentials."""
+    dropped = ALWAYS_DROPPED_HEADERS | {name.lower() for name in signature_headers}
+    return {name: value for name, value in headers.items() if name.lower() not in dropped}

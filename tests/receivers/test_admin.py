@@ -1,0 +1,61 @@
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from receivers.models import InboxEvent, InboxStatus, Source
+from tests.receivers.conftest import MakeSource, post
+from tests.receivers.helpers import ours_event, sign_ours
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(client: Client) -> Client:
+    user = User.objects.create_superuser("admin", "a@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def test_inbox_list_detail_and_retry_action(staff: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event("future.event")
+    post(Client(), source.slug, body, sign_ours([secret], body))
+    row = InboxEvent.objects.get()
+    InboxEvent.objects.filter(pk=row.pk).update(status=InboxStatus.FAILED, last_error="boom")
+
+    listing = staff.get("/admin/receivers/inboxevent/?status=failed")
+    assert listing.status_code == 200
+    assert row.event_id in listing.content.decode()
+    detail = staff.get(f"/admin/receivers/inboxevent/{row.pk}/change/")
+    assert detail.status_code == 200
+    assert "boom" in detail.content.decode()
+
+    response = staff.post(
+        "/admin/receivers/inboxevent/",
+        {"action": "retry_processing", "_selected_action": [str(row.pk)]},
+        follow=True,
+    )
+    assert "1 event queued for processing" in response.content.decode()
+    row.refresh_from_db()
+    assert row.status == InboxStatus.RECEIVED
+
+
+def test_source_admin_adds_a_secret_and_rotates(staff: Client, make_source: MakeSource) -> None:
+    source, _ = make_source()
+    assert staff.get(f"/admin/receivers/source/{source.pk}/change/").status_code == 200
+    response = staff.post(
+        "/admin/receivers/source/",
+        {"action": "rotate_secret", "_selected_action": [str(source.pk)]},
+        follow=True,
+    )
+    assert "new secret" in response.content.decode()
+    assert source.secrets.count() == 2
+    assert source.secrets.filter(expires_at__isnull=False).count() == 1
+
+    github = Source.objects.create(slug="gh", scheme="github")
+    response = staff.post(
+        "/admin/receivers/source/",
+        {"action": "rotate_secret", "_selected_action": [str(github.pk)]},
+        follow=True,
+    )
+    assert "needs the provider" in response.content.decode()

@@ -1,0 +1,349 @@
+"""Processing on the real stack: Redis, a real worker, PostgreSQL; failures from 003."""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+import requests
+from django.test import Client
+from django.utils import timezone
+
+from receivers import services
+from receivers.handlers import inbox_handler, registry
+from receivers.models import (
+    InboxEvent,
+    InboxStatus,
+    Order,
+    OrderStatus,
+    Payment,
+    PaymentStatus,
+    PaymentTransition,
+    Source,
+)
+from tests.receivers.conftest import MakeSource, post
+from tests.receivers.helpers import ours_event, sign_ours, wait_until
+
+worker = pytest.mark.django_db(transaction=True)
+
+
+def send(client: Client, source: Source, secret: str, event_type: str, **data: Any) -> str:
+    event_id = data.pop("event_id", None) or str(uuid.uuid4())
+    body = ours_event(event_type, data, event_id=event_id)
+    response = post(client, source.slug, body, sign_ours([secret], body))
+    assert response.status_code == 200, response.content
+    return event_id
+
+
+def status_of(source: Source, event_id: str) -> str:
+    return InboxEvent.objects.get(source=source, event_id=event_id).status
+
+
+def wait_status(source: Source, event_id: str, *wanted: str, timeout: float = 20.0) -> None:
+    wait_until(lambda: status_of(source, event_id) in wanted, timeout, f"{event_id} {wanted}")
+
+
+def payment_data(version: int, payment_id: str = "pay_1", **extra: Any) -> dict[str, Any]:
+    return {
+        "payment_id": payment_id,
+        "order": "ord_52",
+        "amount": 500000,
+        "currency": "RUB",
+        "version": version,
+        **extra,
+    }
+
+
+@pytest.fixture
+def order(transactional_db: None) -> Order:
+    return Order.objects.create(reference="ord_52", amount=500000, currency="RUB")
+
+
+@pytest.fixture
+def failing_handler() -> Iterator[dict[str, int]]:
+    calls = {"n": 0, "fail_until": 1_000}
+
+    @inbox_handler("test.flaky")
+    def flaky(event: InboxEvent) -> None:
+        calls["n"] += 1
+        if calls["n"] <= calls["fail_until"]:
+            raise RuntimeError(f"downstream unavailable (call {calls['n']})")
+
+    yield calls
+    registry.unregister("test.flaky")
+
+
+@worker
+def test_event_is_processed_after_the_response(
+    celery_worker: object, make_source: MakeSource, order: Order
+) -> None:
+    source, secret = make_source()
+    client = Client()
+    created = send(client, source, secret, "payment.created", **payment_data(1))
+    succeeded = send(client, source, secret, "payment.succeeded", **payment_data(2))
+
+    wait_status(source, succeeded, InboxStatus.PROCESSED)
+    assert status_of(source, created) == InboxStatus.PROCESSED
+    row = InboxEvent.objects.get(event_id=succeeded)
+    assert row.attempts == 1
+    assert row.processed_at is not None
+    order.refresh_from_db()
+    assert order.status == OrderStatus.PAID
+
+
+@worker
+def test_sequential_duplicate_two_2xx_one_effect(
+    celery_worker: object, make_source: MakeSource, order: Order
+) -> None:
+    source, secret = make_source()
+    client = Client()
+    send(client, source, secret, "payment.created", **payment_data(1))
+    event_id = send(client, source, secret, "payment.succeeded", **payment_data(2))
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    send(client, source, secret, "payment.succeeded", event_id=event_id, **payment_data(2))
+    # A different event describing the same fact (the provider sent it twice).
+    other = send(client, source, secret, "payment.succeeded", **payment_data(2))
+    wait_status(source, other, InboxStatus.PROCESSED)
+
+    assert InboxEvent.objects.filter(event_id=event_id).get().attempts == 1
+    assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
+    assert Payment.objects.count() == 1
+
+
+@worker
+def test_concurrent_duplicates_one_row_one_effect_all_2xx(
+    celery_worker: object, live_server: Any, make_source: MakeSource, order: Order
+) -> None:
+    source, secret = make_source()
+    client = Client()
+    send(client, source, secret, "payment.created", **payment_data(1))
+    body = ours_event("payment.succeeded", payment_data(2), event_id="evt-concurrent")
+    headers = {**sign_ours([secret], body), "Content-Type": "application/json"}
+    url = f"{live_server.url}/receivers/{source.slug}/"
+    parallel = 24
+    barrier = threading.Barrier(parallel)
+    statuses: list[int] = []
+
+    def deliver() -> None:
+        barrier.wait()
+        statuses.append(requests.post(url, data=body, headers=headers, timeout=30).status_code)
+
+    threads = [threading.Thread(target=deliver) for _ in range(parallel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert statuses == [200] * parallel
+    assert InboxEvent.objects.filter(event_id="evt-concurrent").count() == 1
+    wait_status(source, "evt-concurrent", InboxStatus.PROCESSED)
+    assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
+
+
+@worker
+def test_unknown_type_is_acknowledged_and_ignored(
+    celery_worker: object, make_source: MakeSource
+) -> None:
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, "future.event", anything=True)
+    wait_status(source, event_id, InboxStatus.IGNORED)
+    assert "no handler" in InboxEvent.objects.get(event_id=event_id).last_error
+    # The queue is not broken: the next event is processed normally.
+    Order.objects.create(reference="ord_52", amount=500000, currency="RUB")
+    nxt = send(Client(), source, secret, "payment.created", **payment_data(1))
+    wait_status(source, nxt, InboxStatus.PROCESSED)
+
+
+@worker
+def test_handler_failure_retries_then_succeeds(
+    celery_worker: object, make_source: MakeSource, quick_retries: None, failing_handler: dict
+) -> None:
+    failing_handler["fail_until"] = 2
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, "test.flaky")
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    row = InboxEvent.objects.get(event_id=event_id)
+    assert row.attempts == 3
+    assert row.last_error == ""
+
+
+@worker
+def test_handler_failure_ends_failed_then_manual_retry_processes(
+    celery_worker: object, make_source: MakeSource, quick_retries: None, failing_handler: dict
+) -> None:
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, "test.flaky")
+    wait_status(source, event_id, InboxStatus.FAILED)
+    row = InboxEvent.objects.get(event_id=event_id)
+    assert row.attempts == 3  # RECEIVERS_MAX_ATTEMPTS
+    assert "downstream unavailable" in row.last_error
+    assert "Traceback" in row.last_traceback
+    time.sleep(0.5)
+    assert status_of(source, event_id) == InboxStatus.FAILED  # terminal: no more attempts
+
+    # The provider redelivers: still a duplicate, still failed (arrival dedupe).
+    body = ours_event("test.flaky", {}, event_id=event_id)
+    assert post(Client(), source.slug, body, sign_ours([secret], body)).json() == {
+        "status": "duplicate"
+    }
+    # An operator retries once the downstream is back: the dedupe does not block it.
+    failing_handler["fail_until"] = 0
+    services.inbox_retry(inbox_id=row.pk)
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    assert InboxEvent.objects.get(event_id=event_id).attempts == 4
+
+
+@worker
+def test_crash_after_inbox_commit_is_processed_after_restart(
+    request: pytest.FixtureRequest,
+    redis_client: redis.Redis,
+    make_source: MakeSource,
+    order: Order,
+    quick_retries: None,
+) -> None:
+    # No worker is running: the event is committed and acknowledged...
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, "payment.created", **payment_data(1))
+    assert status_of(source, event_id) == InboxStatus.RECEIVED
+    # ...and then the worker dies and Redis loses the task message with it.
+    redis_client.flushdb()
+
+    request.getfixturevalue("celery_worker")  # the worker comes back
+    assert services.inbox_sweep().due == 1  # beat's sweeper finds the row
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    assert Payment.objects.count() == 1
+
+
+@worker
+def test_worker_killed_mid_processing_is_taken_over_after_the_lease(
+    celery_worker: object, make_source: MakeSource, order: Order, quick_retries: None
+) -> None:
+    source, _ = make_source()
+    event_id = str(uuid.uuid4())
+    body = ours_event("payment.created", payment_data(1), event_id=event_id)
+    # A worker claimed the event and was killed before finishing (nothing committed).
+    services_arrival_claimed(source, body, event_id)
+
+    assert services.inbox_sweep().leases_expired == 1
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    assert InboxEvent.objects.get(event_id=event_id).attempts == 2
+    assert Payment.objects.count() == 1
+
+
+@worker
+def test_crash_after_business_effect_has_no_second_effect(
+    celery_worker: object, make_source: MakeSource, order: Order, quick_retries: None
+) -> None:
+    """The handler's effect committed, then the worker died before the inbox row said so:
+    the row is still `processing`. The takeover runs the handler again; no second effect."""
+    from receivers.example.handlers import facts_from
+    from receivers.example.payments import payment_apply_state
+
+    source, secret = make_source()
+    send(Client(), source, secret, "payment.created", **payment_data(1))
+    wait_until(lambda: Payment.objects.exists(), what="payment registered")
+    event_id = str(uuid.uuid4())
+    body = ours_event("payment.succeeded", payment_data(2), event_id=event_id)
+    services_arrival_claimed(source, body, event_id)
+    row = InboxEvent.objects.get(event_id=event_id)
+    # The dead worker's effect, committed:
+    payment_apply_state(source_id=source.pk, facts=facts_from(row), via="webhook")
+    assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
+
+    assert services.inbox_sweep().leases_expired == 1
+    wait_status(source, event_id, InboxStatus.PROCESSED)
+    assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
+    order.refresh_from_db()
+    assert order.status == OrderStatus.PAID
+
+
+def services_arrival_claimed(source: Source, body: bytes, event_id: str) -> None:
+    """Store an event as a worker that claimed it and then died would have left it."""
+    import json
+
+    now = timezone.now()
+    InboxEvent.objects.create(
+        source=source,
+        event_id=event_id,
+        type=json.loads(body)["type"],
+        status=InboxStatus.PROCESSING,
+        attempts=1,
+        raw_body=body,
+        payload=json.loads(body),
+        received_at=now,
+        next_attempt_at=now,
+        enqueued_at=now - timedelta(seconds=10),
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now - timedelta(seconds=1),
+    )
+
+
+@worker
+def test_out_of_order_versions_end_at_the_newest(
+    celery_worker: object, make_source: MakeSource, order: Order
+) -> None:
+    source, secret = make_source()
+    client = Client()
+    created = send(client, source, secret, "payment.created", **payment_data(1))
+    wait_status(source, created, InboxStatus.PROCESSED)
+    newer = send(client, source, secret, "payment.succeeded", **payment_data(11))
+    wait_status(source, newer, InboxStatus.PROCESSED)
+    older = send(client, source, secret, "payment.processing", **payment_data(10))
+    wait_status(source, older, InboxStatus.PROCESSED)
+
+    payment = Payment.objects.get()
+    assert (payment.status, payment.version) == (PaymentStatus.SUCCEEDED, 11)
+    assert list(PaymentTransition.objects.values_list("to_status", flat=True)) == ["succeeded"]
+
+
+@worker
+def test_missing_predecessor_is_retried_until_it_arrives(
+    celery_worker: object, make_source: MakeSource, order: Order, quick_retries: None, settings: Any
+) -> None:
+    settings.RECEIVERS_MAX_ATTEMPTS = 50
+    source, secret = make_source()
+    client = Client()
+    paid = send(client, source, secret, "payment.succeeded", **payment_data(2))
+    wait_until(lambda: InboxEvent.objects.get(event_id=paid).attempts >= 2, what="a retry of paid")
+    row = InboxEvent.objects.get(event_id=paid)
+    assert row.status in (InboxStatus.RETRYING, InboxStatus.PROCESSING)
+    assert "predecessor" in row.last_error or row.status == InboxStatus.PROCESSING
+
+    send(client, source, secret, "payment.created", **payment_data(1))
+    wait_status(source, paid, InboxStatus.PROCESSED)
+    assert Payment.objects.get().status == PaymentStatus.SUCCEEDED
+
+
+@worker
+def test_same_timestamp_different_ids_are_both_processed(
+    celery_worker: object, make_source: MakeSource
+) -> None:
+    Order.objects.create(reference="ord_52", amount=500000, currency="RUB")
+    source, secret = make_source()
+    ts = int(time.time())
+    ids = []
+    for payment_id in ("pay_a", "pay_b"):
+        event_id = str(uuid.uuid4())
+        body = ours_event("payment.created", payment_data(1, payment_id), event_id=event_id)
+        post(Client(), source.slug, body, sign_ours([secret], body, timestamp=ts))
+        ids.append(event_id)
+    for event_id in ids:
+        wait_status(source, event_id, InboxStatus.PROCESSED)
+    assert Payment.objects.count() == 2
+
+
+@worker
+def test_amount_mismatch_fails_at_once(
+    celery_worker: object, make_source: MakeSource, order: Order, quick_retries: None
+) -> None:
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, "payment.created", **payment_data(1, amount=1))
+    wait_status(source, event_id, InboxStatus.FAILED)
+    row = InboxEvent.objects.get(event_id=event_id)
+    assert row.attempts == 1
+    assert "amount" in row.last_error
+    assert not Payment.objects.exists()

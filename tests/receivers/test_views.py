@@ -1,0 +1,356 @@
+"""The receiving view, request by request (no worker: processing is tested elsewhere)."""
+
+import json
+import time
+import uuid
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from receivers import services
+from receivers.models import InboxEvent, InboxStatus
+from tests.receivers.conftest import MakeSource, post
+from tests.receivers.helpers import (
+    body_of,
+    ours_event,
+    sign_github,
+    sign_ours,
+    sign_standard_lib,
+    sign_stripe_lib,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def raw_of(row: InboxEvent) -> bytes:
+    assert row.raw_body is not None
+    return bytes(row.raw_body)
+
+
+def test_valid_request_is_stored_and_acknowledged(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    event_id = str(uuid.uuid4())
+    body = ours_event("payment.created", {"payment_id": "p1"}, event_id=event_id)
+
+    response = post(client, source.slug, body, sign_ours([secret], body))
+
+    assert response.status_code == 200
+    assert response.json() == {"status": "accepted"}
+    row = InboxEvent.objects.get()
+    assert (row.event_id, row.type, row.status) == (event_id, "payment.created", "received")
+    assert raw_of(row) == body
+    assert isinstance(row.payload, dict)
+    assert row.payload["data"] == {"payment_id": "p1"}
+    assert row.provider_timestamp is not None
+
+
+def test_signatures_are_not_stored_with_the_headers(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    post(client, source.slug, body, {**sign_ours([secret], body), "Authorization": "x"})
+    headers = {k.lower(): v for k, v in InboxEvent.objects.get().headers.items()}
+    assert "x-webhook-signature" not in headers
+    assert "webhook-signature" not in headers
+    assert "authorization" not in headers
+    assert headers["x-webhook-id"]
+    assert secret not in json.dumps(headers)
+
+
+def test_tampered_body_is_refused_without_detail(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event(data={"amount": 500})
+    headers = sign_ours([secret], body)
+
+    response = post(client, source.slug, body.replace(b"500", b"501"), headers)
+
+    assert response.status_code == 401
+    assert response.json() == {"detail": "unauthorized"}
+    assert not InboxEvent.objects.exists()
+
+
+def test_stale_timestamp_is_refused_like_a_bad_signature(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    stale = int(time.time()) - source.tolerance_seconds - 5
+
+    response = post(client, source.slug, body, sign_ours([secret], body, timestamp=stale))
+
+    assert response.status_code == 401
+    assert response.json() == {"detail": "unauthorized"}
+    assert not InboxEvent.objects.exists()
+
+
+def test_raw_body_reaches_verification_untouched(client: Client, make_source: MakeSource) -> None:
+    """Whitespace, key order, unicode escapes and a form content type survive as bytes:
+    nothing (CSRF, parsers, middleware) reads or re-serialises the body before us."""
+    source, secret = make_source()
+    body = (
+        b'{ "type":"payment.created",\n  "id" : "evt-raw", '
+        b'"data":{"name":"J\\u00fcrgen \xe2\x9c\x93"},"version":1 }\r\n'
+    )
+    for content_type in ("application/json", "application/x-www-form-urlencoded"):
+        InboxEvent.objects.all().delete()
+        response = post(
+            client, source.slug, body, sign_ours([secret], body), content_type=content_type
+        )
+        assert response.status_code == 200, content_type
+        assert raw_of(InboxEvent.objects.get()) == body
+
+
+def test_csrf_checks_do_not_apply(make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    strict = Client(enforce_csrf_checks=True)
+    assert post(strict, source.slug, body, sign_ours([secret], body)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"type": "a.b"}', "'id'"),
+        (b'{"id": "e1"}', "'type'"),
+    ],
+)
+def test_malformed_envelope_is_400(
+    client: Client, make_source: MakeSource, body: bytes, detail: str
+) -> None:
+    source, secret = make_source()
+    response = post(client, source.slug, body, sign_ours([secret], body))
+    assert response.status_code == 400
+    assert detail in response.json()["detail"]
+    assert not InboxEvent.objects.exists()
+
+
+def test_unknown_additive_fields_are_fine(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event(new_top_level={"nested": [1, 2]}, schema_hint="v2")
+    assert post(client, source.slug, body, sign_ours([secret], body)).status_code == 200
+
+
+def test_sequential_duplicate_is_200_and_stored_once(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    first = post(client, source.slug, body, sign_ours([secret], body))
+    # A legitimate redelivery: re-signed with a fresh timestamp, same event id.
+    second = post(client, source.slug, body, sign_ours([secret], body, int(time.time()) + 1))
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert second.json() == {"status": "duplicate"}
+    assert InboxEvent.objects.count() == 1
+
+
+def test_same_event_id_from_two_sources_is_two_events(
+    client: Client, make_source: MakeSource
+) -> None:
+    a, secret_a = make_source()
+    b, secret_b = make_source()
+    body = ours_event(event_id="evt-same")
+    assert post(client, a.slug, body, sign_ours([secret_a], body)).json()["status"] == "accepted"
+    assert post(client, b.slug, body, sign_ours([secret_b], body)).json()["status"] == "accepted"
+
+
+def test_same_timestamp_different_ids_are_two_events(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source()
+    ts = int(time.time())
+    for event_id in ("evt-a", "evt-b"):
+        body = ours_event(event_id=event_id)
+        response = post(client, source.slug, body, sign_ours([secret], body, timestamp=ts))
+        assert response.json()["status"] == "accepted"
+    assert InboxEvent.objects.count() == 2
+
+
+def test_unknown_and_disabled_sources_are_404(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source(enabled=False)
+    body = ours_event()
+    assert post(client, "nope", body, sign_ours([secret], body)).status_code == 404
+    assert post(client, source.slug, body, sign_ours([secret], body)).status_code == 404
+
+
+def test_head_answers_200_and_get_405(client: Client, make_source: MakeSource) -> None:
+    source, _ = make_source()
+    assert client.head(f"/receivers/{source.slug}/").status_code == 200
+    assert client.get(f"/receivers/{source.slug}/").status_code == 405
+    assert client.put(f"/receivers/{source.slug}/").status_code == 405
+
+
+def test_path_without_trailing_slash_works(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    response = client.post(
+        f"/receivers/{source.slug}", body, "application/json", headers=sign_ours([secret], body)
+    )
+    assert response.status_code == 200
+
+
+def test_declared_oversize_body_is_413(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source(max_body_bytes=2048)
+    body = ours_event(data={"pad": "x" * 3000})
+    response = post(client, source.slug, body, sign_ours([secret], body))
+    assert response.status_code == 413
+    assert not InboxEvent.objects.exists()
+
+
+def test_body_at_the_limit_is_accepted(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source(max_body_bytes=2048)
+    body = ours_event(data={"pad": ""})
+    body = ours_event(data={"pad": "x" * (2048 - len(body))})
+    assert len(body) == 2048
+    assert post(client, source.slug, body, sign_ours([secret], body)).status_code == 200
+
+
+def test_secret_rotation_window(client: Client, make_source: MakeSource) -> None:
+    source, old = make_source()
+    new, _ = services.source_rotate_secret(source=source, grace_seconds=3600)
+
+    for secret in (old, new):
+        body = ours_event()
+        assert post(client, source.slug, body, sign_ours([secret], body)).status_code == 200
+
+    # The grace period ends: only the new secret verifies.
+    source.secrets.exclude(fingerprint=source.secrets.first().fingerprint).update(  # type: ignore[union-attr]
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    body = ours_event()
+    assert post(client, source.slug, body, sign_ours([old], body)).status_code == 401
+    assert post(client, source.slug, body, sign_ours([new], body)).status_code == 200
+
+
+def test_standard_webhooks_library_signature_is_accepted(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source("standard")
+    body = body_of({"type": "invoice.paid", "timestamp": "2026-04-15T10:12:34Z", "data": {}})
+    response = post(client, source.slug, body, sign_standard_lib(secret, body, "msg_2QhY"))
+    assert response.status_code == 200
+    assert InboxEvent.objects.get().event_id == "msg_2QhY"
+
+
+def test_stripe_library_signature_is_accepted_and_mode_checked(
+    client: Client, make_source: MakeSource
+) -> None:
+    source, secret = make_source(
+        "stripe", secret="whsec_test_from_stripe_dashboard", expected_mode="live"
+    )
+
+    def stripe_event(event_id: str, livemode: bool) -> bytes:
+        return body_of(
+            {
+                "id": event_id,
+                "object": "event",
+                "type": "payment_intent.succeeded",
+                "created": int(time.time()),
+                "livemode": livemode,
+                "data": {"object": {"id": "pi_1"}},
+            }
+        )
+
+    live = stripe_event("evt_live", True)
+    test = stripe_event("evt_test", False)
+    assert post(client, source.slug, live, sign_stripe_lib(secret, live)).json() == {
+        "status": "accepted"
+    }
+    # A test-mode event sent to the live source: acknowledged, kept, never processed.
+    assert post(client, source.slug, test, sign_stripe_lib(secret, test)).json() == {
+        "status": "ignored"
+    }
+    ignored = InboxEvent.objects.get(event_id="evt_test")
+    assert ignored.status == InboxStatus.IGNORED
+    assert "mode" in ignored.last_error
+
+
+def test_account_mismatch_is_ignored(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source("stripe", secret="whsec_x", expected_account="acct_ours")
+    body = body_of({"id": "evt_1", "type": "a.b", "account": "acct_theirs", "livemode": True})
+    assert post(client, source.slug, body, sign_stripe_lib(secret, body)).json() == {
+        "status": "ignored"
+    }
+
+
+def test_github_signature_is_accepted(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source("github", secret="a github secret")
+    body = body_of({"action": "opened", "pull_request": {"number": 7}})
+    headers = sign_github(secret, body, event="pull_request", delivery="72d3162e")
+    assert post(client, source.slug, body, headers).status_code == 200
+    row = InboxEvent.objects.get()
+    assert (row.event_id, row.type) == ("72d3162e", "pull_request.opened")
+    assert "X-Hub-Signature-256" not in row.headers
+
+
+def test_provider_secrets_are_required_for_stripe_and_github(make_source: MakeSource) -> None:
+    with pytest.raises(services.SecretRequired):
+        services.source_create(slug="s", scheme="stripe")
+    source, generated = services.source_create(slug="o", scheme="ours")
+    assert generated.startswith("whsec_")
+    assert source.secrets.get().value == generated
+
+
+def test_secrets_are_encrypted_at_rest(make_source: MakeSource) -> None:
+    _, secret = make_source()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT encrypted_value FROM receivers_sourcesecret")
+        (stored,) = cursor.fetchone()
+    assert secret not in stored
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_down_is_503_and_the_retry_is_stored(make_source: MakeSource) -> None:
+    source, secret = make_source()
+    client = Client()
+    body = ours_event()
+    real_port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = "1"  # nothing listens there: connecting fails
+    try:
+        response = post(client, source.slug, body, sign_ours([secret], body))
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = real_port
+
+    assert response.status_code == 503
+    assert response["Retry-After"]
+
+    # The provider retries once we are back: the event is stored, nothing was lost.
+    response = post(client, source.slug, body, sign_ours([secret], body))
+    assert response.json() == {"status": "accepted"}
+    assert InboxEvent.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_insert_failing_after_verification_is_503(make_source: MakeSource) -> None:
+    """The source is read and the signature checked, but the inbox cannot take the row
+    (table locked by another session past our lock timeout): 503, nothing half-stored."""
+    source, secret = make_source()
+    client = Client()
+    body = ours_event()
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"],
+        port=db["PORT"] or 5432,
+        user=db["USER"],
+        dbname=connection.settings_dict["NAME"],
+    ) as other:
+        other.execute("LOCK TABLE receivers_inboxevent IN ACCESS EXCLUSIVE MODE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '300ms'")
+        try:
+            response = post(client, source.slug, body, sign_ours([secret], body))
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        other.rollback()
+    assert response.status_code == 503
+    assert post(client, source.slug, body, sign_ours([secret], body)).status_code == 200
+    assert InboxEvent.objects.count() == 1
