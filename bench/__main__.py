@@ -27,9 +27,10 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_DATABASE = "webhooks_bench"
-POSTGRES_URL = "postgres://postgres@127.0.0.1:5432"
-BROKER_URL = "redis://127.0.0.1:6379/12"
+# Overridable so that two benchmarks on one machine do not share a database.
+BENCH_DATABASE = os.environ.get("BENCH_DATABASE", "webhooks_bench")
+POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
+BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/12")
 QUEUES = "webhooks.fanout,webhooks.delivery,webhooks.inbox,webhooks.maintenance"
 ENV = {
     "DATABASE_URL": f"{POSTGRES_URL}/{BENCH_DATABASE}",
