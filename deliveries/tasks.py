@@ -12,6 +12,11 @@ def fan_out_event(event_id: str) -> int:
     return services.event_fan_out(event_id=event_id)
 
 
+@shared_task(name="deliveries.tasks.fan_out_events")
+def fan_out_events(event_ids: list[str]) -> int:
+    return sum(services.event_fan_out(event_id=event_id) for event_id in event_ids)
+
+
 @shared_task(name="deliveries.tasks.deliver")
 def deliver(delivery_id: int) -> str:
     return services.delivery_attempt(delivery_id=delivery_id)

@@ -132,7 +132,6 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 CELERY_WORKER_SEND_TASK_EVENTS = True
-CELERY_TASK_SEND_SENT_EVENT = True
 # Publishing happens after commit; if the broker is unreachable, give up quickly: the row
 # is already safe in the database and the sweeper enqueues it later.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
@@ -161,6 +160,7 @@ QUEUE_MAINTENANCE = "webhooks.maintenance"
 CELERY_TASK_DEFAULT_QUEUE = QUEUE_MAINTENANCE
 CELERY_TASK_ROUTES = {
     "deliveries.tasks.fan_out_event": {"queue": QUEUE_FANOUT},
+    "deliveries.tasks.fan_out_events": {"queue": QUEUE_FANOUT},
     "deliveries.tasks.deliver": {"queue": QUEUE_DELIVERY},
     "receivers.tasks.*": {"queue": QUEUE_INBOX},
 }

@@ -1,9 +1,15 @@
 """Sending task messages. Only ids travel; every task re-reads its row."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from uuid import UUID
 
+from django.db import transaction
+
 from webhooks_project.celery import app as celery_app
+
+# One fan-out message carries at most this many events.
+FAN_OUT_BATCH_SIZE = 100
 
 
 def enqueue_deliveries(delivery_ids: Iterable[int], countdown: float | None = None) -> None:
@@ -19,8 +25,41 @@ def enqueue_deliveries(delivery_ids: Iterable[int], countdown: float | None = No
 
 
 def enqueue_fan_outs(event_ids: Iterable[UUID | str]) -> None:
-    from ..tasks import fan_out_event
+    from ..tasks import fan_out_events
 
+    ids = [str(event_id) for event_id in event_ids]
     with celery_app.producer_or_acquire() as producer:
-        for event_id in event_ids:
-            fan_out_event.apply_async((str(event_id),), producer=producer)
+        for start in range(0, len(ids), FAN_OUT_BATCH_SIZE):
+            batch = ids[start : start + FAN_OUT_BATCH_SIZE]
+            fan_out_events.apply_async((batch,), producer=producer)
+
+
+@dataclass
+class _FanOutBatch:
+    """Events emitted in one transaction, fanned out by one message after its commit."""
+
+    event_ids: list[UUID] = field(default_factory=list)
+
+    def flush(self) -> None:
+        enqueue_fan_outs(self.event_ids)
+
+
+def fan_out_after_commit(event_id: UUID) -> None:
+    """Fan an event out once the current transaction commits.
+
+    A product transaction that emits many events sends one broker message, not one per
+    event (publishing dominates the cost of `emit`). The batch lives on the connection for
+    as long as its flush is still registered; a rolled-back savepoint drops the flush
+    (Django discards its on-commit callbacks), and the next event starts a new batch. If
+    the broker is down at commit the events are safe anyway: the sweeper fans them out.
+    """
+    connection = transaction.get_connection()
+    batch: _FanOutBatch | None = getattr(connection, "_webhooks_fan_out_batch", None)
+    registered = batch is not None and any(
+        callback == batch.flush for _, callback, _ in connection.run_on_commit
+    )
+    if batch is None or not registered:
+        batch = _FanOutBatch()
+        connection._webhooks_fan_out_batch = batch
+        transaction.on_commit(batch.flush, robust=True)
+    batch.event_ids.append(event_id)

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..models import Event
+from .enqueue import fan_out_after_commit
 
 
 class EventValidationError(ValueError):
@@ -98,8 +99,6 @@ def emit(
     writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing.
     """
     _validate(type, data, version, occurred_at, idempotency_key)
-    from ..tasks import fan_out_event
-
     event = Event(
         id=uuid.uuid4(),
         type=type,
@@ -112,15 +111,19 @@ def emit(
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing
+    if idempotency_key is None:
+        # No unique key can clash, so no savepoint: one INSERT in the caller's transaction
+        # (or in a transaction of its own outside one).
+        with transaction.atomic(savepoint=False):
+            event.save(force_insert=True)
+            fan_out_after_commit(event.id)
+        return event
     try:
         # A savepoint, so a lost race on the idempotency key does not break the caller's
         # transaction.
         with transaction.atomic():
             event.save(force_insert=True)
-            # robust: if the broker is down the event is safe anyway; the sweeper fans it out.
-            transaction.on_commit(lambda: fan_out_event.delay(str(event.id)), robust=True)
+            fan_out_after_commit(event.id)
     except IntegrityError:
-        if idempotency_key is None:
-            raise
         return Event.objects.get(idempotency_key=idempotency_key)
     return event

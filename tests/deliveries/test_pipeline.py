@@ -464,3 +464,44 @@ def test_a_held_delivery_spends_neither_attempts_nor_its_retry_window(
     with pytest.raises(services.DeliveryNotRetryable):
         services.delivery_retry(delivery_id=delivery.pk)
     assert receiver.requests == []
+
+
+def test_events_after_a_rolled_back_savepoint_or_transaction_are_still_fanned_out(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # Emits share one fan-out message per transaction; a rollback must not strand the
+    # events that follow it.
+    make_endpoint(receiver)
+
+    def emit_then_fail(type_: str) -> None:
+        with transaction.atomic():
+            services.emit(type_, {})
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        emit_then_fail("doomed.transaction")
+    with transaction.atomic():
+        with pytest.raises(RuntimeError):
+            emit_then_fail("doomed.savepoint")
+        kept = [services.emit("kept.after_savepoint", {"n": n}) for n in range(3)]
+    kept.append(services.emit("kept.autocommit", {}))
+
+    receiver.wait_for(4)
+    time.sleep(0.5)
+    assert {r.headers["X-Webhook-Id"] for r in receiver.requests} == {str(e.id) for e in kept}
+    assert not Event.objects.filter(type__startswith="doomed").exists()
+
+
+def test_one_transaction_of_many_events_is_fanned_out_completely(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    make_endpoint(receiver)
+    with transaction.atomic():
+        events = [services.emit("order.created", {"n": n}) for n in range(250)]
+
+    wait_until(
+        lambda: Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == 250,
+        timeout=60,
+        what="every delivery to succeed",
+    )
+    assert {r.headers["X-Webhook-Id"] for r in receiver.requests} == {str(e.id) for e in events}
