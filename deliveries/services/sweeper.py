@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+
+from webhooks_project.requeue import requeue_in_batches
 
 from .. import conf
 from ..models import Delivery, DeliveryStatus, Event
@@ -62,21 +63,12 @@ def _requeue_unfanned_events() -> int:
 
 
 def _requeue_deliveries(condition: Q, deadline: float) -> int:
-    batch_size = conf.get().sweep_batch_size
-    total = 0
-    for _ in range(MAX_BATCHES_PER_RUN):
-        with transaction.atomic():
-            ids = list(
-                Delivery.objects.select_for_update(skip_locked=True)
-                .filter(condition)
-                .order_by("next_attempt_at")
-                .values_list("id", flat=True)[:batch_size]
-            )
-            if not ids:
-                break
-            Delivery.objects.filter(pk__in=ids).update(enqueued_at=timezone.now())
-            transaction.on_commit(lambda ids=ids: enqueue_deliveries(ids), robust=True)  # type: ignore[misc]
-        total += len(ids)
-        if len(ids) < batch_size or time.monotonic() > deadline:
-            break
-    return total
+    return requeue_in_batches(
+        Delivery.objects.all(),
+        condition,
+        order_by="next_attempt_at",
+        enqueue=enqueue_deliveries,
+        batch_size=conf.get().sweep_batch_size,
+        max_batches=MAX_BATCHES_PER_RUN,
+        deadline=deadline,
+    )

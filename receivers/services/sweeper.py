@@ -15,9 +15,10 @@ late redelivery would be processed again). Failed rows stay until an operator ac
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+
+from webhooks_project.requeue import requeue_in_batches
 
 from .. import conf
 from ..models import InboxEvent, InboxStatus
@@ -51,24 +52,14 @@ def inbox_sweep() -> InboxSweepResult:
 
 
 def _requeue(condition: Q) -> int:
-    batch_size = conf.get().sweep_batch_size
-    total = 0
-    for _ in range(MAX_BATCHES_PER_RUN):
-        with transaction.atomic():
-            ids = list(
-                InboxEvent.objects.select_for_update(skip_locked=True)
-                .filter(condition)
-                .order_by("received_at")
-                .values_list("id", flat=True)[:batch_size]
-            )
-            if not ids:
-                break
-            InboxEvent.objects.filter(pk__in=ids).update(enqueued_at=timezone.now())
-            transaction.on_commit(lambda ids=ids: enqueue_processing(ids), robust=True)  # type: ignore[misc]
-        total += len(ids)
-        if len(ids) < batch_size:
-            break
-    return total
+    return requeue_in_batches(
+        InboxEvent.objects.all(),
+        condition,
+        order_by="received_at",
+        enqueue=enqueue_processing,
+        batch_size=conf.get().sweep_batch_size,
+        max_batches=MAX_BATCHES_PER_RUN,
+    )
 
 
 def inbox_apply_retention() -> tuple[int, int]:
