@@ -79,7 +79,7 @@ def test_unsigned_garbage_is_refused_and_nothing_is_stored(client: Client, schem
 
 def test_the_api_answers_garbage_with_4xx(client: Client) -> None:
     _, token = ApiToken.issue("fuzz")
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
 
     @FUZZ
     @given(
