@@ -26,9 +26,11 @@ OPERATOR_PERMISSIONS = {
 
 def _ensure_permissions(apps):
     for app_config in apps.get_app_configs():
-        app_config.models_module = True
+        # Historical app configs have no models module; create_permissions skips those.
+        had = getattr(app_config, "models_module", None)
+        app_config.models_module = had or True
         create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        app_config.models_module = had
 
 
 def _permissions(apps, codenames_by_app):
