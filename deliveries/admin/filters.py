@@ -6,8 +6,21 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Field, Model, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from ..models import DeliveryStatus, Event
+
+
+def _aware(value: Any) -> Any:
+    """A naive date-time string in the current time zone; anything else as it was given."""
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:
+        return value  # the field's own validation reports it (no 500)
+    if parsed is not None and timezone.is_naive(parsed):
+        return timezone.make_aware(parsed)
+    return value
 
 
 class TimeRangeFilter(admin.FieldListFilter):
@@ -30,6 +43,9 @@ class TimeRangeFilter(admin.FieldListFilter):
         self.until = (params.get(self.lookup_until) or [""])[-1]
         super().__init__(field, request, params, model, model_admin, field_path)
         self.title = f"{self.title} (range)"
+        # The browser sends local wall-clock times; read them in the current time zone.
+        for name, values in self.used_parameters.items():
+            self.used_parameters[name] = [_aware(value) for value in values]
 
     def expected_parameters(self) -> list[str | None]:
         return [self.lookup_since, self.lookup_until]
