@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -59,6 +60,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     ]
     list_filter = ["state"]
     search_fields = ["url", "description", "owner_email"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     readonly_fields = [
         "id",
         "state_changed_at",

@@ -149,7 +149,8 @@ def test_resume_asks_what_to_do_with_the_held_backlog(operator: Client) -> None:
 
     page = act(operator, "endpoint", "resume_endpoints", [ep.pk]).content.decode()
     assert "1 held delivery" in page
-    assert "Deliver the held backlog" in page and "Cancel the held backlog" in page
+    assert "Deliver the held backlog" in page
+    assert "Cancel the held backlog" in page
     ep.refresh_from_db()
     assert ep.state == EndpointState.SUSPENDED  # nothing happens before the choice
 
@@ -321,7 +322,9 @@ def test_events_search_by_id_type_and_time_and_show_the_attempt_timeline(
 
     page = superuser.get(f"{ADMIN}/event/{delivery.event_id}/change/").content.decode()
     assert "Dead-lettered" in page
-    assert "503" in page and "123 ms" in page and "upstream unavailable" in page
+    assert "503" in page
+    assert "123 ms" in page
+    assert "upstream unavailable" in page
 
 
 # --- replay console -------------------------------------------------------------------------
@@ -345,7 +348,8 @@ def test_replay_console_previews_then_confirms(operator: Client) -> None:
     replay = Replay.objects.get()
     assert f"Replay #{replay.pk} started" in done.content.decode()
     assert replay.expected_deliveries == 2
-    assert replay.requested_by is not None and replay.requested_by.username == "operators"
+    assert replay.requested_by is not None
+    assert replay.requested_by.username == "operators"
     assert LogEntry.objects.get().object_id == str(replay.pk)
 
     invalid = operator.post(
