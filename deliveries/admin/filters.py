@@ -1,7 +1,7 @@
 """List filters shared by the console's pages."""
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import Field, Model, QuerySet
@@ -45,7 +45,7 @@ class TimeRangeFilter(admin.FieldListFilter):
         self.title = f"{self.title} (range)"
         # The browser sends local wall-clock times; read them in the current time zone.
         for name, values in self.used_parameters.items():
-            self.used_parameters[name] = [_aware(value) for value in values]
+            self.used_parameters[name] = [_aware(value) for value in cast(list[Any], values)]
 
     def expected_parameters(self) -> list[str | None]:
         return [self.lookup_since, self.lookup_until]
