@@ -5,6 +5,7 @@ import secrets
 import uuid
 from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -50,6 +51,12 @@ class Endpoint(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["state"])]
+        permissions = [
+            ("suspend_resume_endpoint", "Can suspend and resume endpoints"),
+            ("rotate_endpoint_secret", "Can rotate endpoint secrets"),
+            ("reveal_endpoint_secret", "Can reveal endpoint secrets"),
+            ("send_test_event", "Can send a test event to an endpoint"),
+        ]
 
     def __str__(self) -> str:
         return self.url
@@ -138,6 +145,9 @@ class Delivery(models.Model):
         max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
     is_replay = models.BooleanField(default=False)
+    replay = models.ForeignKey(
+        "Replay", on_delete=models.SET_NULL, null=True, blank=True, related_name="deliveries"
+    )
     attempts = models.PositiveIntegerField(default=0)
     # A manual retry starts a fresh retry cycle: the policy counts attempts since then.
     attempts_before_cycle = models.PositiveIntegerField(default=0)
@@ -185,6 +195,56 @@ class Delivery(models.Model):
     @property
     def attempts_in_cycle(self) -> int:
         return self.attempts - self.attempts_before_cycle
+
+
+class DeadLetter(Delivery):
+    """The dead-letter queue: deliveries as operators triage them (its own admin page)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead letter"
+        verbose_name_plural = "dead-letter queue"
+
+
+class ReplayStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class Replay(models.Model):
+    """An operator's request to send a time range of events again (article 000, "реплей").
+
+    The deliveries are created in batches by a task; ``cursor_*`` is where the next batch
+    starts, so a lost task message or a dead worker only delays the rest.
+    """
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    requested_via = models.CharField(max_length=200, help_text="admin user, API token or command")
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+    event_types = models.JSONField(default=list, blank=True)
+    endpoint_ids = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.PENDING
+    )
+    expected_deliveries = models.PositiveIntegerField(default=0)
+    events_done = models.PositiveIntegerField(default=0)
+    deliveries_created = models.PositiveIntegerField(default=0)
+    cursor_created_at = models.DateTimeField(null=True, blank=True, editable=False)
+    cursor_event_id = models.UUIDField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("run_replay", "Can replay events to endpoints")]
+
+    def __str__(self) -> str:
+        return f"replay #{self.pk} ({self.since:%Y-%m-%d %H:%M} → {self.until:%Y-%m-%d %H:%M})"
 
 
 class Attempt(models.Model):

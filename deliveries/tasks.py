@@ -25,3 +25,13 @@ def deliver(delivery_id: int) -> str:
 @shared_task(name="deliveries.tasks.sweep")
 def sweep() -> dict[str, int]:
     return asdict(services.sweep())
+
+
+@shared_task(name="deliveries.tasks.run_replay")
+def run_replay(replay_id: int) -> bool:
+    return services.replay_step(replay_id=replay_id)
+
+
+@shared_task(name="deliveries.tasks.resume_stalled_replays")
+def resume_stalled_replays() -> int:
+    return services.replays_resume_stalled()

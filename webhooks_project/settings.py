@@ -215,6 +215,13 @@ WEBHOOKS_LEASE_SECONDS = env.float("WEBHOOKS_LEASE_SECONDS", default=120.0)
 WEBHOOKS_FANOUT_GRACE_SECONDS = env.float("WEBHOOKS_FANOUT_GRACE_SECONDS", default=30.0)
 WEBHOOKS_REQUEUE_GRACE_SECONDS = env.float("WEBHOOKS_REQUEUE_GRACE_SECONDS", default=120.0)
 WEBHOOKS_SWEEP_BATCH_SIZE = env.int("WEBHOOKS_SWEEP_BATCH_SIZE", default=500)
+# Operator console (issue 5): events per replay batch; stalled replays resume with the sweeps.
+WEBHOOKS_REPLAY_BATCH_SIZE = env.int("WEBHOOKS_REPLAY_BATCH_SIZE", default=500)
+CELERY_BEAT_SCHEDULE["deliveries-resume-stalled-replays"] = {
+    "task": "deliveries.tasks.resume_stalled_replays",
+    "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
+    "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS},
+}
 
 # --- Webhooks (receiving side); read through receivers/conf.py -------------------------
 RECEIVERS_MAX_ATTEMPTS = env.int("RECEIVERS_MAX_ATTEMPTS", default=10)

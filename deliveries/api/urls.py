@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
-from . import views
+from . import replays, views
 
 app_name = "api"
 
@@ -30,6 +30,7 @@ router = OptionalSlashRouter()
 router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")
+router.register("replays", replays.ReplayViewSet, basename="replay")
 
 schema_view = SpectacularAPIView.as_view(
     custom_settings={

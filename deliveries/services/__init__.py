@@ -1,5 +1,6 @@
 """Services of the sending side: the only place where its business rules live."""
 
+from .deadletters import delivery_cancel
 from .endpoints import (
     endpoint_create,
     endpoint_resume,
@@ -9,6 +10,16 @@ from .endpoints import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out
+from .replay import (
+    ReplayFilters,
+    ReplayInvalid,
+    ReplayPreview,
+    replay_create,
+    replay_preview,
+    replay_run_inline,
+    replay_step,
+    replays_resume_stalled,
+)
 from .sending import (
     DeliveryNotRetryable,
     Outcome,
@@ -17,21 +28,33 @@ from .sending import (
     delivery_retry,
 )
 from .sweeper import SweepResult, sweep
+from .test_events import EndpointNotActive, endpoint_send_test_event
 
 __all__ = [
     "DeliveryNotRetryable",
+    "EndpointNotActive",
     "EventValidationError",
     "Outcome",
+    "ReplayFilters",
+    "ReplayInvalid",
+    "ReplayPreview",
     "SweepResult",
     "delivery_attempt",
+    "delivery_cancel",
     "delivery_claim",
     "delivery_retry",
     "emit",
     "endpoint_create",
     "endpoint_resume",
     "endpoint_rotate_secret",
+    "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",
     "event_fan_out",
+    "replay_create",
+    "replay_preview",
+    "replay_run_inline",
+    "replay_step",
+    "replays_resume_stalled",
     "sweep",
 ]

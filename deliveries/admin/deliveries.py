@@ -1,0 +1,123 @@
+"""Deliveries and the dead-letter queue; "retry now" and "cancel" call services."""
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import ngettext
+
+from .. import services
+from ..models import Attempt, DeadLetter, Delivery
+from .audit import audit
+from .filters import DeadLetterStatusFilter, EventTypeFilter, TimeRangeFilter
+
+
+class AttemptInline(admin.TabularInline[Attempt, Delivery]):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    readonly_fields = [
+        "number",
+        "started_at",
+        "duration_ms",
+        "response_status",
+        "response_body",
+        "error",
+        "request_headers",
+    ]
+
+    def has_add_permission(self, request: HttpRequest, obj: Delivery | None = None) -> bool:
+        return False
+
+
+class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
+    """Bulk "retry now" and "cancel", shared by the deliveries list and the DLQ."""
+
+    @admin.action(description="Retry now", permissions=["change"])
+    def retry_now(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        retried, skipped = [], 0
+        for delivery in queryset:
+            try:
+                services.delivery_retry(delivery_id=delivery.pk)
+                retried.append(delivery)
+            except services.DeliveryNotRetryable:
+                skipped += 1
+        audit(request, retried, "Retried now (fresh retry cycle)")
+        self.message_user(
+            request,
+            ngettext("%d delivery queued again.", "%d deliveries queued again.", len(retried))
+            % len(retried)
+            + (f" {skipped} skipped (in flight, held, or endpoint not active)." if skipped else ""),
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Cancel", permissions=["change"])
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        cancelled = [d for d in queryset if services.delivery_cancel(delivery_id=d.pk)]
+        audit(request, cancelled, "Cancelled")
+        skipped = queryset.count() - len(cancelled)
+        self.message_user(
+            request,
+            ngettext("%d delivery cancelled.", "%d deliveries cancelled.", len(cancelled))
+            % len(cancelled)
+            + (f" {skipped} skipped (in flight or finished)." if skipped else ""),
+            messages.SUCCESS,
+        )
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(DeliveryActionsAdmin):
+    list_display = ["id", "event", "endpoint", "status", "is_replay", "attempts", "next_attempt_at"]
+    list_filter = ["status", "is_replay", EventTypeFilter, ("created_at", TimeRangeFilter)]
+    list_select_related = ["event", "endpoint"]
+    search_fields = ["event__type", "endpoint__url"]
+    raw_id_fields = ["event", "endpoint"]
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+    inlines = [AttemptInline]
+    actions = ["retry_now", "cancel"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(DeliveryActionsAdmin):
+    """The dead-letter queue: dead-lettered deliveries unless the status filter says else."""
+
+    list_display = [
+        "id",
+        "event_type",
+        "event",
+        "endpoint",
+        "status",
+        "attempts",
+        "last_status_code",
+        "short_error",
+        "completed_at",
+    ]
+    list_filter = [
+        DeadLetterStatusFilter,
+        ("endpoint", admin.RelatedOnlyFieldListFilter),
+        EventTypeFilter,
+        ("created_at", TimeRangeFilter),
+    ]
+    list_select_related = ["event", "endpoint"]
+    search_fields = ["event__type", "endpoint__url", "last_error"]
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+    inlines = [AttemptInline]
+    actions = ["retry_now", "cancel"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return False  # cancel, do not erase the record
+
+    @admin.display(description="event type", ordering="event__type")
+    def event_type(self, delivery: DeadLetter) -> str:
+        return delivery.event.type
+
+    @admin.display(description="last error")
+    def short_error(self, delivery: DeadLetter) -> str:
+        return delivery.last_error[:120]

@@ -1,0 +1,317 @@
+"""Endpoints: health at a glance, suspend/resume, secret rotation and reveal, test events."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
+
+from .. import services
+from ..models import DeliveryStatus, Endpoint, EndpointState
+from ..services.endpoint_stats import endpoints_with_stats, success_rate
+from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
+from ..services.test_events import recent_test_deliveries
+from .audit import audit
+
+
+class ResumeForm(forms.Form):
+    backlog = forms.ChoiceField(
+        choices=[
+            ("deliver", "Deliver the held backlog"),
+            ("cancel", "Cancel the held backlog"),
+        ],
+        widget=forms.RadioSelect,
+        initial="deliver",
+    )
+
+
+class RotateForm(forms.Form):
+    grace_seconds = forms.IntegerField(
+        min_value=0,
+        max_value=30 * 24 * 3600,
+        initial=DEFAULT_ROTATION_GRACE_SECONDS,
+        help_text="How long the current secrets keep signing next to the new one.",
+    )
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin[Endpoint]):
+    list_display = [
+        "url",
+        "state",
+        "event_types",
+        "consecutive_failures",
+        "last_success_at",
+        "last_failure_at",
+        "success_rate_24h",
+        "pending_deliveries",
+        "dead_lettered_deliveries",
+    ]
+    list_filter = ["state"]
+    search_fields = ["url", "description", "owner_email"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    readonly_fields = [
+        "id",
+        "state_changed_at",
+        "consecutive_failures",
+        "last_success_at",
+        "last_failure_at",
+        "created_at",
+        "updated_at",
+        # State changes go through actions (services), which hold or release deliveries.
+        "state",
+        "state_reason",
+        "signing_secrets",
+        "test_events",
+    ]
+    actions = [
+        "suspend_endpoints",
+        "resume_endpoints",
+        "rotate_secret",
+        "send_test_event",
+    ]
+
+    # --- list: health figures in the same SELECT -----------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
+        return endpoints_with_stats(super().get_queryset(request), now=timezone.now())
+
+    @admin.display(description="success 24h", ordering="successes_24h")
+    def success_rate_24h(self, endpoint: Any) -> str:
+        rate = success_rate(endpoint.attempts_24h, endpoint.successes_24h)
+        if rate is None:
+            return "-"
+        return f"{rate:.0%} of {endpoint.attempts_24h}"
+
+    @admin.display(description="pending", ordering="pending_count")
+    def pending_deliveries(self, endpoint: Any) -> int:
+        return int(endpoint.pending_count)
+
+    @admin.display(description="dead-lettered", ordering="dead_lettered_count")
+    def dead_lettered_deliveries(self, endpoint: Any) -> SafeString | int:
+        count = int(endpoint.dead_lettered_count)
+        if not count:
+            return 0
+        url = reverse("admin:deliveries_deadletter_changelist")
+        return format_html('<a href="{}?endpoint__id__exact={}">{}</a>', url, endpoint.pk, count)
+
+    # --- detail: secrets and test events -------------------------------------------------
+
+    @admin.display(description="signing secrets")
+    def signing_secrets(self, endpoint: Endpoint) -> SafeString:
+        now = timezone.now()
+        active = endpoint.secrets.unexpired(now).count()
+        url = reverse("admin:deliveries_endpoint_reveal_secret", args=[endpoint.pk])
+        return format_html(
+            '{} signing now. <a href="{}">Reveal…</a> (needs the "reveal" permission)',
+            active,
+            url,
+        )
+
+    @admin.display(description="test events (webhook.test)")
+    def test_events(self, endpoint: Endpoint) -> SafeString | str:
+        rows = recent_test_deliveries(endpoint_id=endpoint.pk)
+        if not rows:
+            return "none sent yet"
+        lines = []
+        for delivery in rows:
+            attempts = list(delivery.attempt_set.all())
+            last = attempts[-1] if attempts else None
+            outcome = (
+                f"HTTP {last.response_status} in {last.duration_ms:.0f} ms"
+                if last and last.response_status
+                else (last.error if last else "waiting for a worker")
+            )
+            lines.append(
+                format_html(
+                    '<li class="test-event test-event-{}"><b>{}</b> {} — {} (delivery #{})</li>',
+                    delivery.status,
+                    delivery.get_status_display(),
+                    delivery.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    outcome,
+                    delivery.pk,
+                )
+            )
+        return format_html("<ul>{}</ul>", SafeString("".join(lines)))
+
+    # --- permissions of the custom actions ----------------------------------------------
+
+    def has_suspend_resume_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("deliveries.suspend_resume_endpoint")
+
+    def has_rotate_secret_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("deliveries.rotate_endpoint_secret")
+
+    def has_send_test_event_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("deliveries.send_test_event")
+
+    # --- actions -------------------------------------------------------------------------
+
+    @admin.action(description="Suspend (hold their deliveries)", permissions=["suspend_resume"])
+    def suspend_endpoints(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        reason = f"suspended by {request.user} in the admin"
+        suspended = [
+            e for e in queryset if services.endpoint_suspend(endpoint_id=e.pk, reason=reason)
+        ]
+        audit(request, suspended, "Suspended the endpoint")
+        self.message_user(
+            request,
+            ngettext("%d endpoint suspended.", "%d endpoints suspended.", len(suspended))
+            % len(suspended),
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Resume…", permissions=["suspend_resume"])
+    def resume_endpoints(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        form = ResumeForm(request.POST if "confirm" in request.POST else None)
+        if not form.is_valid():
+            held = {e.pk: e.deliveries.filter(status=DeliveryStatus.HELD).count() for e in queryset}
+            return self._intermediate(
+                request,
+                queryset,
+                "admin/deliveries/endpoint/resume.html",
+                "Resume endpoints",
+                form=form,
+                held=[(e, held[e.pk]) for e in queryset],
+            )
+        deliver = form.cleaned_data["backlog"] == "deliver"
+        resumed = [e for e in queryset if e.state != EndpointState.ACTIVE]
+        released = sum(
+            services.endpoint_resume(endpoint_id=e.pk, deliver_backlog=deliver) for e in resumed
+        )
+        verb = "delivered" if deliver else "cancelled"
+        audit(request, resumed, f"Resumed the endpoint; held backlog {verb}")
+        self.message_user(
+            request,
+            f"{len(resumed)} endpoint(s) resumed; {released} held deliveries {verb}.",
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.action(description="Rotate secret…", permissions=["rotate_secret"])
+    def rotate_secret(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        form = RotateForm(request.POST if "confirm" in request.POST else None)
+        if not form.is_valid():
+            return self._intermediate(
+                request,
+                queryset,
+                "admin/deliveries/endpoint/rotate_secret.html",
+                "Rotate signing secrets",
+                form=form,
+            )
+        grace = form.cleaned_data["grace_seconds"]
+        rotated = []
+        for endpoint in queryset:
+            secret, _ = services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=grace)
+            rotated.append((endpoint, secret, None))
+        audit(request, [row[0] for row in rotated], f"Rotated the signing secret (grace {grace} s)")
+        # The new secrets are rendered once in this response, never put in a message,
+        # a log entry or a URL.
+        return TemplateResponse(
+            request,
+            "admin/deliveries/endpoint/secrets_shown.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "New signing secrets",
+                "opts": self.opts,
+                "rows": rotated,
+                "grace_seconds": grace,
+                "note": "Copy them now; they are not shown again.",
+            },
+        )
+
+    @admin.action(description="Send a test event (webhook.test)", permissions=["send_test_event"])
+    def send_test_event(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        sent = []
+        for endpoint in queryset:
+            try:
+                services.endpoint_send_test_event(
+                    endpoint_id=endpoint.pk, requested_by=str(request.user)
+                )
+                sent.append(endpoint)
+            except services.EndpointNotActive as exc:
+                self.message_user(request, f"{endpoint}: not sent, {exc}.", messages.WARNING)
+        audit(request, sent, "Sent a webhook.test event")
+        if sent:
+            self.message_user(
+                request,
+                f"Test event sent to {len(sent)} endpoint(s); the result shows on each "
+                "endpoint's page under “test events”.",
+                messages.SUCCESS,
+            )
+        if len(sent) == 1:
+            url = reverse("admin:deliveries_endpoint_change", args=[sent[0].pk])
+            return HttpResponseRedirect(f"{url}#test-events")
+        return None
+
+    def _intermediate(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Endpoint],
+        template: str,
+        title: str,
+        **extra: Any,
+    ) -> TemplateResponse:
+        return TemplateResponse(
+            request,
+            template,
+            {
+                **self.admin_site.each_context(request),
+                "title": title,
+                "opts": self.opts,
+                "queryset": queryset,
+                "action": request.POST.get("action", ""),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                **extra,
+            },
+        )
+
+    # --- reveal secret: its own page, its own permission ---------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        custom = [
+            path(
+                "<uuid:object_id>/reveal-secret/",
+                self.admin_site.admin_view(self.reveal_secret_view),
+                name="deliveries_endpoint_reveal_secret",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def reveal_secret_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if not request.user.has_perm("deliveries.reveal_endpoint_secret"):
+            raise PermissionDenied
+        endpoint = get_object_or_404(Endpoint, pk=object_id)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": "Reveal signing secrets",
+            "opts": self.opts,
+            "endpoint": endpoint,
+        }
+        if request.method == "POST":
+            now = timezone.now()
+            secrets = list(endpoint.secrets.unexpired(now).order_by("-created_at"))
+            context["rows"] = [(endpoint, s.value, s.expires_at) for s in secrets]
+            context["note"] = "Shown because you asked; this was written to the admin log."
+            audit(request, [endpoint], "Revealed the signing secrets")
+            return TemplateResponse(
+                request, "admin/deliveries/endpoint/secrets_shown.html", context
+            )
+        return TemplateResponse(request, "admin/deliveries/endpoint/reveal_secret.html", context)

@@ -1,0 +1,37 @@
+"""Events: search by id, type and time range; each with its deliveries' attempt timeline."""
+
+from django.contrib import admin
+from django.db.models import Prefetch
+from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
+
+from ..models import Attempt, Delivery, Event
+from .filters import TimeRangeFilter
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin[Event]):
+    list_display = ["id", "type", "version", "occurred_at", "created_at", "fanned_out_at"]
+    list_filter = ["type", ("created_at", TimeRangeFilter)]
+    search_fields = ["id", "type", "idempotency_key"]
+    date_hierarchy = "created_at"
+    readonly_fields = [*(f.name for f in Event._meta.fields), "delivery_timeline"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # events come from emit() and the API, never from a form
+
+    def has_change_permission(self, request: HttpRequest, obj: Event | None = None) -> bool:
+        return False  # immutable: the detail page is read-only
+
+    @admin.display(description="deliveries and attempts")
+    def delivery_timeline(self, event: Event) -> SafeString:
+        deliveries = (
+            Delivery.objects.filter(event=event)
+            .select_related("endpoint")
+            .prefetch_related(Prefetch("attempt_set", queryset=Attempt.objects.order_by("number")))
+            .order_by("created_at", "id")
+        )
+        return SafeString(
+            render_to_string("admin/deliveries/event/timeline.html", {"deliveries": deliveries})
+        )
