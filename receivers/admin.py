@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from . import services
+from . import schemes, services
 from .models import InboxEvent, InboxStatus, Order, Payment, PaymentTransition, Source, SourceSecret
 
 
@@ -29,7 +29,19 @@ class SourceSecretForm(forms.ModelForm[SourceSecret]):
         cleaned = super().clean() or {}
         if self.instance.pk is None and not cleaned.get("secret"):
             raise forms.ValidationError("Enter the secret.")
+        scheme = self._scheme()
+        if cleaned.get("secret") and scheme in schemes.SCHEMES:
+            problem = schemes.get(scheme).secret_problem(cleaned["secret"])
+            if problem:
+                self.add_error("secret", problem)
         return cleaned
+
+    def _scheme(self) -> str:
+        # The inline formset sets the (possibly unsaved) parent source on the instance.
+        try:
+            return self.instance.source.scheme
+        except Source.DoesNotExist:
+            return ""
 
     def save(self, commit: bool = True) -> SourceSecret:
         if self.cleaned_data.get("secret"):

@@ -2,6 +2,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from deliveries.signing import generate_secret
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
@@ -59,3 +60,34 @@ def test_source_admin_adds_a_secret_and_rotates(staff: Client, make_source: Make
         follow=True,
     )
     assert "needs the provider" in response.content.decode()
+
+
+def test_admin_refuses_a_secret_that_could_never_verify(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("standard")
+    prefix = "secrets-"
+    form = {
+        "slug": source.slug,
+        "scheme": source.scheme,
+        "enabled": "on",
+        "tolerance_seconds": "300",
+        "max_body_bytes": str(256 * 1024),
+        f"{prefix}TOTAL_FORMS": "2",
+        f"{prefix}INITIAL_FORMS": "1",
+        f"{prefix}MIN_NUM_FORMS": "0",
+        f"{prefix}MAX_NUM_FORMS": "1000",
+        f"{prefix}0-id": str(source.secrets.get().pk),
+        f"{prefix}0-source": str(source.pk),
+        f"{prefix}1-source": str(source.pk),
+        f"{prefix}1-secret": "whsec_not base64!",
+    }
+    response = staff.post(f"/admin/receivers/source/{source.pk}/change/", form)
+    assert response.status_code == 200  # the form again, with the error
+    assert "base64" in response.content.decode()
+    assert source.secrets.count() == 1
+
+    form[f"{prefix}1-secret"] = generate_secret()
+    response = staff.post(f"/admin/receivers/source/{source.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert source.secrets.count() == 2
