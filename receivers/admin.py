@@ -5,8 +5,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
@@ -86,15 +90,81 @@ class SourceForm(forms.ModelForm[Source]):
         return super().save(commit)
 
 
+class RotateSecretForm(forms.Form):
+    secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The provider's new secret. Leave empty to generate one (our scheme and "
+        "Standard Webhooks only).",
+    )
+    grace_hours = forms.FloatField(
+        min_value=0,
+        max_value=30 * 24,
+        initial=24,
+        help_text="How long the current secrets keep verifying (0: retire them now).",
+    )
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin[Source]):
     form = SourceForm
     list_display = ["slug", "scheme", "enabled", "tolerance_seconds", "max_body_bytes"]
     list_filter = ["scheme", "enabled"]
     search_fields = ["slug", "description"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["created_at", "updated_at", "rotate_link"]
     inlines = [SourceSecretInline]
     actions = ["rotate_secret"]
+
+    def get_urls(self) -> list[URLPattern]:
+        rotate = path(
+            "<int:source_id>/rotate-secret/",
+            self.admin_site.admin_view(self.rotate_secret_view),
+            name="receivers_source_rotate_secret",
+        )
+        return [rotate, *super().get_urls()]
+
+    @admin.display(description="Secret rotation")
+    def rotate_link(self, obj: Source) -> str:
+        if obj.pk is None:
+            return "-"
+        url = reverse("admin:receivers_source_rotate_secret", args=[obj.pk])
+        return format_html('<a href="{}">Rotate secret…</a>', url)
+
+    def rotate_secret_view(self, request: HttpRequest, source_id: int) -> HttpResponse:
+        """Add the provider's new secret (or a generated one) with a grace window for the
+        current ones: the rotation the issue asks for, in one step."""
+        source = get_object_or_404(Source, pk=source_id)
+        if not self.has_change_permission(request, source):
+            raise PermissionDenied
+        form = RotateSecretForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                secret, _ = services.source_rotate_secret(
+                    source=source,
+                    secret=form.cleaned_data["secret"] or None,
+                    grace_seconds=round(form.cleaned_data["grace_hours"] * 3600),
+                )
+            except (services.SecretRequired, services.InvalidSecret) as exc:
+                form.add_error("secret", str(exc))
+            else:
+                if form.cleaned_data["secret"]:
+                    self.message_user(request, f"{source.slug}: new secret added.")
+                else:
+                    self.message_user(
+                        request,
+                        f"{source.slug}: new secret (copy it now, it is not shown again): {secret}",
+                        messages.WARNING,
+                    )
+                change_url = reverse("admin:receivers_source_change", args=[source.pk])
+                return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Rotate the secret of {source.slug}",
+            "opts": self.opts,
+            "original": source,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/receivers/source/rotate_secret.html", context)
 
     @admin.action(
         description="Rotate secret (generate a new one, old valid 24 h)", permissions=["change"]

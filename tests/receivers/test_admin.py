@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from deliveries.signing import generate_secret
 from receivers.models import InboxEvent, InboxStatus, Source
@@ -91,3 +92,40 @@ def test_admin_refuses_a_secret_that_could_never_verify(
     response = staff.post(f"/admin/receivers/source/{source.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert source.secrets.count() == 2
+
+
+def test_rotate_secret_page_takes_the_providers_new_secret_with_a_grace_period(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("github", secret="old github secret")
+    url = f"/admin/receivers/source/{source.pk}/rotate-secret/"
+    assert url in staff.get(f"/admin/receivers/source/{source.pk}/change/").content.decode()
+    assert staff.get(url).status_code == 200
+
+    refused = staff.post(url, {"secret": "", "grace_hours": "24"})
+    assert refused.status_code == 200
+    assert "needs the provider" in refused.content.decode()
+    assert source.secrets.count() == 1
+
+    response = staff.post(url, {"secret": "new github secret", "grace_hours": "0"})
+    assert response.status_code == 302
+    assert source.secrets.count() == 2
+    [active] = source.secrets.active(timezone.now())
+    assert active.value == "new github secret"
+    assert "new github secret" not in staff.get(response.url).content.decode()
+
+
+def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("standard")
+    url = f"/admin/receivers/source/{source.pk}/rotate-secret/"
+    refused = staff.post(url, {"secret": "whsec_not base64!", "grace_hours": "24"})
+    assert "base64" in refused.content.decode()
+
+    response = staff.post(url, {"secret": "", "grace_hours": "1"}, follow=True)
+    newest = source.secrets.order_by("-created_at", "-id").first()
+    assert newest is not None
+    assert newest.value in response.content.decode()  # shown once, as a message
+    assert source.secrets.active(timezone.now()).count() == 2
+    assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404
