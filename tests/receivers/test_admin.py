@@ -112,7 +112,7 @@ def test_rotate_secret_page_takes_the_providers_new_secret_with_a_grace_period(
     assert source.secrets.count() == 2
     [active] = source.secrets.active(timezone.now())
     assert active.value == "new github secret"
-    assert "new github secret" not in staff.get(response.url).content.decode()
+    assert "new github secret" not in staff.get(response["Location"]).content.decode()
 
 
 def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
