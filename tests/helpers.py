@@ -11,6 +11,21 @@ from collections.abc import Callable, Iterable, Iterator
 from django.db import connection
 
 from tests.conftest import ALL_QUEUES
+from webhooks_project.celery import app as celery_app
+
+
+def declare_queues() -> None:
+    """Declare the queues in the broker again, as a starting worker does.
+
+    Kombu's Redis transport routes a message through binding keys stored in Redis, and a
+    producer that declared them once does not declare them again. After a FLUSHDB a message
+    sent before any worker starts would be routed nowhere; declaring the queues again makes
+    it wait in its queue.
+    """
+    with celery_app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in celery_app.amqp.queues.values():
+            queue.bind(channel).declare()
 
 
 @contextlib.contextmanager
