@@ -10,90 +10,28 @@ arrival, lost and duplicated deliveries, and the worker's memory. Everything sta
 import argparse
 import contextlib
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-# Overridable so that two benchmarks on one machine do not share a database.
-BENCH_DATABASE = os.environ.get("BENCH_DATABASE", "webhooks_bench")
-POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
-BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/12")
-QUEUES = "webhooks.fanout,webhooks.delivery,webhooks.inbox,webhooks.maintenance"
-ENV = {
-    "DATABASE_URL": f"{POSTGRES_URL}/{BENCH_DATABASE}",
-    "CELERY_BROKER_URL": BROKER_URL,
-    "DEBUG": "false",
-    "SECRET_KEY": "bench-secret-key-" + "x" * 40,
-    "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
-    "LOG_LEVEL": "WARNING",
-    "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
-}
-
-
-@dataclass
-class Results:
-    rows: list[tuple[str, str]] = field(default_factory=list)
-
-    def add(self, name: str, value: str) -> None:
-        self.rows.append((name, value))
-        print(f"  {name}: {value}", flush=True)
-
-    def table(self) -> str:
-        width = max(len(name) for name, _ in self.rows)
-        lines = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
-        lines += [f"| {name.ljust(width)} | {value} |" for name, value in self.rows]
-        return "\n".join(lines)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DATABASE}")
-
-
-@contextlib.contextmanager
-def process(command: list[str], **kwargs: object) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **ENV}, **kwargs)  # type: ignore[call-overload]
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+from bench.common import (
+    BROKER_URL,
+    ENV,
+    QUEUES,
+    Results,
+    free_port,
+    percentile,
+    process,
+    recreate_database,
+    wait_for_port,
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -138,11 +76,6 @@ def ceiling(url: str, count: int, keep_alive: bool) -> float:
         else:
             requests.post(url, data=body, headers=headers, timeout=5).raise_for_status()
     return count / (time.perf_counter() - started)
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def read_arrivals(log: Path) -> dict[tuple[str, str], list[float]]:

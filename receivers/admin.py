@@ -5,12 +5,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from . import services
+from . import schemes, services
 from .models import InboxEvent, InboxStatus, Order, Payment, PaymentTransition, Source, SourceSecret
 
 
@@ -29,7 +33,19 @@ class SourceSecretForm(forms.ModelForm[SourceSecret]):
         cleaned = super().clean() or {}
         if self.instance.pk is None and not cleaned.get("secret"):
             raise forms.ValidationError("Enter the secret.")
+        scheme = self._scheme()
+        if cleaned.get("secret") and scheme in schemes.SCHEMES:
+            problem = schemes.get(scheme).secret_problem(cleaned["secret"])
+            if problem:
+                self.add_error("secret", problem)
         return cleaned
+
+    def _scheme(self) -> str:
+        # The inline formset sets the (possibly unsaved) parent source on the instance.
+        try:
+            return self.instance.source.scheme
+        except Source.DoesNotExist:
+            return ""
 
     def save(self, commit: bool = True) -> SourceSecret:
         if self.cleaned_data.get("secret"):
@@ -74,15 +90,81 @@ class SourceForm(forms.ModelForm[Source]):
         return super().save(commit)
 
 
+class RotateSecretForm(forms.Form):
+    secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The provider's new secret. Leave empty to generate one (our scheme and "
+        "Standard Webhooks only).",
+    )
+    grace_hours = forms.FloatField(
+        min_value=0,
+        max_value=30 * 24,
+        initial=24,
+        help_text="How long the current secrets keep verifying (0: retire them now).",
+    )
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin[Source]):
     form = SourceForm
     list_display = ["slug", "scheme", "enabled", "tolerance_seconds", "max_body_bytes"]
     list_filter = ["scheme", "enabled"]
     search_fields = ["slug", "description"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["created_at", "updated_at", "rotate_link"]
     inlines = [SourceSecretInline]
     actions = ["rotate_secret"]
+
+    def get_urls(self) -> list[URLPattern]:
+        rotate = path(
+            "<int:source_id>/rotate-secret/",
+            self.admin_site.admin_view(self.rotate_secret_view),
+            name="receivers_source_rotate_secret",
+        )
+        return [rotate, *super().get_urls()]
+
+    @admin.display(description="Secret rotation")
+    def rotate_link(self, obj: Source) -> str:
+        if obj.pk is None:
+            return "-"
+        url = reverse("admin:receivers_source_rotate_secret", args=[obj.pk])
+        return format_html('<a href="{}">Rotate secret…</a>', url)
+
+    def rotate_secret_view(self, request: HttpRequest, source_id: int) -> HttpResponse:
+        """Add the provider's new secret (or a generated one) with a grace window for the
+        current ones: the rotation the issue asks for, in one step."""
+        source = get_object_or_404(Source, pk=source_id)
+        if not self.has_change_permission(request, source):
+            raise PermissionDenied
+        form = RotateSecretForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                secret, _ = services.source_rotate_secret(
+                    source=source,
+                    secret=form.cleaned_data["secret"] or None,
+                    grace_seconds=round(form.cleaned_data["grace_hours"] * 3600),
+                )
+            except (services.SecretRequired, services.InvalidSecret) as exc:
+                form.add_error("secret", str(exc))
+            else:
+                if form.cleaned_data["secret"]:
+                    self.message_user(request, f"{source.slug}: new secret added.")
+                else:
+                    self.message_user(
+                        request,
+                        f"{source.slug}: new secret (copy it now, it is not shown again): {secret}",
+                        messages.WARNING,
+                    )
+                change_url = reverse("admin:receivers_source_change", args=[source.pk])
+                return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Rotate the secret of {source.slug}",
+            "opts": self.opts,
+            "original": source,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/receivers/source/rotate_secret.html", context)
 
     @admin.action(
         description="Rotate secret (generate a new one, old valid 24 h)", permissions=["change"]

@@ -9,7 +9,7 @@ class ReceiversConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import conf  # registers the system checks
+        from . import checks, conf  # noqa: F401 (importing registers the system checks)
 
         # Importing a handler module runs its @inbox_handler decorators.
         for module in conf.get().handler_modules:

@@ -4,6 +4,8 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
+from receivers.api import views as receivers_views
+
 from . import replays, views
 
 app_name = "api"
@@ -31,6 +33,8 @@ router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")
 router.register("replays", replays.ReplayViewSet, basename="replay")
+router.register("sources", receivers_views.SourceViewSet, basename="source")
+router.register("inbox", receivers_views.InboxViewSet, basename="inbox-event")
 
 schema_view = SpectacularAPIView.as_view(
     custom_settings={

@@ -91,6 +91,22 @@ class Scheme:
         """The signature ``secret`` would give this request; None if it cannot sign."""
         raise NotImplementedError
 
+    def secret_problem(self, secret: str) -> str | None:
+        """Why ``secret`` could never verify a request of this scheme (None if it can).
+
+        Checked when a secret is configured, so that a mistyped secret is refused at once
+        instead of turning every later request into a silent 401.
+        """
+        if not secret:
+            return "the secret is empty"
+        if any(ord(char) < 32 or ord(char) == 127 for char in secret):
+            return "the secret contains control characters (a line break pasted with it?)"
+        try:
+            secret.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the secret is not valid Unicode text"
+        return None
+
     # --- envelope -------------------------------------------------------------------
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
         data = parse_json_object(body)

@@ -2,13 +2,14 @@
 
 from .arrival import Arrival, expectation_mismatch, inbox_record
 from .processing import InboxNotRetryable, Outcome, inbox_claim, inbox_process, inbox_retry
-from .sources import SecretRequired, source_create, source_rotate_secret
+from .sources import InvalidSecret, SecretRequired, source_create, source_rotate_secret
 from .sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
 
 __all__ = [
     "Arrival",
     "InboxNotRetryable",
     "InboxSweepResult",
+    "InvalidSecret",
     "Outcome",
     "SecretRequired",
     "expectation_mismatch",

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from deliveries import signing
 
+from .. import schemes
 from ..models import Scheme, Source, SourceSecret
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -16,6 +17,16 @@ GENERATED_SECRET_SCHEMES = (Scheme.OURS, Scheme.STANDARD)
 
 class SecretRequired(ValueError):
     """This scheme's secret is issued by the provider and must be given."""
+
+
+class InvalidSecret(ValueError):
+    """The given secret could never verify a request of the source's scheme."""
+
+
+def _check_secret(scheme: str, secret: str) -> None:
+    problem = schemes.get(scheme).secret_problem(secret)
+    if problem:
+        raise InvalidSecret(problem)
 
 
 def _add_secret(source: Source, plain: str) -> SourceSecret:
@@ -34,6 +45,7 @@ def source_create(
         if scheme not in GENERATED_SECRET_SCHEMES:
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
+    _check_secret(scheme, secret)
     source = Source.objects.create(slug=slug, scheme=scheme, **fields)
     _add_secret(source, secret)
     return source, secret
@@ -55,6 +67,7 @@ def source_rotate_secret(
         if source.scheme not in GENERATED_SECRET_SCHEMES:
             raise SecretRequired(f"a {source.scheme} source needs the provider's new secret")
         secret = signing.generate_secret()
+    _check_secret(source.scheme, secret)
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
     for old in source.secrets.active(now).select_for_update():

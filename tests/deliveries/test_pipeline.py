@@ -3,29 +3,25 @@
 Each DESIGN.md invariant has a test here that fails without it.
 """
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.services.enqueue import enqueue_deliveries
-from tests.conftest import ALL_QUEUES, wait_until
+from tests.conftest import wait_until
+from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -356,53 +352,6 @@ def test_redis_flushall_mid_run_loses_nothing(
         )
     arrived = {r.headers["X-Webhook-Id"] for r in receiver.requests}
     assert arrived == {str(e.id) for e in events}
-
-
-@contextlib.contextmanager
-def sweeping_in_background(interval: float = 0.5) -> Iterator[None]:
-    """Runs the sweeper every `interval` seconds, as Celery beat does in production."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(interval):
-                services.sweep()
-        finally:
-            connection.close()
-
-    sweeper = threading.Thread(target=beat, daemon=True)
-    sweeper.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        sweeper.join()
-
-
-@contextlib.contextmanager
-def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A separate `celery worker` process on the test database and broker."""
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        **extra_env,
-    }
-    queues = ",".join(ALL_QUEUES)
-    command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "worker"]
-    command += ["--pool", "threads", "-c", "4", "-Q", queues, "-l", "WARNING"]
-    command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
-    process = subprocess.Popen(command, env=env)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def test_worker_killed_mid_run_loses_nothing(

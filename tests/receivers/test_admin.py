@@ -1,7 +1,9 @@
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
+from deliveries.signing import generate_secret
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
@@ -59,3 +61,71 @@ def test_source_admin_adds_a_secret_and_rotates(staff: Client, make_source: Make
         follow=True,
     )
     assert "needs the provider" in response.content.decode()
+
+
+def test_admin_refuses_a_secret_that_could_never_verify(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("standard")
+    prefix = "secrets-"
+    form = {
+        "slug": source.slug,
+        "scheme": source.scheme,
+        "enabled": "on",
+        "tolerance_seconds": "300",
+        "max_body_bytes": str(256 * 1024),
+        f"{prefix}TOTAL_FORMS": "2",
+        f"{prefix}INITIAL_FORMS": "1",
+        f"{prefix}MIN_NUM_FORMS": "0",
+        f"{prefix}MAX_NUM_FORMS": "1000",
+        f"{prefix}0-id": str(source.secrets.get().pk),
+        f"{prefix}0-source": str(source.pk),
+        f"{prefix}1-source": str(source.pk),
+        f"{prefix}1-secret": "whsec_not base64!",
+    }
+    response = staff.post(f"/admin/receivers/source/{source.pk}/change/", form)
+    assert response.status_code == 200  # the form again, with the error
+    assert "base64" in response.content.decode()
+    assert source.secrets.count() == 1
+
+    form[f"{prefix}1-secret"] = generate_secret()
+    response = staff.post(f"/admin/receivers/source/{source.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert source.secrets.count() == 2
+
+
+def test_rotate_secret_page_takes_the_providers_new_secret_with_a_grace_period(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("github", secret="old github secret")
+    url = f"/admin/receivers/source/{source.pk}/rotate-secret/"
+    assert url in staff.get(f"/admin/receivers/source/{source.pk}/change/").content.decode()
+    assert staff.get(url).status_code == 200
+
+    refused = staff.post(url, {"secret": "", "grace_hours": "24"})
+    assert refused.status_code == 200
+    assert "needs the provider" in refused.content.decode()
+    assert source.secrets.count() == 1
+
+    response = staff.post(url, {"secret": "new github secret", "grace_hours": "0"})
+    assert response.status_code == 302
+    assert source.secrets.count() == 2
+    [active] = source.secrets.active(timezone.now())
+    assert active.value == "new github secret"
+    assert "new github secret" not in staff.get(response["Location"]).content.decode()
+
+
+def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
+    staff: Client, make_source: MakeSource
+) -> None:
+    source, _ = make_source("standard")
+    url = f"/admin/receivers/source/{source.pk}/rotate-secret/"
+    refused = staff.post(url, {"secret": "whsec_not base64!", "grace_hours": "24"})
+    assert "base64" in refused.content.decode()
+
+    response = staff.post(url, {"secret": "", "grace_hours": "1"}, follow=True)
+    newest = source.secrets.order_by("-created_at", "-id").first()
+    assert newest is not None
+    assert newest.value in response.content.decode()  # shown once, as a message
+    assert source.secrets.active(timezone.now()).count() == 2
+    assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404

@@ -1,5 +1,7 @@
 """Processing on the real stack: Redis, a real worker, PostgreSQL; failures from 003."""
 
+import os
+import signal
 import threading
 import time
 import uuid
@@ -25,6 +27,8 @@ from receivers.models import (
     PaymentTransition,
     Source,
 )
+from tests.helpers import declare_queues, sweeping_in_background, worker_process
+from tests.receivers import slow_handlers
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours, wait_until
 
@@ -347,3 +351,54 @@ def test_amount_mismatch_fails_at_once(
     assert row.attempts == 1
     assert "amount" in row.last_error
     assert not Payment.objects.exists()
+
+
+@worker
+def test_worker_sigkilled_mid_handler_processes_exactly_once_after_restart(
+    redis_client: redis.Redis,
+    make_source: MakeSource,
+    settings: Any,
+    tmp_path: Any,
+) -> None:
+    """Crash after inbox commit, for real: a separate `celery worker` process is killed
+    with SIGKILL while the handler runs. After a restart and the sweeper, the event is
+    processed, and its effect exists once."""
+    redis_client.flushdb()
+    declare_queues()  # the event is sent before the worker starts
+    # The sweeper runs in this process; the lease is taken by the worker process.
+    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 1.0
+    marker = tmp_path / "handler-starts.log"
+    worker_env = {
+        "RECEIVERS_HANDLER_MODULES": f"receivers.example.handlers,{slow_handlers.__name__}",
+        "RECEIVERS_LEASE_SECONDS": "3",
+        slow_handlers.MARKER_ENV: str(marker),
+    }
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, slow_handlers.EVENT_TYPE)
+    effects = Order.objects.filter(reference__startswith=f"effect-{event_id[:40]}-")
+
+    def starts() -> list[str]:
+        return marker.read_text().splitlines() if marker.exists() else []
+
+    with worker_process(worker_env) as doomed:
+        # Beat's sweeper stands in for a first message that went astray; it stops before
+        # the lease can expire, so the handler that starts is the one killed.
+        with sweeping_in_background(sweeps=[services.inbox_sweep]):
+            wait_until(lambda: starts(), timeout=60, what="the handler to start")
+        os.kill(doomed.pid, signal.SIGKILL)  # mid-handler: lease held, message unacked
+        doomed.wait()
+    assert starts() == [f"{event_id} attempt 1"]
+    assert status_of(source, event_id) == InboxStatus.PROCESSING
+    assert not effects.exists(), "the killed run's transaction must not have committed"
+
+    with (
+        worker_process(worker_env),
+        sweeping_in_background(sweeps=[services.inbox_sweep]),
+    ):
+        wait_status(source, event_id, InboxStatus.PROCESSED, timeout=90)
+        time.sleep(1.0)  # room for a duplicate run, if there were one
+    assert effects.count() == 1
+    assert starts() == [f"{event_id} attempt 1", f"{event_id} attempt 2"]
+    row = InboxEvent.objects.get(source=source, event_id=event_id)
+    assert row.attempts == 2
+    assert row.last_error == ""

@@ -4,6 +4,7 @@ import json
 import time
 import uuid
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -287,6 +288,36 @@ def test_github_signature_is_accepted(client: Client, make_source: MakeSource) -
     row = InboxEvent.objects.get()
     assert (row.event_id, row.type) == ("72d3162e", "pull_request.opened")
     assert "X-Hub-Signature-256" not in row.headers
+
+
+def test_github_form_encoded_body_is_verified_raw_and_parsed(
+    client: Client, make_source: MakeSource
+) -> None:
+    """GitHub's `application/x-www-form-urlencoded` content type: the signature covers the
+    form bytes as sent; the event is the JSON in the `payload` field."""
+    source, secret = make_source("github", secret="a github secret")
+    event = {"action": "created", "issue": {"title": "Grüße & 100% ok?"}}
+    form = urlencode({"payload": json.dumps(event, ensure_ascii=False)}).encode()
+    headers = sign_github(secret, form, event="issue_comment", delivery="d-form-1")
+    form_type = "application/x-www-form-urlencoded"
+
+    response = post(client, source.slug, form, headers, content_type=form_type)
+    assert response.status_code == 200, response.content
+    row = InboxEvent.objects.get()
+    assert (row.event_id, row.type) == ("d-form-1", "issue_comment.created")
+    assert row.payload == event
+    assert raw_of(row) == form  # stored exactly as signed, not re-encoded
+
+    tampered = form.replace(b"100", b"101")
+    response = post(client, source.slug, tampered, headers, content_type=form_type)
+    assert response.status_code == 401
+
+    no_payload = urlencode({"other": "{}"}).encode()
+    headers = sign_github(secret, no_payload, event="issue_comment", delivery="d-form-2")
+    response = post(client, source.slug, no_payload, headers, content_type=form_type)
+    assert response.status_code == 400
+    assert "payload" in response.json()["detail"]
+    assert InboxEvent.objects.count() == 1
 
 
 def test_provider_secrets_are_required_for_stripe_and_github(make_source: MakeSource) -> None:

@@ -1,0 +1,89 @@
+"""What the benchmarks share: the database and broker they use (overridable from the
+environment), starting and stopping processes, free ports, percentiles, the result table."""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Overridable so that two benchmarks on one machine do not share a database.
+BENCH_DATABASE = os.environ.get("BENCH_DATABASE", "webhooks_bench")
+POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
+BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/12")
+QUEUES = "webhooks.fanout,webhooks.delivery,webhooks.inbox,webhooks.maintenance"
+ENV = {
+    "DATABASE_URL": f"{POSTGRES_URL}/{BENCH_DATABASE}",
+    "CELERY_BROKER_URL": BROKER_URL,
+    "DEBUG": "false",
+    "SECRET_KEY": "bench-secret-key-" + "x" * 40,
+    "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
+    "LOG_LEVEL": "WARNING",
+    "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
+}
+
+
+@dataclass
+class Results:
+    rows: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, name: str, value: str) -> None:
+        self.rows.append((name, value))
+        print(f"  {name}: {value}", flush=True)
+
+    def table(self) -> str:
+        width = max(len(name) for name, _ in self.rows)
+        lines = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
+        lines += [f"| {name.ljust(width)} | {value} |" for name, value in self.rows]
+        return "\n".join(lines)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DATABASE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DATABASE}")
+
+
+@contextlib.contextmanager
+def process(
+    command: list[str], *, extra_env: dict[str, str] | None = None, **kwargs: object
+) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, **ENV, **(extra_env or {})}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, **kwargs)  # type: ignore[call-overload]
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]

@@ -1,0 +1,17 @@
+"""The project's URLs plus ``/bench/noop``: a trivial Django view to compare the receiver
+with, behind the same server, middleware and settings."""
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
+
+from webhooks_project.urls import urlpatterns as project_urlpatterns
+
+
+@csrf_exempt
+def noop(request: HttpRequest) -> HttpResponse:
+    request.read()  # read the body, as a webhook view must
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [path("bench/noop", noop, name="bench-noop"), *project_urlpatterns]

@@ -1,0 +1,1 @@
+"""HTTP API of the receiving side (sources and the inbox), mounted under ``/api/v1/``."""

@@ -1,0 +1,125 @@
+from rest_framework import serializers
+
+from ..models import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_TOLERANCE_SECONDS,
+    InboxEvent,
+    InboxStatus,
+    Scheme,
+    Source,
+    SourceSecret,
+)
+
+MAX_SECRET_LENGTH = 1000
+
+
+class SecretFingerprintSerializer(serializers.ModelSerializer):
+    """A secret's identity without its value: which one is configured, until when."""
+
+    class Meta:
+        model = SourceSecret
+        fields = ["fingerprint", "created_at", "expires_at"]
+
+
+class SourceSerializer(serializers.ModelSerializer):
+    secret_fingerprints = SecretFingerprintSerializer(source="secrets", many=True, read_only=True)
+
+    class Meta:
+        model = Source
+        fields = [
+            "id",
+            "slug",
+            "scheme",
+            "description",
+            "enabled",
+            "tolerance_seconds",
+            "max_body_bytes",
+            "expected_account",
+            "expected_mode",
+            "secret_fingerprints",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class SourceCreatedSerializer(SourceSerializer):
+    """The answer to a creation: the only time the secret is shown."""
+
+    secret = serializers.CharField(read_only=True)
+
+    class Meta(SourceSerializer.Meta):
+        fields = [*SourceSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class SourceCreateSerializer(serializers.ModelSerializer):
+    slug = serializers.SlugField(max_length=100)
+    scheme = serializers.ChoiceField(choices=Scheme.choices)
+    secret = serializers.CharField(
+        max_length=MAX_SECRET_LENGTH, required=False, allow_blank=True, write_only=True
+    )
+    # The bounds of the model's validators: the API and the admin refuse the same values.
+    tolerance_seconds = serializers.IntegerField(
+        min_value=1, max_value=3600, required=False, default=DEFAULT_TOLERANCE_SECONDS
+    )
+    max_body_bytes = serializers.IntegerField(
+        min_value=1024,
+        max_value=10 * 1024 * 1024,
+        required=False,
+        default=DEFAULT_MAX_BODY_BYTES,
+    )
+
+    class Meta:
+        model = Source
+        fields = [
+            "slug",
+            "scheme",
+            "secret",
+            "tolerance_seconds",
+            "max_body_bytes",
+            "description",
+            "enabled",
+            "expected_account",
+            "expected_mode",
+        ]
+
+    def validate_slug(self, value: str) -> str:
+        if Source.objects.filter(slug=value).exists():
+            raise serializers.ValidationError("A source with this slug already exists.")
+        return value
+
+
+class InboxEventSerializer(serializers.ModelSerializer):
+    source = serializers.CharField(source="source.slug", read_only=True)  # type: ignore[assignment]
+
+    class Meta:
+        model = InboxEvent
+        fields = [
+            "id",
+            "source",
+            "event_id",
+            "type",
+            "status",
+            "attempts",
+            "last_error",
+            "provider_timestamp",
+            "received_at",
+            "next_attempt_at",
+            "processed_at",
+        ]
+        read_only_fields = fields
+
+
+class InboxEventDetailSerializer(InboxEventSerializer):
+    class Meta(InboxEventSerializer.Meta):
+        fields = [*InboxEventSerializer.Meta.fields, "headers", "payload", "last_traceback"]
+        read_only_fields = fields
+
+
+class InboxFilterSerializer(serializers.Serializer):
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not .source
+        max_length=100, required=False, help_text="The source's slug (or its numeric id)."
+    )
+    status = serializers.ChoiceField(choices=InboxStatus.values, required=False)
+    type = serializers.CharField(max_length=200, required=False)

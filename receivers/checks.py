@@ -1,0 +1,69 @@
+"""System checks on the receiving side's stored configuration.
+
+Tagged ``database``: Django runs them for ``manage.py check --database default`` and
+before ``migrate`` (the ``release`` step), not on every management command.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from deliveries.crypto import SecretDecryptionError
+
+
+@register(Tags.database)
+def check_sources_can_verify(
+    app_configs: Sequence[AppConfig] | None,
+    databases: Iterable[str] | None = None,
+    **kwargs: Any,
+) -> list[CheckMessage]:
+    """An enabled source that cannot verify anything refuses every webhook with a 401,
+    which the provider sees as our outage; say so before it happens."""
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    from .models import Source, SourceSecret
+
+    now = timezone.now()
+    try:
+        active = SourceSecret.objects.active(now).filter(source=OuterRef("pk"))
+        without_secret = list(
+            Source.objects.filter(enabled=True)
+            .exclude(Exists(active))
+            .values_list("slug", flat=True)
+        )
+        secrets = list(
+            SourceSecret.objects.active(now)
+            .filter(source__enabled=True)
+            .select_related("source")
+            .only("encrypted_value", "fingerprint", "source__slug")
+        )
+    except DatabaseError:
+        return []  # not migrated yet: nothing is configured
+    problems: list[CheckMessage] = [
+        Warning(
+            f"Source {slug!r} is enabled but has no active secret: every request to "
+            f"/receivers/{slug}/ is refused with 401.",
+            hint="Add a secret to the source (admin: Sources -> Secrets) or disable it.",
+            id="receivers.W003",
+        )
+        for slug in without_secret
+    ]
+    for secret in secrets:
+        try:
+            secret.value  # noqa: B018 (decrypting is the check)
+        except SecretDecryptionError:
+            problems.append(
+                Warning(
+                    f"A secret of source {secret.source.slug!r} (fingerprint "
+                    f"{secret.fingerprint}) cannot be decrypted with WEBHOOKS_ENCRYPTION_KEY.",
+                    hint="Keep the old key in WEBHOOKS_ENCRYPTION_KEY (comma-separated, the "
+                    "new one first) or enter the secret again.",
+                    id="receivers.W004",
+                )
+            )
+    return problems

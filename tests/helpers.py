@@ -1,0 +1,86 @@
+"""Helpers shared by the real-stack tests of both sides: a separate `celery worker` process
+(so that a test can SIGKILL it) and a background sweeper standing in for Celery beat."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from django.db import connection
+
+from tests.conftest import ALL_QUEUES
+from webhooks_project.celery import app as celery_app
+
+
+def declare_queues() -> None:
+    """Declare the queues in the broker again, as a starting worker does.
+
+    Kombu's Redis transport routes a message through binding keys stored in Redis, and a
+    producer that declared them once does not declare them again. After a FLUSHDB a message
+    sent before any worker starts would be routed nowhere; declaring the queues again makes
+    it wait in its queue.
+    """
+    with celery_app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in celery_app.amqp.queues.values():
+            queue.bind(channel).declare()
+
+
+@contextlib.contextmanager
+def sweeping_in_background(
+    interval: float = 0.5, sweeps: Iterable[Callable[[], object]] | None = None
+) -> Iterator[None]:
+    """Runs the sweepers every `interval` seconds, as Celery beat does in production.
+
+    By default the sending side's sweeper; pass ``sweeps`` for others (the inbox's).
+    """
+    if sweeps is None:
+        from deliveries import services
+
+        sweeps = [services.sweep]
+    sweepers = list(sweeps)
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(interval):
+                for sweep in sweepers:
+                    sweep()
+        finally:
+            connection.close()
+
+    sweeper = threading.Thread(target=beat, daemon=True)
+    sweeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sweeper.join()
+
+
+@contextlib.contextmanager
+def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A separate `celery worker` process on the test database and broker."""
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        **extra_env,
+    }
+    queues = ",".join(ALL_QUEUES)
+    command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "worker"]
+    command += ["--pool", "threads", "-c", "4", "-Q", queues, "-l", "WARNING"]
+    command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+    process = subprocess.Popen(command, env=env)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
