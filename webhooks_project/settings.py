@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "webhooks_project.apps.WebhooksProjectConfig",
     "deliveries.apps.DeliveriesConfig",
     "receivers.apps.ReceiversConfig",
+    "demo_shop.apps.DemoShopConfig",
 ]
 
 MIDDLEWARE = [
@@ -215,6 +216,10 @@ WEBHOOKS_LEASE_SECONDS = env.float("WEBHOOKS_LEASE_SECONDS", default=120.0)
 WEBHOOKS_FANOUT_GRACE_SECONDS = env.float("WEBHOOKS_FANOUT_GRACE_SECONDS", default=30.0)
 WEBHOOKS_REQUEUE_GRACE_SECONDS = env.float("WEBHOOKS_REQUEUE_GRACE_SECONDS", default=120.0)
 WEBHOOKS_SWEEP_BATCH_SIZE = env.int("WEBHOOKS_SWEEP_BATCH_SIZE", default=500)
+# Event-type catalogue: emit() refuses types nobody declared (off: they pass unchecked).
+WEBHOOKS_REQUIRE_DECLARED_TYPES = env.bool("WEBHOOKS_REQUIRE_DECLARED_TYPES", default=True)
+# Modules declaring event types, besides every installed app's `webhook_events` module.
+WEBHOOKS_EVENT_TYPE_MODULES = env.list("WEBHOOKS_EVENT_TYPE_MODULES", default=[])
 
 # --- Webhooks (receiving side); read through receivers/conf.py -------------------------
 RECEIVERS_MAX_ATTEMPTS = env.int("RECEIVERS_MAX_ATTEMPTS", default=10)

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from . import views
+from .event_types import EventTypeList
 
 app_name = "api"
 
@@ -42,5 +43,6 @@ schema_view = SpectacularAPIView.as_view(
 
 urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
+    re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
     path("", include(router.urls)),
 ]

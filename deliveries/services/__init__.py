@@ -17,6 +17,7 @@ from .sending import (
     delivery_retry,
 )
 from .sweeper import SweepResult, sweep
+from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
@@ -28,6 +29,7 @@ __all__ = [
     "delivery_retry",
     "emit",
     "endpoint_create",
+    "endpoint_pin_versions",
     "endpoint_resume",
     "endpoint_rotate_secret",
     "endpoint_set_state",
