@@ -75,18 +75,8 @@ declare(
 )
 declare(
     "shop.order.deleted",
-    description="An order was cancelled and removed.",
-    versions=[
-        Version(
-            1,
-            schema={
-                "type": "object",
-                "required": ["order_id"],
-                "properties": {"order_id": {"type": "integer"}},
-            },
-            example={"order_id": 42},
-        )
-    ],
+    description="An order was cancelled and removed. `data` is the order as it was.",
+    versions=[Version(1, schema=ORDER, example=ORDER_EXAMPLE)],
 )
 declare(
     "shop.invoice.paid",
