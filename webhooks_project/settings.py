@@ -85,6 +85,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default shares one file between the web thread and the in-process
     # worker; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Writers take the lock when their transaction begins, so they queue on the timeout
+    # above instead of failing with "database is locked" when a read turns into a write.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
