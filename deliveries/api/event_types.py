@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,34 +23,26 @@ def _describe(event_type: catalogue.EventType) -> dict[str, Any]:
     }
 
 
-VersionSerializer = inline_serializer(
-    "EventTypeVersion",
-    {
-        "version": serializers.IntegerField(),
-        "schema": serializers.JSONField(),
-        "example": serializers.JSONField(),
-    },
-)
-EventTypeSerializer = inline_serializer(
-    "EventType",
-    {
-        "name": serializers.CharField(),
-        "description": serializers.CharField(),
-        "newest_version": serializers.IntegerField(),
-        "versions": VersionSerializer.__class__(many=True),
-    },
-)
+class EventTypeVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    schema = serializers.JSONField(help_text="JSON Schema (Draft 2020-12) of `data`")
+    example = serializers.JSONField()
+
+
+class EventTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    newest_version = serializers.IntegerField()
+    versions = EventTypeVersionSerializer(many=True)
+
+
+class EventTypeListSerializer(serializers.Serializer):
+    results = EventTypeSerializer(many=True)
 
 
 class EventTypeList(APIView):
     """Every declared event type with each version's JSON Schema of `data` and an example."""
 
-    @extend_schema(
-        responses={
-            200: inline_serializer(
-                "EventTypeList", {"results": EventTypeSerializer.__class__(many=True)}
-            )
-        }
-    )
+    @extend_schema(responses={200: EventTypeListSerializer})
     def get(self, request: Request) -> Response:
         return Response({"results": [_describe(t) for t in catalogue.all_types()]})

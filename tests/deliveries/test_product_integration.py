@@ -190,6 +190,20 @@ def test_endpoint_filters_must_name_a_declared_type(api: APIClient) -> None:
         "shop.order.deleted": 1,
         "shop.order.updated": 1,
     }
+    # Widening the filters pins the newly matched types; existing pins stay.
+    endpoint_id = json.loads(created.content)["id"]
+    pinned = api.patch(
+        f"/api/v1/endpoints/{endpoint_id}",
+        data=json.dumps({"event_types": ["shop.*"], "version_pins": {"shop.order.created": 1}}),
+        content_type="application/json",
+    )
+    assert pinned.status_code == 200, pinned.content
+    assert json.loads(pinned.content)["version_pins"] == {
+        "shop.order.created": 1,
+        "shop.invoice.paid": 1,
+        "shop.order.deleted": 1,
+        "shop.order.updated": 1,
+    }
     bad_pin = post_json(
         api,
         "/api/v1/endpoints",
