@@ -405,3 +405,19 @@ def test_our_signals_are_sent_after_commit(
         DeliveryStatus.DEAD_LETTERED,
         500,
     )
+
+
+def test_undeclared_types_pass_when_the_catalogue_is_not_required(
+    api: APIClient, settings: Any
+) -> None:
+    settings.WEBHOOKS_REQUIRE_DECLARED_TYPES = False
+
+    event = services.emit("legacy.thing", {"anything": True})
+    assert (event.type, event.version) == ("legacy.thing", 1)
+    # Declared types are still checked.
+    with pytest.raises(services.EventValidationError):
+        services.emit("shop.order.deleted", {"order_id": 1})
+    created = post_json(
+        api, "/api/v1/endpoints", {"url": "https://example.com/", "event_types": ["legacy.*"]}
+    )
+    assert created.status_code == 201, created.content
