@@ -25,6 +25,8 @@ ENV = {
     "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
+    # The benchmark's event types (bench.bulk, bench.api, bench.paced) are declared there.
+    "WEBHOOKS_EVENT_TYPE_MODULES": "bench.event_types",
 }
 
 

@@ -1,7 +1,19 @@
+from importlib import import_module
+
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
 
 
 class DeliveriesConfig(AppConfig):
     name = "deliveries"
     verbose_name = "Outbound webhooks"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import conf
+
+        # Event types are declared at import time: every installed app's `webhook_events`
+        # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.
+        autodiscover_modules("webhook_events")
+        for module in conf.get().event_type_modules:
+            import_module(module)

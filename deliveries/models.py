@@ -40,6 +40,10 @@ class Endpoint(models.Model):
     connect_timeout_seconds = models.FloatField(default=3.0)
     read_timeout_seconds = models.FloatField(default=10.0)
     custom_headers = models.JSONField(default=dict, blank=True)
+    # {event type: version} this endpoint receives; pinned to the newest on subscription.
+    version_pins = models.JSONField(default=dict, blank=True)
+    # Events sharing an ordering key are sent one at a time, in emit order (see ordering.py).
+    ordered_delivery = models.BooleanField(default=False)
 
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_success_at = models.DateTimeField(null=True, blank=True)
@@ -110,6 +114,8 @@ class Event(models.Model):
     occurred_at = models.DateTimeField()
     data = models.JSONField()
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # NULL, not "", means no key: the partial ordering index skips those rows.
+    ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     fanned_out_at = models.DateTimeField(null=True, blank=True)
 
@@ -163,6 +169,12 @@ class Delivery(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Copied from the event when the endpoint asks for ordered delivery, else NULL, so the
+    # claim can check its predecessors without a join (see ordering.py).
+    ordering_key = models.CharField(  # noqa: DJ001
+        max_length=255, null=True, blank=True, editable=False
+    )
+    ordering_position = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -187,6 +199,11 @@ class Delivery(models.Model):
             ),
             models.Index(fields=["status", "-created_at"], name="delivery_status_created_idx"),
             models.Index(fields=["endpoint", "status"], name="delivery_endpoint_status_idx"),
+            models.Index(
+                fields=["endpoint", "ordering_key", "ordering_position"],
+                name="delivery_ordering_idx",
+                condition=Q(ordering_key__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

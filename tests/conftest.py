@@ -15,6 +15,7 @@ from django.conf import settings
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
 from tests.receiver import Receiver
 from webhooks_project.celery import app as celery_app
 

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "webhooks_project.apps.WebhooksProjectConfig",
     "deliveries.apps.DeliveriesConfig",
     "receivers.apps.ReceiversConfig",
+    "demo_shop.apps.DemoShopConfig",
 ]
 
 MIDDLEWARE = [
@@ -84,6 +85,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default shares one file between the web thread and the in-process
     # worker; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Writers take the lock when their transaction begins, so they queue on the timeout
+    # above instead of failing with "database is locked" when a read turns into a write.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
@@ -222,6 +226,11 @@ CELERY_BEAT_SCHEDULE["deliveries-resume-stalled-replays"] = {
     "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
     "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS},
 }
+
+# Event-type catalogue: emit() refuses types nobody declared (off: they pass unchecked).
+WEBHOOKS_REQUIRE_DECLARED_TYPES = env.bool("WEBHOOKS_REQUIRE_DECLARED_TYPES", default=True)
+# Modules declaring event types, besides every installed app's `webhook_events` module.
+WEBHOOKS_EVENT_TYPE_MODULES = env.list("WEBHOOKS_EVENT_TYPE_MODULES", default=[])
 
 # --- Webhooks (receiving side); read through receivers/conf.py -------------------------
 RECEIVERS_MAX_ATTEMPTS = env.int("RECEIVERS_MAX_ATTEMPTS", default=10)

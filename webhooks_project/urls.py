@@ -1,12 +1,16 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from deliveries.admin_catalogue import event_types_page
+
 from . import health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("admin/event-types/", event_types_page, name="admin-event-types"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("deliveries.api.urls")),
     path("receivers/", include("receivers.urls")),
+    path("demo/", include("demo_shop.urls")),
 ]

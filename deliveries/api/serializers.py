@@ -3,7 +3,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .. import event_types
+from .. import catalogue, conf, event_types
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
@@ -48,6 +48,13 @@ class EndpointSerializer(serializers.ModelSerializer):
     custom_headers = serializers.DictField(
         child=serializers.CharField(max_length=1000, allow_blank=True), required=False
     )
+    version_pins = serializers.DictField(
+        child=serializers.IntegerField(min_value=1, max_value=10_000),
+        required=False,
+        help_text="{event type: version}; unpinned declared types the filters match are "
+        "pinned to their newest version when the endpoint is created or its filters change.",
+    )
+    ordered_delivery = serializers.BooleanField(required=False)
 
     class Meta:
         model = Endpoint
@@ -67,6 +74,8 @@ class EndpointSerializer(serializers.ModelSerializer):
             "connect_timeout_seconds",
             "read_timeout_seconds",
             "custom_headers",
+            "version_pins",
+            "ordered_delivery",
             "consecutive_failures",
             "last_success_at",
             "last_failure_at",
@@ -92,9 +101,22 @@ class EndpointSerializer(serializers.ModelSerializer):
     def validate_event_types(self, value: list[str]) -> list[str]:
         for pattern in value:
             problem = event_types.validate_filter(pattern)
+            if not problem and conf.get().require_declared_types:
+                problem = catalogue.filter_problem(pattern)
             if problem:
                 raise serializers.ValidationError(problem)
         return list(dict.fromkeys(value))
+
+    def validate_version_pins(self, value: dict[str, int]) -> dict[str, int]:
+        for name, number in value.items():
+            event_type = catalogue.get(name)
+            if event_type is None:
+                raise serializers.ValidationError(f"{name!r} is not a declared event type.")
+            if event_type.version(number) is None:
+                raise serializers.ValidationError(
+                    f"{name} has versions 1 to {event_type.newest.number}, not {number}."
+                )
+        return value
 
     def validate_custom_headers(self, value: dict[str, str]) -> dict[str, str]:
         for name, header_value in value.items():
@@ -157,10 +179,10 @@ def _unstorable_text(value: Any) -> str | None:
 class EventCreateSerializer(serializers.Serializer):
     type = serializers.CharField(max_length=200)
     data = serializers.JSONField()  # type: ignore[assignment]  # a field, not .data
-    version = serializers.IntegerField(
-        min_value=1, max_value=MAX_EVENT_VERSION, required=False, default=1
-    )
+    # Absent: the newest declared version (1 for an undeclared type, when they are allowed).
+    version = serializers.IntegerField(min_value=1, max_value=MAX_EVENT_VERSION, required=False)
     occurred_at = serializers.DateTimeField(required=False)
+    ordering_key = serializers.CharField(max_length=255, required=False)
 
     def validate_data(self, value: Any) -> Any:
         problem = _unstorable_text(value)
@@ -206,7 +228,16 @@ class EventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Event
-        fields = ["id", "type", "version", "occurred_at", "data", "created_at", "deliveries"]
+        fields = [
+            "id",
+            "type",
+            "version",
+            "occurred_at",
+            "data",
+            "ordering_key",
+            "created_at",
+            "deliveries",
+        ]
 
 
 class AttemptSerializer(serializers.ModelSerializer):

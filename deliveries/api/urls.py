@@ -7,6 +7,7 @@ from rest_framework.routers import SimpleRouter
 from receivers.api import views as receivers_views
 
 from . import replays, views
+from .event_types import EventTypeList
 
 app_name = "api"
 
@@ -47,5 +48,6 @@ schema_view = SpectacularAPIView.as_view(
 
 urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
+    re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
     path("", include(router.urls)),
 ]

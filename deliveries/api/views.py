@@ -46,7 +46,7 @@ class EndpointViewSet(viewsets.ModelViewSet):
 
     def perform_update(self, serializer: BaseSerializer[Endpoint]) -> None:
         new_state = serializer.validated_data.pop("state", None)
-        endpoint = serializer.save()
+        endpoint = services.endpoint_pin_versions(endpoint=serializer.save())
         if new_state and new_state != endpoint.state:
             services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
             endpoint.refresh_from_db()
@@ -94,9 +94,10 @@ class EventViewSet(
             event = services.emit(
                 body.validated_data["type"],
                 body.validated_data["data"],
-                version=body.validated_data["version"],
+                version=body.validated_data.get("version"),
                 occurred_at=body.validated_data.get("occurred_at"),
                 idempotency_key=key,
+                ordering_key=body.validated_data.get("ordering_key"),
             )
         except services.EventValidationError as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field

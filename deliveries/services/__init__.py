@@ -29,6 +29,7 @@ from .sending import (
 )
 from .sweeper import SweepResult, sweep
 from .test_events import EndpointNotActive, endpoint_send_test_event
+from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
@@ -45,6 +46,7 @@ __all__ = [
     "delivery_retry",
     "emit",
     "endpoint_create",
+    "endpoint_pin_versions",
     "endpoint_resume",
     "endpoint_rotate_secret",
     "endpoint_send_test_event",

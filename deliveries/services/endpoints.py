@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from .. import signing
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
+from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
@@ -16,6 +17,7 @@ DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 @transaction.atomic
 def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple[Endpoint, str]:
     """Create an endpoint with its first signing secret; the secret is returned once."""
+    fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
     endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
     secret = _add_secret(endpoint)
     return endpoint, secret

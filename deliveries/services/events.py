@@ -9,7 +9,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from .. import catalogue, conf
 from ..models import Event
+from ..signals import announce_event_emitted
 from .enqueue import fan_out_after_commit
 
 
@@ -50,8 +52,14 @@ def _unstorable_text(value: Any) -> str | None:
 
 
 def _validate(
-    type: str, data: Any, version: int, occurred_at: datetime | None, idempotency_key: str | None
-) -> None:
+    type: str,
+    data: Any,
+    version: int | None,
+    occurred_at: datetime | None,
+    idempotency_key: str | None,
+    ordering_key: str | None = None,
+) -> int:
+    """Check the arguments; returns the version to store."""
     if not isinstance(type, str) or not type.strip():
         raise EventValidationError("type", "must be a non-empty string")
     if len(type) > MAX_TYPE_LENGTH or not EVENT_TYPE.match(type):
@@ -59,7 +67,9 @@ def _validate(
             "type",
             f"must be at most {MAX_TYPE_LENGTH} letters, digits and . _ : - (e.g. invoice.paid)",
         )
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 1
+    ):
         raise EventValidationError("version", "must be a positive integer")
     if occurred_at is not None and (
         not isinstance(occurred_at, datetime) or timezone.is_naive(occurred_at)
@@ -71,6 +81,12 @@ def _validate(
         or not idempotency_key.isprintable()
     ):
         raise EventValidationError("idempotency_key", "must be 1 to 255 printable characters")
+    if ordering_key is not None and (
+        not isinstance(ordering_key, str)
+        or not 0 < len(ordering_key) <= 255
+        or not ordering_key.isprintable()
+    ):
+        raise EventValidationError("ordering_key", "must be 1 to 255 printable characters")
     try:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -78,15 +94,38 @@ def _validate(
     problem = _unstorable_text(data)
     if problem:
         raise EventValidationError("data", problem)
+    return _check_against_catalogue(type, data, version)
+
+
+def _check_against_catalogue(type: str, data: Any, version: int | None) -> int:
+    """Declared types are stored in their newest version and must match its schema."""
+    event_type = catalogue.get(type)
+    if event_type is None:
+        if conf.get().require_declared_types:
+            raise EventValidationError(
+                "type", f"{type!r} is not a declared event type (see the event-type catalogue)"
+            )
+        return version or 1
+    newest = event_type.newest.number
+    if version is not None and version != newest:
+        # Older versions are built from the newest for the endpoints pinned to them.
+        raise EventValidationError(
+            "version", f"{type} is emitted in its newest version, {newest}, not {version}"
+        )
+    problem = event_type.problem(data, newest)
+    if problem:
+        raise EventValidationError(*problem)
+    return newest
 
 
 def emit(
     type: str,
     data: Any,
     *,
-    version: int = 1,
+    version: int | None = None,
     occurred_at: datetime | None = None,
     idempotency_key: str | None = None,
+    ordering_key: str | None = None,
 ) -> Event:
     """Record an event and deliver it to every subscribed endpoint.
 
@@ -96,9 +135,12 @@ def emit(
     transaction it commits at once.
 
     With ``idempotency_key``, a second call with the same key returns the first event and
-    writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing.
+    writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing: an
+    undeclared type, data that fails the type's schema (``.field`` names the spot, e.g.
+    ``data.amount``), a version other than the newest. Events with the same
+    ``ordering_key`` reach endpoints that ask for ordered delivery one at a time, in order.
     """
-    _validate(type, data, version, occurred_at, idempotency_key)
+    version = _validate(type, data, version, occurred_at, idempotency_key, ordering_key)
     event = Event(
         id=uuid.uuid4(),
         type=type,
@@ -106,6 +148,7 @@ def emit(
         occurred_at=occurred_at or timezone.now(),
         data=data,
         idempotency_key=idempotency_key,
+        ordering_key=ordering_key,
     )
     if idempotency_key is not None:
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()
@@ -117,6 +160,7 @@ def emit(
         with transaction.atomic(savepoint=False):
             event.save(force_insert=True)
             fan_out_after_commit(event.id)
+            announce_event_emitted(event)
         return event
     try:
         # A savepoint, so a lost race on the idempotency key does not break the caller's
@@ -124,6 +168,7 @@ def emit(
         with transaction.atomic():
             event.save(force_insert=True)
             fan_out_after_commit(event.id)
+            announce_event_emitted(event)
     except IntegrityError:
         return Event.objects.get(idempotency_key=idempotency_key)
     return event

@@ -5,7 +5,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import event_types
+from .. import event_types, ordering
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import enqueue_deliveries
 
@@ -22,7 +22,7 @@ def event_fan_out(*, event_id: UUID | str) -> int:
         if event is None or event.fanned_out_at is not None:
             return 0
         endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-            "id", "event_types", "state"
+            "id", "event_types", "state", "ordered_delivery"
         )
         deliveries = [
             Delivery(
@@ -35,6 +35,7 @@ def event_fan_out(*, event_id: UUID | str) -> int:
                 ),
                 next_attempt_at=now,
                 enqueued_at=now,
+                **ordering.delivery_fields(event, endpoint),
             )
             for endpoint in endpoints
             if event_types.matches(event.type, endpoint.event_types)
@@ -49,4 +50,8 @@ def event_fan_out(*, event_id: UUID | str) -> int:
             ).values_list("id", flat=True)
         )
         transaction.on_commit(lambda: enqueue_deliveries(delivery_ids), robust=True)
+        if event.ordering_key:
+            # Later events of this key may have waited for this fan-out.
+            key = event.ordering_key
+            transaction.on_commit(lambda: ordering.enqueue_next(ordering_key=key), robust=True)
     return len(delivery_ids)

@@ -16,11 +16,12 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import conf, signing, transport
+from .. import conf, ordering, rendering, signing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..retry_policy import Decision, Verdict, decide
 from .endpoints import endpoint_suspend
 from .enqueue import enqueue_deliveries
+from .finished import on_delivery_outcome
 
 REDACTED = "[redacted]"
 SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key", "cookie")
@@ -52,6 +53,7 @@ def delivery_claim(*, delivery_id: int) -> Claim | None:
     claimable = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
         status=DeliveryStatus.SENDING, lease_expires_at__lt=now
     )
+    claimable &= ordering.claimable_in_order()
     claimed = (
         Delivery.objects.filter(claimable, pk=delivery_id).update(
             status=DeliveryStatus.SENDING,
@@ -68,14 +70,15 @@ def delivery_claim(*, delivery_id: int) -> Claim | None:
     return Claim(delivery=delivery, token=token, now=now)
 
 
-def render_body(event: Event) -> bytes:
+def render_body(event: Event, endpoint: Endpoint | None = None) -> bytes:
+    version, data = rendering.versioned_payload(event, endpoint)
     occurred_at = event.occurred_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
     envelope = {
         "id": str(event.id),
         "type": event.type,
-        "version": event.version,
+        "version": version,
         "occurred_at": occurred_at,
-        "data": event.data,
+        "data": data,
     }
     return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -131,7 +134,7 @@ def delivery_attempt(*, delivery_id: int) -> str:
         _finish(claim, decision, status_code=None, error="no unexpired signing secret")
         return Outcome.DEAD_LETTERED
 
-    body = render_body(delivery.event)
+    body = render_body(delivery.event, endpoint)
     headers = build_headers(delivery, body, secrets, timestamp=int(now.timestamp()))
     started_at = timezone.now()
     result = transport.post(
@@ -218,6 +221,8 @@ def _finish(
                 endpoint_id=delivery.endpoint_id,
                 reason=f"receiver answered {status_code} (Gone)",
             )
+        if updated:
+            on_delivery_outcome(delivery, outcome)
         if updated and countdown is not None:
             transaction.on_commit(
                 lambda: enqueue_deliveries([delivery.pk], countdown=countdown), robust=True

@@ -8,6 +8,7 @@ single-box deployment; the Procfile is the way to run the processes separately.
 
 import os
 import secrets
+import threading
 from typing import Any
 
 from celery.beat import EmbeddedService
@@ -33,10 +34,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument("--concurrency", type=int, default=4)
+        parser.add_argument(
+            "--no-demo",
+            action="store_true",
+            help="Do not seed the demo shop and its endpoint to our own receiver.",
+        )
 
-    def handle(self, *args: Any, addrport: str, concurrency: int, **options: Any) -> None:
+    def handle(
+        self, *args: Any, addrport: str, concurrency: int, no_demo: bool, **options: Any
+    ) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         login = self.ensure_superuser()
+        host = addrport if ":" in addrport else f"127.0.0.1:{addrport}"
+        if not no_demo:
+            self.seed_demo(host)
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         beat: Any = EmbeddedService(
             celery_app, thread=True, schedule_filename=str(settings.VAR_DIR / "celerybeat-schedule")
@@ -51,7 +62,8 @@ class Command(BaseCommand):
             shutdown_timeout=30.0,
         ):
             beat.start()
-            host = addrport if ":" in addrport else f"127.0.0.1:{addrport}"
+            if not no_demo:
+                self.start_demo_activity()
             self.stdout.write(
                 self.style.SUCCESS(
                     f"\nWebhooks platform running.\n"
@@ -66,6 +78,32 @@ class Command(BaseCommand):
                 call_command("runserver", addrport, use_reloader=False, use_threading=True)
             finally:
                 beat.stop()
+
+    def seed_demo(self, host: str) -> None:
+        """The demo endpoint, aimed at this very server's receiver (idempotent)."""
+        from demo_shop.demo import demo_setup
+
+        reachable = host.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:")
+        endpoint = demo_setup(base_url=f"http://{reachable}")
+        self.stdout.write(
+            f"Demo: orders and invoices of the demo shop are sent to {endpoint.url} "
+            f"(every third event fails once, then succeeds); --no-demo to skip."
+        )
+
+    def start_demo_activity(self) -> None:
+        from demo_shop.demo import demo_activity
+
+        def run() -> None:
+            try:
+                demo_activity()
+            except Exception:
+                self.stderr.write("demo activity failed (the platform keeps running)")
+                raise
+
+        # After a short pause, so the web server is listening when the first delivery goes.
+        timer = threading.Timer(3.0, run)
+        timer.daemon = True
+        timer.start()
 
     def ensure_superuser(self) -> str:
         """Create the first superuser from the environment, or with a printed password."""

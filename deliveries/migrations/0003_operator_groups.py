@@ -61,7 +61,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
-        ("deliveries", "0002_issue5_operator_console"),
+        ("deliveries", "0002_operator_console"),
         ("receivers", "0001_initial"),
     ]
 

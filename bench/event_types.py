@@ -1,0 +1,10 @@
+"""Event types the benchmark emits (imported via WEBHOOKS_EVENT_TYPE_MODULES)."""
+
+from deliveries.catalogue import Version, declare
+
+for name in ("bench.bulk", "bench.api", "bench.paced"):
+    declare(
+        name,
+        description=f"{name}: benchmark load",
+        versions=[Version(1, schema={"type": "object"}, example={"n": 1})],
+    )

@@ -1,0 +1,90 @@
+"""Per-key ordered delivery: events with the same ordering key reach an endpoint that asks
+for it one at a time, in emit order; different keys go in parallel.
+
+How: fan-out copies the event's key and creation time onto the delivery of an ordered
+endpoint (``delivery_fields``). The claim adds one condition (``claimable_in_order``): no
+*earlier* delivery of that key to that endpoint is still unfinished (pending, sending or
+held), and no earlier event of that key is still waiting for its fan-out. When a delivery
+finishes, the next one of its key is enqueued at once (``enqueue_next``); the sweeper is
+only the safety net.
+
+The trade-off: an earlier event that keeps failing holds its key back for its whole retry
+cycle (up to ``max_attempts`` / ``retry_window_seconds``), and while the endpoint is
+suspended its held deliveries hold their keys. A **dead-lettered** (or cancelled) delivery
+does not block: once it has given up, later events of its key flow again and the dead
+letter waits for an operator, whose retry then arrives out of order. We chose this over
+blocking the key until an operator acts, so one poison event cannot silence an object
+forever when nobody watches the dead letters; receivers that must not apply a later state
+without the earlier one should compare versions (``receivers.idempotency.versioned_update``).
+Changing ``ordered_delivery`` affects events fanned out afterwards.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from .models import Delivery, DeliveryStatus, Endpoint, Event
+
+UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
+
+
+def delivery_fields(event: Event, endpoint: Endpoint) -> dict[str, Any]:
+    """The ordering fields of a new delivery (empty unless both sides take part)."""
+    if not (endpoint.ordered_delivery and event.ordering_key):
+        return {}
+    return {"ordering_key": event.ordering_key, "ordering_position": event.created_at}
+
+
+def claimable_in_order() -> Q:
+    """Claim condition: true for unordered deliveries and for the first of their key.
+
+    Only columns of the claimed row are referenced, so the claim stays one plain UPDATE
+    whose status condition PostgreSQL re-checks under concurrency.
+    """
+    earlier_unfinished = Delivery.objects.filter(
+        endpoint_id=OuterRef("endpoint_id"),
+        ordering_key=OuterRef("ordering_key"),
+        ordering_position__lt=OuterRef("ordering_position"),
+        status__in=UNFINISHED,
+    )
+    earlier_not_fanned_out = Event.objects.filter(
+        ordering_key=OuterRef("ordering_key"),
+        created_at__lt=OuterRef("ordering_position"),
+        fanned_out_at__isnull=True,
+    )
+    return Q(ordering_key__isnull=True) | (
+        ~Exists(earlier_unfinished) & ~Exists(earlier_not_fanned_out)
+    )
+
+
+def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> list[int]:
+    """The first unfinished delivery per ordered endpoint for this key, when it is due."""
+    queryset = Delivery.objects.filter(ordering_key=ordering_key, status__in=UNFINISHED)
+    if endpoint_ids is not None:
+        queryset = queryset.filter(endpoint_id__in=list(endpoint_ids))
+    first_per_endpoint: dict[Any, tuple[int, str, Any]] = {}
+    rows = queryset.order_by("ordering_position", "id").values_list(
+        "id", "endpoint_id", "status", "next_attempt_at"
+    )[:1000]
+    for delivery_id, endpoint_id, status, next_attempt_at in rows:
+        first_per_endpoint.setdefault(endpoint_id, (delivery_id, status, next_attempt_at))
+    now = timezone.now()
+    return [
+        delivery_id
+        for delivery_id, status, next_attempt_at in first_per_endpoint.values()
+        if status == DeliveryStatus.PENDING
+        and next_attempt_at is not None
+        and next_attempt_at <= now
+    ]
+
+
+def enqueue_next(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> None:
+    """Send the task message of whatever now heads the key's line (a duplicate is harmless:
+    the claim lets only one through)."""
+    from .services.enqueue import enqueue_deliveries
+
+    ids = next_in_line(ordering_key=ordering_key, endpoint_ids=endpoint_ids)
+    if ids:
+        enqueue_deliveries(ids)

@@ -1,0 +1,31 @@
+"""What follows a delivery's final outcome, once it is committed: the next delivery of its
+ordering key is enqueued and our signals are sent."""
+
+from django.db import transaction
+
+from .. import ordering
+from ..models import Delivery
+from ..signals import delivery_dead_lettered, delivery_succeeded, send_logged
+
+
+def on_delivery_outcome(delivery: Delivery, outcome: str) -> None:
+    """Call inside the transaction that recorded ``outcome`` for ``delivery``."""
+    from .sending import Outcome
+
+    if outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTERED):
+        return  # a retry keeps its key's line waiting
+    signal = delivery_succeeded if outcome == Outcome.SUCCEEDED else delivery_dead_lettered
+    ordering_key, endpoint_id, delivery_id = (
+        delivery.ordering_key,
+        delivery.endpoint_id,
+        delivery.pk,
+    )
+
+    def after_commit() -> None:
+        if ordering_key:
+            ordering.enqueue_next(ordering_key=ordering_key, endpoint_ids=[endpoint_id])
+        if signal.has_listeners(Delivery):
+            fresh = Delivery.objects.select_related("event", "endpoint").get(pk=delivery_id)
+            send_logged(signal, Delivery, delivery=fresh)
+
+    transaction.on_commit(after_commit, robust=True)

@@ -1,0 +1,67 @@
+"""Seeding the demo for `make run`: an endpoint aimed at our own receiver, then some shop
+activity, so a newcomer sees events flow, a few retries, and deliveries succeed."""
+
+import logging
+import random
+import time
+
+from django.db import transaction
+from django.utils import timezone
+
+from deliveries import services as sending
+from deliveries.models import Endpoint, EndpointState
+from receivers import services as receiving
+from receivers.models import Source
+
+from . import services
+from .handlers import DEMO_SOURCE
+
+logger = logging.getLogger(__name__)
+
+DEMO_DESCRIPTION = "Demo: the demo shop's events to our own receiver (created by `serve`)"
+
+
+@transaction.atomic
+def demo_setup(*, base_url: str) -> Endpoint:
+    """Create (once) the demo endpoint and the receiving source sharing its secret."""
+    url = f"{base_url.rstrip('/')}/demo/receiver/"
+    endpoint = Endpoint.objects.filter(url=url, description=DEMO_DESCRIPTION).first()
+    if endpoint is None:
+        endpoint, secret = sending.endpoint_create(
+            url=url,
+            event_types=["shop.*"],
+            description=DEMO_DESCRIPTION,
+            ordered_delivery=True,
+            backoff_base_seconds=2.0,
+            backoff_max_seconds=10.0,
+        )
+    else:
+        secret = endpoint.secrets.order_by("-created_at").first().value  # type: ignore[union-attr]
+    source = Source.objects.filter(slug=DEMO_SOURCE).first()
+    if source is None:
+        receiving.source_create(slug=DEMO_SOURCE, scheme="ours", secret=secret)
+    elif not any(s.value == secret for s in source.secrets.active(timezone.now())):
+        receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
+    if endpoint.state != EndpointState.ACTIVE:
+        sending.endpoint_resume(endpoint_id=endpoint.pk)
+    return endpoint
+
+
+def demo_activity(*, orders: int = 3, pause_seconds: float = 1.0) -> None:
+    """Place, pay and ship a few orders, and cancel one: about 4 events per order."""
+    customers = ["ada@example.com", "grace@example.com", "alan@example.com"]
+    placed = []
+    for n in range(orders):
+        order = services.order_place(
+            customer_email=customers[n % len(customers)],
+            amount_cents=random.randint(500, 20_000),  # noqa: S311  (demo data)
+        )
+        placed.append(order)
+        time.sleep(pause_seconds)
+    for order in placed:
+        services.invoice_pay(invoice_id=order.invoice.pk)
+        time.sleep(pause_seconds)
+    for order in placed[:-1]:
+        services.order_ship(order_id=order.pk)
+    services.order_cancel(order_id=placed[-1].pk)
+    logger.info("demo shop: %d orders placed, paid, shipped or cancelled", orders)

@@ -1,0 +1,47 @@
+"""The demo `make run` seeds: idempotent, and its events make the whole trip to our own
+receiver (through the flaky door that fails some first tries)."""
+
+from typing import Any
+
+import pytest
+
+from deliveries.models import Delivery, DeliveryStatus, Endpoint
+from demo_shop.demo import demo_activity, demo_setup
+from receivers.models import InboxEvent, InboxStatus, Source
+from tests.conftest import wait_until
+from webhooks_project.management.commands.serve import Command as ServeCommand
+
+
+@pytest.mark.django_db
+def test_demo_setup_is_idempotent_and_shares_the_secret() -> None:
+    first = demo_setup(base_url="http://127.0.0.1:8000")
+    second = demo_setup(base_url="http://127.0.0.1:8000")
+
+    assert first.pk == second.pk
+    assert Endpoint.objects.count() == 1
+    assert first.url == "http://127.0.0.1:8000/demo/receiver/"
+    assert first.ordered_delivery
+    assert first.version_pins["shop.order.created"] == 2
+    [source] = Source.objects.all()
+    [endpoint_secret] = first.secrets.all()
+    assert [s.value for s in source.secrets.all()] == [endpoint_secret.value]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_events_reach_our_own_receiver(celery_worker: object, live_server: Any) -> None:
+    demo_setup(base_url=live_server.url)
+
+    demo_activity(orders=2, pause_seconds=0)
+
+    # 2 created, 2 paid invoices, 2 updated (paid), 1 shipped, 1 deleted.
+    def all_processed() -> bool:
+        return InboxEvent.objects.filter(status=InboxStatus.PROCESSED).count() == 8
+
+    wait_until(all_processed, timeout=90, what="the demo's eight events processed")
+    assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
+
+
+def test_serve_seeds_the_demo_unless_told_not_to() -> None:
+    parser = ServeCommand().create_parser("manage.py", "serve")
+    assert parser.parse_args([]).no_demo is False
+    assert parser.parse_args(["--no-demo"]).no_demo is True
