@@ -40,6 +40,9 @@ ENV = {
     "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
+    # The bench's receiver is on loopback, over plain http.
+    "WEBHOOKS_ALLOWED_NETWORKS": "127.0.0.0/8,::1",
+    "WEBHOOKS_REQUIRE_HTTPS": "false",
 }
 
 

@@ -5,13 +5,32 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from . import services
-from .models import ApiToken, Attempt, Delivery, Endpoint, Event
+from .models import ApiToken, Attempt, CircuitTransition, Delivery, Endpoint, Event
+
+
+class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
+    """The breaker's recent history (read-only)."""
+
+    model = CircuitTransition
+    extra = 0
+    max_num = 0
+    can_delete = False
+    readonly_fields = ["at", "from_state", "to_state", "reason"]
+    ordering = ["-at", "-id"]
 
 
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
-    list_display = ["url", "state", "event_types", "consecutive_failures", "last_success_at"]
-    list_filter = ["state"]
+    list_display = [
+        "url",
+        "state",
+        "event_types",
+        "consecutive_failures",
+        "last_success_at",
+        "circuit_state",
+    ]
+    list_filter = ["state", "circuit_state"]
+    inlines = [CircuitTransitionInline]
     search_fields = ["url", "description", "owner_email"]
     readonly_fields = [
         "id",
@@ -19,6 +38,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "consecutive_failures",
         "last_success_at",
         "last_failure_at",
+        "failing_since",
+        "circuit_state",
+        "circuit_changed_at",
         "created_at",
         "updated_at",
     ]
