@@ -58,7 +58,7 @@ def test_the_allow_list_admits_its_networks_only() -> None:
 
 
 def test_bad_networks_are_named() -> None:
-    with pytest.raises(ValueError, match="'10.0.0.0/33'"):
+    with pytest.raises(ValueError, match=r"'10\.0\.0\.0/33'"):
         parse_networks("127.0.0.0/8,10.0.0.0/33")
     assert parse_networks("") == ()
 
