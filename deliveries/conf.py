@@ -58,7 +58,7 @@ def health() -> HealthSettings:
         breaker_window_seconds=getattr(settings, "WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0),
         breaker_cooldown_seconds=getattr(settings, "WEBHOOKS_BREAKER_COOLDOWN_SECONDS", 30.0),
         breaker_ramp_seconds=getattr(settings, "WEBHOOKS_BREAKER_RAMP_SECONDS", 60.0),
-        endpoint_max_in_flight=getattr(settings, "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", 8),
+        endpoint_max_in_flight=getattr(settings, "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", 4),
         endpoint_rate_limit=getattr(settings, "WEBHOOKS_ENDPOINT_RATE_LIMIT", 0),
         global_rate_limit=getattr(settings, "WEBHOOKS_GLOBAL_RATE_LIMIT", 0),
         defer_seconds=getattr(settings, "WEBHOOKS_DEFER_SECONDS", 1.0),

@@ -127,16 +127,18 @@ def delivery_attempt(*, delivery_id: int) -> str:
         _finish(claim, decision, status_code=None, error="worker lost during the last attempt")
         return Outcome.DEAD_LETTERED
 
-    secrets = [s.value for s in endpoint.secrets.unexpired(now)]
-    if not secrets:
-        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
-        _finish(claim, decision, status_code=None, error="no unexpired signing secret")
-        return Outcome.DEAD_LETTERED
-
+    # Before any costly work: a refused delivery is put off cheaply, spending no attempt.
     admission = endpoint_admit(endpoint=endpoint, token=claim.token)
     if not admission.admitted:
         _defer(claim, delay_seconds=admission.retry_in_seconds)
         return Outcome.DEFERRED
+
+    secrets = [s.value for s in endpoint.secrets.unexpired(now)]
+    if not secrets:
+        admission.release()
+        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
+        _finish(claim, decision, status_code=None, error="no unexpired signing secret")
+        return Outcome.DEAD_LETTERED
 
     body = render_body(delivery.event)
     headers = build_headers(delivery, body, secrets, timestamp=int(now.timestamp()))
