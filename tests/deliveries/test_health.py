@@ -202,10 +202,11 @@ def test_rate_limit_holds_across_two_worker_processes(
 
     arrivals = sorted(r.received_at for r in receiver.requests)
     assert len(arrivals) == count
-    # 4/s across both processes: never more than 4 in one second (one of slack for the
-    # receiver's clock against Redis's), so 20 requests take at least ~4 s.
-    assert max_in_any_window(arrivals, 1.0) <= 5
-    assert arrivals[-1] - arrivals[0] >= 3.5
+    # 4/s across both processes, measured at the receiver. The limiter counts when a
+    # request is admitted; the time from there to arrival varies under load, so short
+    # windows get generous slack. Without the limit all 20 arrive within a second or two.
+    assert max_in_any_window(arrivals, 2.0) <= 10
+    assert (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) <= 4 * 1.3
 
 
 def test_at_most_max_in_flight_requests_per_endpoint(
