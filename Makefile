@@ -13,6 +13,7 @@ run: setup
 
 test: setup
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) DEBUG=false \
+	WEBHOOKS_ALLOWED_NETWORKS=127.0.0.0/8,::1 WEBHOOKS_REQUIRE_HTTPS=false \
 	SECRET_KEY=test-secret-key-that-is-long-enough-for-checks \
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 

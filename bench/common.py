@@ -27,6 +27,9 @@ ENV = {
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
     # The benchmark's event types (bench.bulk, bench.api, bench.paced) are declared there.
     "WEBHOOKS_EVENT_TYPE_MODULES": "bench.event_types",
+    # The bench's receiver is on loopback, over plain http.
+    "WEBHOOKS_ALLOWED_NETWORKS": "127.0.0.0/8,::1",
+    "WEBHOOKS_REQUIRE_HTTPS": "false",
 }
 
 

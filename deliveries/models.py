@@ -19,6 +19,12 @@ class EndpointState(models.TextChoices):
     DISABLED = "disabled", "Disabled"
 
 
+class CircuitState(models.TextChoices):
+    CLOSED = "closed", "Closed (sending)"
+    OPEN = "open", "Open (waiting for the cool-down)"
+    HALF_OPEN = "half_open", "Half-open (one probe in flight)"
+
+
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=2048)
@@ -49,6 +55,19 @@ class Endpoint(models.Model):
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
 
+    # Health and isolation (deliveries/services/health.py). Empty per-endpoint limits
+    # take the global WEBHOOKS_* defaults.
+    suspend_after_failures = models.PositiveIntegerField(null=True, blank=True)
+    suspend_window_seconds = models.FloatField(null=True, blank=True)
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    rate_limit_per_second = models.PositiveIntegerField(null=True, blank=True)
+    # First failure of the current streak of failed attempts (NULL after a success).
+    failing_since = models.DateTimeField(null=True, blank=True)
+    circuit_state = models.CharField(
+        max_length=16, choices=CircuitState.choices, default=CircuitState.CLOSED
+    )
+    circuit_changed_at = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -64,6 +83,16 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def clean(self) -> None:
+        # Forms (the admin) refuse what the SSRF guard refuses; the API checks it too.
+        from django.core.exceptions import ValidationError
+
+        from . import conf, ssrf
+
+        problem = ssrf.url_refusal(self.url, conf.address_policy()) if self.url else None
+        if problem:
+            raise ValidationError({"url": problem})
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -315,3 +344,22 @@ class ApiToken(models.Model):
             name=name, token_hash=hash_api_token(plain), token_prefix=plain[:10]
         )
         return token, plain
+
+
+class CircuitTransition(models.Model):
+    """One change of an endpoint's circuit breaker, kept for operators (admin)."""
+
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.CASCADE, related_name="circuit_transitions"
+    )
+    from_state = models.CharField(max_length=16, choices=CircuitState.choices)
+    to_state = models.CharField(max_length=16, choices=CircuitState.choices)
+    reason = models.CharField(max_length=500, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["endpoint", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.from_state} -> {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -11,6 +11,9 @@ be quick: hand slow work to a task.
 - ``delivery_succeeded(sender=Delivery, delivery=Delivery)``: the endpoint answered 2xx.
 - ``delivery_dead_lettered(sender=Delivery, delivery=Delivery)``: no more automatic
   attempts; ``delivery.last_status_code`` and ``delivery.last_error`` say why.
+- ``endpoint_suspended(sender=Endpoint, endpoint=Endpoint, reason=str)``: an endpoint was
+  suspended automatically (repeated failures, or 410 Gone). Connect receivers in your
+  AppConfig.ready().
 
 The ``delivery`` is read after the commit: its ``status``, ``attempts`` and
 ``completed_at`` are the final ones; ``delivery.event`` and ``delivery.endpoint`` are
@@ -31,6 +34,7 @@ logger = logging.getLogger(__name__)
 event_emitted = Signal()
 delivery_succeeded = Signal()
 delivery_dead_lettered = Signal()
+endpoint_suspended = Signal()
 
 
 def send_logged(signal: Signal, sender: type, **kwargs: object) -> None:

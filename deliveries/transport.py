@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass
 
 import requests
-from requests.adapters import HTTPAdapter
+
+from .ssrf import AddressPolicy, scheme_refusal
+from .ssrf_transport import GuardedHTTPAdapter, address_policy
 
 USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection
@@ -33,7 +35,7 @@ def _session() -> requests.Session:
     session: requests.Session | None = getattr(_local, "session", None)
     if session is None:
         session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=32, pool_maxsize=8, max_retries=0)
+        adapter = GuardedHTTPAdapter(pool_connections=32, pool_maxsize=8, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         # Never pick up proxies or credentials from the environment or ~/.netrc.
@@ -67,17 +69,24 @@ def post(
     connect_timeout: float,
     read_timeout: float,
     excerpt_limit: int = 2048,
+    policy: AddressPolicy | None = None,
 ) -> HttpResult:
+    """POST once. With a `policy`, the SSRF guard checks the scheme and every address the
+    host resolves to before connecting (see `ssrf_transport`)."""
     started = time.perf_counter()
+    refusal = scheme_refusal(url, policy) if policy is not None else None
+    if refusal:
+        return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", 0.0)
     try:
-        response = _session().post(
-            url,
-            data=body,
-            headers={"User-Agent": USER_AGENT, **headers},
-            timeout=(connect_timeout, read_timeout),
-            allow_redirects=False,
-            stream=True,
-        )
+        with address_policy(policy):
+            response = _session().post(
+                url,
+                data=body,
+                headers={"User-Agent": USER_AGENT, **headers},
+                timeout=(connect_timeout, read_timeout),
+                allow_redirects=False,
+                stream=True,
+            )
     except requests.RequestException as exc:
         return HttpResult(
             status_code=None,

@@ -62,3 +62,20 @@ def check_debug_off_in_deployment(
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    from deliveries.ssrf import parse_networks
+
+    try:
+        parse_networks(settings.WEBHOOKS_ALLOWED_NETWORKS)
+    except ValueError as exc:
+        return [
+            Error(
+                f"WEBHOOKS_ALLOWED_NETWORKS: {exc}.",
+                hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
+                id="webhooks.E010",
+            )
+        ]
+    return []

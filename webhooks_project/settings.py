@@ -232,6 +232,30 @@ WEBHOOKS_REQUIRE_DECLARED_TYPES = env.bool("WEBHOOKS_REQUIRE_DECLARED_TYPES", de
 # Modules declaring event types, besides every installed app's `webhook_events` module.
 WEBHOOKS_EVENT_TYPE_MODULES = env.list("WEBHOOKS_EVENT_TYPE_MODULES", default=[])
 
+# --- Webhooks: endpoint health and isolation; read through deliveries/conf.py ---------
+# SSRF guard: only public addresses, plus these networks (the embedded demo allows loopback).
+WEBHOOKS_ALLOWED_NETWORKS = env.list(
+    "WEBHOOKS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1"] if DEBUG else []
+)
+WEBHOOKS_REQUIRE_HTTPS = env.bool("WEBHOOKS_REQUIRE_HTTPS", default=not DEBUG)
+WEBHOOKS_SUSPEND_AFTER_FAILURES = env.int("WEBHOOKS_SUSPEND_AFTER_FAILURES", default=20)
+WEBHOOKS_SUSPEND_WINDOW_SECONDS = env.float("WEBHOOKS_SUSPEND_WINDOW_SECONDS", default=3600.0)
+WEBHOOKS_BREAKER_ERROR_RATE = env.float("WEBHOOKS_BREAKER_ERROR_RATE", default=0.5)
+WEBHOOKS_BREAKER_MIN_ATTEMPTS = env.int("WEBHOOKS_BREAKER_MIN_ATTEMPTS", default=10)
+WEBHOOKS_BREAKER_WINDOW_SECONDS = env.float("WEBHOOKS_BREAKER_WINDOW_SECONDS", default=300.0)
+WEBHOOKS_BREAKER_COOLDOWN_SECONDS = env.float("WEBHOOKS_BREAKER_COOLDOWN_SECONDS", default=30.0)
+WEBHOOKS_BREAKER_RAMP_SECONDS = env.float("WEBHOOKS_BREAKER_RAMP_SECONDS", default=60.0)
+WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT = env.int("WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", default=4)
+WEBHOOKS_ENDPOINT_RATE_LIMIT = env.int("WEBHOOKS_ENDPOINT_RATE_LIMIT", default=0)
+WEBHOOKS_GLOBAL_RATE_LIMIT = env.int("WEBHOOKS_GLOBAL_RATE_LIMIT", default=0)
+WEBHOOKS_DEFER_SECONDS = env.float("WEBHOOKS_DEFER_SECONDS", default=1.0)
+# Shared counters (in-flight slots, rate limits, breaker windows); the broker's Redis by
+# default, in-process memory when there is no Redis (embedded mode: one process).
+WEBHOOKS_HEALTH_REDIS_URL = env.str(
+    "WEBHOOKS_HEALTH_REDIS_URL",
+    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+
 # --- Webhooks (receiving side); read through receivers/conf.py -------------------------
 RECEIVERS_MAX_ATTEMPTS = env.int("RECEIVERS_MAX_ATTEMPTS", default=10)
 RECEIVERS_BACKOFF_BASE_SECONDS = env.float("RECEIVERS_BACKOFF_BASE_SECONDS", default=10.0)

@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from .. import services
-from ..models import DeliveryStatus, Endpoint, EndpointState
+from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..services.test_events import recent_test_deliveries
@@ -45,6 +45,17 @@ class RotateForm(forms.Form):
     )
 
 
+class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
+    """The breaker's recent history (read-only)."""
+
+    model = CircuitTransition
+    extra = 0
+    max_num = 0
+    can_delete = False
+    readonly_fields = ["at", "from_state", "to_state", "reason"]
+    ordering = ["-at", "-id"]
+
+
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     list_display = [
@@ -57,8 +68,10 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "success_rate_24h",
         "pending_deliveries",
         "dead_lettered_deliveries",
+        "circuit_state",
     ]
-    list_filter = ["state"]
+    list_filter = ["state", "circuit_state"]
+    inlines = [CircuitTransitionInline]
     search_fields = ["url", "description", "owner_email"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     readonly_fields = [
@@ -67,6 +80,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "consecutive_failures",
         "last_success_at",
         "last_failure_at",
+        "failing_since",
+        "circuit_state",
+        "circuit_changed_at",
         "created_at",
         "updated_at",
         # State changes go through actions (services), which hold or release deliveries.

@@ -3,7 +3,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .. import catalogue, conf, event_types
+from .. import catalogue, conf, event_types, ssrf
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
@@ -55,6 +55,19 @@ class EndpointSerializer(serializers.ModelSerializer):
         "pinned to their newest version when the endpoint is created or its filters change.",
     )
     ordered_delivery = serializers.BooleanField(required=False)
+    # Health and isolation; null takes the global WEBHOOKS_* default.
+    suspend_after_failures = serializers.IntegerField(
+        min_value=0, max_value=100000, required=False, allow_null=True
+    )
+    suspend_window_seconds = serializers.FloatField(
+        min_value=0, max_value=30 * 86400, required=False, allow_null=True
+    )
+    max_in_flight = serializers.IntegerField(
+        min_value=1, max_value=1000, required=False, allow_null=True
+    )
+    rate_limit_per_second = serializers.IntegerField(
+        min_value=0, max_value=100000, required=False, allow_null=True
+    )
 
     class Meta:
         model = Endpoint
@@ -76,9 +89,15 @@ class EndpointSerializer(serializers.ModelSerializer):
             "custom_headers",
             "version_pins",
             "ordered_delivery",
+            "suspend_after_failures",
+            "suspend_window_seconds",
+            "max_in_flight",
+            "rate_limit_per_second",
             "consecutive_failures",
             "last_success_at",
             "last_failure_at",
+            "circuit_state",
+            "circuit_changed_at",
             "created_at",
             "updated_at",
         ]
@@ -89,6 +108,8 @@ class EndpointSerializer(serializers.ModelSerializer):
             "consecutive_failures",
             "last_success_at",
             "last_failure_at",
+            "circuit_state",
+            "circuit_changed_at",
             "created_at",
             "updated_at",
         ]
@@ -96,6 +117,9 @@ class EndpointSerializer(serializers.ModelSerializer):
     def validate_url(self, value: str) -> str:
         if not value.lower().startswith(("http://", "https://")):
             raise serializers.ValidationError("Only http and https URLs can receive webhooks.")
+        problem = ssrf.url_refusal(value, conf.address_policy())
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
     def validate_event_types(self, value: list[str]) -> list[str]:

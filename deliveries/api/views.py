@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .. import services
+from .. import services, ssrf
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .parsers import SafeJSONParser
@@ -40,7 +40,10 @@ class EndpointViewSet(viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         fields = dict(serializer.validated_data)
         fields.pop("state", None)
-        endpoint, secret = services.endpoint_create(**fields)
+        try:
+            endpoint, secret = services.endpoint_create(**fields)
+        except ssrf.UnsafeURL as exc:
+            raise ValidationError({"url": [str(exc)]}) from None
         data = s.EndpointSerializer(endpoint).data
         return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
 

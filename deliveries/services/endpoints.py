@@ -7,7 +7,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import signing
+from .. import conf, signing, ssrf
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
 from .versions import default_pins
 
@@ -16,11 +16,22 @@ DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
 @transaction.atomic
 def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple[Endpoint, str]:
-    """Create an endpoint with its first signing secret; the secret is returned once."""
+    """Create an endpoint with its first signing secret; the secret is returned once.
+
+    Raises `ssrf.UnsafeURL` for a URL the SSRF guard refuses.
+    """
+    endpoint_check_url(url=url)
     fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
     endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
     secret = _add_secret(endpoint)
     return endpoint, secret
+
+
+def endpoint_check_url(*, url: str) -> None:
+    """Refuse a URL that may not receive webhooks (scheme, private or internal address)."""
+    problem = ssrf.url_refusal(url, conf.address_policy())
+    if problem:
+        raise ssrf.UnsafeURL(problem)
 
 
 def _add_secret(endpoint: Endpoint) -> str:
@@ -84,6 +95,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
             state_reason="",
             state_changed_at=now,
             consecutive_failures=0,
+            failing_since=None,
         )
         held = Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.HELD)
         if not deliver_backlog:

@@ -5,7 +5,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import event_types, ordering
+from .. import event_types, operational, ordering
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import enqueue_deliveries
 
@@ -39,6 +39,12 @@ def event_fan_out(*, event_id: UUID | str) -> int:
             )
             for endpoint in endpoints
             if event_types.matches(event.type, endpoint.event_types)
+            and not operational.withheld(
+                event_type=event.type,
+                data=event.data,
+                endpoint_id=endpoint.pk,
+                endpoint_active=endpoint.state == EndpointState.ACTIVE,
+            )
         ]
         # ignore_conflicts: a fan-out that crashed after inserting may run again.
         Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)

@@ -19,9 +19,9 @@ from django.utils import timezone
 from .. import conf, ordering, rendering, signing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..retry_policy import Decision, Verdict, decide
-from .endpoints import endpoint_suspend
 from .enqueue import enqueue_deliveries
 from .finished import on_delivery_outcome
+from .health import endpoint_admit, endpoint_record_attempt, endpoint_suspend_automatically
 
 REDACTED = "[redacted]"
 SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key", "cookie")
@@ -36,6 +36,8 @@ class Outcome:
     RETRY_SCHEDULED = "retry_scheduled"
     DEAD_LETTERED = "dead_lettered"
     LEASE_LOST = "lease_lost"
+    # Put off without spending an attempt: breaker open, in-flight or rate limit reached.
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,15 @@ def delivery_attempt(*, delivery_id: int) -> str:
         _finish(claim, decision, status_code=None, error="worker lost during the last attempt")
         return Outcome.DEAD_LETTERED
 
+    # Before any costly work: a refused delivery is put off cheaply, spending no attempt.
+    admission = endpoint_admit(endpoint=endpoint, token=claim.token)
+    if not admission.admitted:
+        _defer(claim, delay_seconds=admission.retry_in_seconds)
+        return Outcome.DEFERRED
+
     secrets = [s.value for s in endpoint.secrets.unexpired(now)]
     if not secrets:
+        admission.release()
         decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
         _finish(claim, decision, status_code=None, error="no unexpired signing secret")
         return Outcome.DEAD_LETTERED
@@ -137,14 +146,18 @@ def delivery_attempt(*, delivery_id: int) -> str:
     body = render_body(delivery.event, endpoint)
     headers = build_headers(delivery, body, secrets, timestamp=int(now.timestamp()))
     started_at = timezone.now()
-    result = transport.post(
-        endpoint.url,
-        body,
-        headers,
-        connect_timeout=endpoint.connect_timeout_seconds,
-        read_timeout=endpoint.read_timeout_seconds,
-        excerpt_limit=conf.get().response_body_limit,
-    )
+    try:
+        result = transport.post(
+            endpoint.url,
+            body,
+            headers,
+            connect_timeout=endpoint.connect_timeout_seconds,
+            read_timeout=endpoint.read_timeout_seconds,
+            excerpt_limit=conf.get().response_body_limit,
+            policy=conf.address_policy(),
+        )
+    finally:
+        admission.release()
     finished_at = timezone.now()
     decision = decide(
         policy=endpoint.retry_policy,
@@ -217,7 +230,7 @@ def _finish(
         if attempt is not None:
             _record_endpoint_health(delivery.endpoint, succeeded=outcome == Outcome.SUCCEEDED)
         if decision.suspend_endpoint and updated:
-            endpoint_suspend(
+            endpoint_suspend_automatically(
                 endpoint_id=delivery.endpoint_id,
                 reason=f"receiver answered {status_code} (Gone)",
             )
@@ -233,11 +246,16 @@ def _finish(
 def _record_endpoint_health(endpoint: Endpoint, *, succeeded: bool) -> None:
     now = timezone.now()
     if succeeded:
-        Endpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=0, last_success_at=now)
+        Endpoint.objects.filter(pk=endpoint.pk).update(
+            consecutive_failures=0, last_success_at=now, failing_since=None
+        )
     else:
         Endpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=F("consecutive_failures") + 1, last_failure_at=now
+            consecutive_failures=F("consecutive_failures") + 1,
+            last_failure_at=now,
+            failing_since=Coalesce("failing_since", Value(now)),
         )
+    endpoint_record_attempt(endpoint_id=endpoint.pk, succeeded=succeeded)
 
 
 def _release(claim: Claim, *, status: str, give_back_attempt: bool) -> None:
@@ -248,6 +266,28 @@ def _release(claim: Claim, *, status: str, give_back_attempt: bool) -> None:
         attempts=F("attempts") - 1 if give_back_attempt else F("attempts"),
         updated_at=timezone.now(),
     )
+
+
+def _defer(claim: Claim, *, delay_seconds: float) -> None:
+    """Give the claim back without spending an attempt; try again after the delay."""
+    now = timezone.now()
+    short_wait = delay_seconds <= conf.get().max_countdown_seconds
+    updated = Delivery.objects.filter(pk=claim.delivery.pk, lease_token=claim.token).update(
+        status=DeliveryStatus.PENDING,
+        lease_token=None,
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+        next_attempt_at=now + timedelta(seconds=delay_seconds),
+        # Long waits have no message out: the sweeper enqueues them when due.
+        enqueued_at=now if short_wait else None,
+        updated_at=now,
+    )
+    if updated and short_wait:
+        # robust: if the broker is down the row is safe anyway; the sweeper enqueues it.
+        countdown = max(delay_seconds, 0.01)
+        transaction.on_commit(
+            lambda: enqueue_deliveries([claim.delivery.pk], countdown=countdown), robust=True
+        )
 
 
 class DeliveryNotRetryable(Exception):

@@ -1,0 +1,4 @@
+"""Endpoint health and isolation: the pure rules, the shared counters, the metrics.
+
+The services that apply them live in `deliveries/services/health.py`.
+"""

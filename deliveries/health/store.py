@@ -1,0 +1,175 @@
+"""Counters shared by every worker: in-flight slots, breaker windows, rate limits.
+
+They live in Redis (a key prefix of their own on the broker's Redis by default) so that
+all worker processes on all machines see the same numbers. Every key expires: a worker that
+dies holding an in-flight slot frees it when the slot's lease runs out. In the embedded mode
+(one process, no Redis) the same interface is kept in memory. No Django here.
+"""
+
+import math
+import threading
+import time
+from collections import defaultdict
+from functools import lru_cache
+from typing import Protocol
+
+import redis
+from limits import RateLimitItemPerSecond
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+KEY_PREFIX = "webhooks:health:"
+WINDOW_BUCKETS = 10
+DENIAL_BUCKET_SECONDS = 5
+
+# Purge expired slots, then take one if fewer than the limit are held. Redis's own clock
+# is used, so workers on machines with skewed clocks agree on expiry.
+ACQUIRE_SLOT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
+  return 1
+end
+return 0
+"""
+
+
+class HealthStore(Protocol):
+    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool: ...
+
+    def release_slot(self, endpoint: str, token: str) -> None: ...
+
+    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
+        """Count an attempt; return (attempts, failures) in the window, this one included."""
+        ...
+
+    def reset_window(self, endpoint: str, window: float) -> None: ...
+
+    def note_denial(self, endpoint: str) -> int:
+        """Count a refused admission; return how many were refused in the last seconds."""
+        ...
+
+    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
+        """Take one request from the limit: 0 when allowed, else seconds until it may be."""
+        ...
+
+
+def _bucket_size(window: float) -> float:
+    return max(window / WINDOW_BUCKETS, 0.001)
+
+
+class _RateLimits:
+    def __init__(self, storage_url: str) -> None:
+        options = {"key_prefix": KEY_PREFIX + "rate"} if storage_url.startswith("redis") else {}
+        self.limiter = MovingWindowRateLimiter(storage_from_string(storage_url, **options))
+
+    def wait(self, scope: str, key: str, per_second: int) -> float:
+        item = RateLimitItemPerSecond(per_second)
+        if self.limiter.hit(item, scope, key):
+            return 0.0
+        reset_at = self.limiter.get_window_stats(item, scope, key).reset_time
+        return max(reset_at - time.time(), 0.01)
+
+
+class RedisHealthStore:
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._acquire = self.client.register_script(ACQUIRE_SLOT)
+        self._rates = _RateLimits(url)
+
+    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool:
+        key = f"{KEY_PREFIX}inflight:{endpoint}"
+        return bool(self._acquire(keys=[key], args=[limit, ttl, token]))
+
+    def release_slot(self, endpoint: str, token: str) -> None:
+        self.client.zrem(f"{KEY_PREFIX}inflight:{endpoint}", token)
+
+    def _window_keys(self, endpoint: str, window: float) -> list[str]:
+        size = _bucket_size(window)
+        current = math.floor(time.time() / size)
+        return [f"{KEY_PREFIX}window:{endpoint}:{current - n}" for n in range(WINDOW_BUCKETS)]
+
+    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
+        keys = self._window_keys(endpoint, window)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(keys[0], "total", 1)
+        pipe.hincrby(keys[0], "failed", 1 if failed else 0)
+        pipe.expire(keys[0], math.ceil(window + _bucket_size(window)) + 1)
+        for key in keys:
+            pipe.hmget(key, ["total", "failed"])
+        replies = pipe.execute()[3:]
+        total = sum(int(t or 0) for t, _ in replies)
+        failures = sum(int(f or 0) for _, f in replies)
+        return total, failures
+
+    def reset_window(self, endpoint: str, window: float) -> None:
+        self.client.delete(*self._window_keys(endpoint, window))
+
+    def note_denial(self, endpoint: str) -> int:
+        key = f"{KEY_PREFIX}denied:{endpoint}:{int(time.time() // DENIAL_BUCKET_SECONDS)}"
+        pipe = self.client.pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.expire(key, DENIAL_BUCKET_SECONDS * 2)
+        return int(pipe.execute()[0])
+
+    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
+        return self._rates.wait(scope, key, per_second)
+
+
+class LocalHealthStore:
+    """The same counters in this process's memory: right only when one process sends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[str, dict[str, float]] = defaultdict(dict)
+        self._windows: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+        self._denials: dict[str, list[float]] = defaultdict(list)
+        self._rates = _RateLimits("memory://")
+
+    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            slots = self._slots[endpoint]
+            for held, expires in list(slots.items()):
+                if expires <= now:
+                    del slots[held]
+            if len(slots) >= limit:
+                return False
+            slots[token] = now + ttl
+            return True
+
+    def release_slot(self, endpoint: str, token: str) -> None:
+        with self._lock:
+            self._slots[endpoint].pop(token, None)
+
+    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
+        now = time.monotonic()
+        with self._lock:
+            outcomes = [o for o in self._windows[endpoint] if o[0] > now - window]
+            outcomes.append((now, failed))
+            self._windows[endpoint] = outcomes
+            return len(outcomes), sum(1 for _, f in outcomes if f)
+
+    def reset_window(self, endpoint: str, window: float) -> None:
+        with self._lock:
+            self._windows.pop(endpoint, None)
+
+    def note_denial(self, endpoint: str) -> int:
+        now = time.monotonic()
+        with self._lock:
+            recent = [t for t in self._denials[endpoint] if t > now - DENIAL_BUCKET_SECONDS]
+            recent.append(now)
+            self._denials[endpoint] = recent
+            return len(recent)
+
+    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
+        return self._rates.wait(scope, key, per_second)
+
+
+@lru_cache(maxsize=4)
+def get_store(redis_url: str) -> HealthStore:
+    """One store per process (and URL); Redis when a URL is given, else memory."""
+    return RedisHealthStore(redis_url) if redis_url else LocalHealthStore()

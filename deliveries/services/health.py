@@ -1,0 +1,272 @@
+"""Endpoint health and isolation: the admission gate before a request, the bookkeeping
+after it, and automatic suspension with its notifications.
+
+`endpoint_admit` runs right before a request. It refuses (and the caller puts the delivery
+off without spending an attempt) when the endpoint's circuit is open, when it already has
+`max_in_flight` requests out across all workers, or when a rate limit is used up. So one
+endpoint that never answers can hold at most `max_in_flight` worker threads; the rest of
+the pool keeps serving healthy endpoints.
+
+`endpoint_record_attempt` runs inside the transaction that records an attempt: it moves the
+circuit breaker and suspends an endpoint that keeps failing.
+
+If the shared counters (Redis) cannot be reached, admission lets the request through:
+PostgreSQL, not Redis, guarantees delivery, and isolation is best effort for that moment.
+"""
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import redis
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from .. import conf, operational
+from ..health import metrics, rules
+from ..health.store import HealthStore, get_store
+from ..models import CircuitState, CircuitTransition, Endpoint, EndpointState
+from ..signals import endpoint_suspended
+from .endpoints import endpoint_suspend
+from .events import emit
+
+logger = logging.getLogger(__name__)
+
+# Deferrals for a saturated endpoint grow with the queue in front of it, up to this, so a
+# large backlog is not re-claimed every second (longer waits go to the sweeper).
+MAX_DEFER_SECONDS = 30.0
+
+
+@dataclass
+class Admission:
+    admitted: bool
+    retry_in_seconds: float = 0.0
+    reason: str = ""
+    _release: Callable[[], None] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Free the in-flight slot (safe to call twice, and when none was taken)."""
+        release, self._release = self._release, None
+        if release is None:
+            return
+        try:
+            release()
+        except redis.RedisError:
+            logger.warning("could not free an in-flight slot; it expires with its lease")
+
+
+def _breaker_settings() -> rules.BreakerSettings:
+    current = conf.health()
+    return rules.BreakerSettings(
+        error_rate=current.breaker_error_rate,
+        min_attempts=current.breaker_min_attempts,
+        window_seconds=current.breaker_window_seconds,
+        cooldown_seconds=current.breaker_cooldown_seconds,
+        ramp_seconds=current.breaker_ramp_seconds,
+        probe_timeout_seconds=conf.get().lease_seconds,
+    )
+
+
+def _store() -> HealthStore:
+    return get_store(conf.health().redis_url)
+
+
+def _refuse(reason: str, wait_seconds: float) -> Admission:
+    metrics.DELIVERIES_DEFERRED.labels(reason=reason).inc()
+    # Jitter spreads the deferred deliveries so they do not come back as one burst.
+    return Admission(False, wait_seconds * random.uniform(1.0, 1.5), reason)  # noqa: S311
+
+
+def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
+    """May a request to this endpoint start now? If so, the caller must `release()` the
+    admission when the request is over (its in-flight slot also expires with the lease)."""
+    settings = conf.health()
+    now = timezone.now()
+    verdict = rules.breaker_verdict(
+        state=endpoint.circuit_state,
+        changed_at=endpoint.circuit_changed_at,
+        now=now,
+        settings=_breaker_settings(),
+        draw=random.random(),  # noqa: S311 (a share of traffic, not a secret)
+    )
+    if verdict.action == verdict.WAIT:
+        return _refuse(verdict.reason, verdict.wait_seconds)
+    if verdict.action == verdict.PROBE and not _circuit_transition(
+        endpoint_id=endpoint.pk,
+        from_state=endpoint.circuit_state,
+        to_state=CircuitState.HALF_OPEN,
+        reason=verdict.reason,
+        seen_changed_at=endpoint.circuit_changed_at,
+    ):
+        return _refuse("circuit_half_open", rules.SHORT_WAIT_SECONDS)
+
+    key, slot = str(endpoint.pk), str(token)
+    store = _store()
+    in_flight = settings.endpoint_max_in_flight
+    if endpoint.max_in_flight is not None:
+        in_flight = endpoint.max_in_flight
+    rate = settings.endpoint_rate_limit
+    if endpoint.rate_limit_per_second is not None:
+        rate = endpoint.rate_limit_per_second
+    try:
+        if in_flight and not store.acquire_slot(key, slot, in_flight, conf.get().lease_seconds):
+            queued = store.note_denial(key)
+            wait = min(settings.defer_seconds * max(1.0, queued / in_flight), MAX_DEFER_SECONDS)
+            return _refuse("in_flight", wait)
+        wait = store.rate_limit_wait("endpoint", key, rate) if rate else 0.0
+        if not wait and settings.global_rate_limit:
+            wait = store.rate_limit_wait("global", "all", settings.global_rate_limit)
+        if wait:
+            if in_flight:
+                store.release_slot(key, slot)
+            return _refuse("rate_limited", wait)
+    except redis.RedisError:
+        logger.warning("health counters unavailable; sending without isolation limits")
+        return Admission(True)
+    return Admission(True, _release=(lambda: store.release_slot(key, slot)) if in_flight else None)
+
+
+def endpoint_record_attempt(*, endpoint_id: UUID, succeeded: bool) -> None:
+    """After an attempt, inside its transaction (the endpoint row is already locked by the
+    caller's update of its counters): move the breaker, suspend an endpoint that keeps
+    failing."""
+    now = timezone.now()
+    row = Endpoint.objects.filter(pk=endpoint_id).values(
+        "state",
+        "circuit_state",
+        "consecutive_failures",
+        "failing_since",
+        "suspend_after_failures",
+        "suspend_window_seconds",
+    )[0]
+    _move_breaker(endpoint_id, row["circuit_state"], succeeded)
+    if succeeded or row["state"] != EndpointState.ACTIVE:
+        return
+    settings = conf.health()
+    threshold = row["suspend_after_failures"]
+    window = row["suspend_window_seconds"]
+    threshold = settings.suspend_after_failures if threshold is None else threshold
+    window = settings.suspend_window_seconds if window is None else window
+    if rules.should_suspend(
+        consecutive_failures=row["consecutive_failures"],
+        failing_since=row["failing_since"],
+        now=now,
+        threshold=threshold,
+        window_seconds=window,
+    ):
+        since = f"{row['failing_since']:%Y-%m-%d %H:%M:%S}"
+        endpoint_suspend_automatically(
+            endpoint_id=endpoint_id,
+            reason=f"{row['consecutive_failures']} consecutive failed attempts since {since}",
+        )
+
+
+def _move_breaker(endpoint_id: UUID, state: str, succeeded: bool) -> None:
+    breaker = _breaker_settings()
+    total = failed = 0
+    if state == CircuitState.CLOSED:
+        try:
+            total, failed = _store().record_outcome(
+                str(endpoint_id), not succeeded, breaker.window_seconds
+            )
+        except redis.RedisError:
+            logger.warning("health counters unavailable; the circuit breaker skips an attempt")
+            return
+    next_state = rules.after_attempt(
+        state=state, succeeded=succeeded, total=total, failed=failed, settings=breaker
+    )
+    if next_state is None:
+        return
+    if next_state == CircuitState.OPEN and state == CircuitState.CLOSED:
+        reason = f"{failed} of {total} attempts failed in {breaker.window_seconds:g}s"
+    elif next_state == CircuitState.OPEN:
+        reason = "the probe failed"
+    else:
+        reason = "the probe succeeded; traffic ramps up"
+    _circuit_transition(
+        endpoint_id=endpoint_id, from_state=state, to_state=next_state, reason=reason
+    )
+
+
+def _circuit_transition(
+    *,
+    endpoint_id: UUID,
+    from_state: str,
+    to_state: str,
+    reason: str,
+    seen_changed_at: datetime | None = None,
+) -> bool:
+    """Move the breaker if it is still where we saw it; of racing workers one wins."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = Endpoint.objects.filter(pk=endpoint_id, circuit_state=from_state)
+        if to_state == CircuitState.HALF_OPEN:
+            current = current.filter(circuit_changed_at=seen_changed_at)
+        if not current.update(circuit_state=to_state, circuit_changed_at=now):
+            return False
+        CircuitTransition.objects.create(
+            endpoint_id=endpoint_id,
+            from_state=from_state,
+            to_state=to_state,
+            reason=reason[:500],
+            at=now,
+        )
+    if to_state != CircuitState.HALF_OPEN:
+        # A fresh window after every open and close: old failures must not re-open it.
+        try:
+            _store().reset_window(str(endpoint_id), _breaker_settings().window_seconds)
+        except redis.RedisError:
+            logger.warning("health counters unavailable; breaker window not reset")
+    metrics.CIRCUIT_TRANSITIONS.labels(to_state=to_state).inc()
+    logger.info("endpoint %s circuit %s -> %s: %s", endpoint_id, from_state, to_state, reason)
+    return True
+
+
+def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
+    """Suspend an endpoint the platform gave up on, and tell its owner and subscribers.
+
+    In one transaction: the suspension (its pending deliveries are held) and the
+    operational event `endpoint.suspended`. After commit: the `endpoint_suspended` signal
+    and an email to the endpoint's owner. Returns False when it was not active.
+    """
+    with transaction.atomic():
+        if not endpoint_suspend(endpoint_id=endpoint_id, reason=reason):
+            return False
+        endpoint = Endpoint.objects.get(pk=endpoint_id)
+        emit(
+            operational.ENDPOINT_SUSPENDED,
+            {
+                "endpoint_id": str(endpoint.pk),
+                "description": endpoint.description,
+                "reason": endpoint.state_reason,
+                "suspended_at": (endpoint.state_changed_at or timezone.now()).isoformat(),
+            },
+        )
+        transaction.on_commit(lambda: _notify_suspension(endpoint), robust=True)
+    metrics.ENDPOINTS_AUTO_SUSPENDED.inc()
+    logger.warning("endpoint %s suspended: %s", endpoint_id, reason)
+    return True
+
+
+def _notify_suspension(endpoint: Endpoint) -> None:
+    endpoint_suspended.send(sender=Endpoint, endpoint=endpoint, reason=endpoint.state_reason)
+    if not endpoint.owner_email:
+        return
+    # Only the host: a URL's path or query may carry the receiver's own token.
+    host = urlsplit(endpoint.url).hostname or "?"
+    send_mail(
+        subject=f"Webhook endpoint suspended: {endpoint.description or host}",
+        message=(
+            f"We stopped sending webhooks to your endpoint {endpoint.pk} ({host}).\n\n"
+            f"Reason: {endpoint.state_reason}\n\n"
+            "Deliveries are held, not lost. Fix the receiver, then ask an operator to "
+            "resume the endpoint; held deliveries are sent then."
+        ),
+        from_email=None,
+        recipient_list=[endpoint.owner_email],
+    )

@@ -1,0 +1,153 @@
+"""SSRF guard: which addresses a webhook may be sent to. Pure logic, no Django, no sockets
+unless a resolver is passed in.
+
+A webhook URL is chosen by whoever registers the endpoint, so without a guard the platform
+would POST into our own network for them (cloud metadata at 169.254.169.254, a database's
+admin port on 10.x, a service on loopback). Only globally routable unicast addresses are
+allowed, plus the networks an operator lists in ``WEBHOOKS_ALLOWED_NETWORKS``. The check
+runs when an endpoint is saved (early, clear feedback) and again at connect time on every
+address the name resolves to, and the connection then goes to the checked address itself,
+so a DNS answer that changes in between (DNS rebinding) cannot slip through.
+"""
+
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], Sequence[str]]
+
+# Ranges that Python's `is_global` does not (or not on every version) flag but that reach
+# internal or translated destinations.
+EXTRA_BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(cidr)
+    for cidr in (
+        "100.64.0.0/10",  # carrier-grade NAT: often routes to internal workloads
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.88.99.0/24",  # 6to4 relay anycast
+        "64:ff9b::/96",  # NAT64: embeds an IPv4 address
+        "64:ff9b:1::/48",  # local-use NAT64
+        "2002::/16",  # 6to4: embeds an IPv4 address
+        "2001::/32",  # Teredo: embeds an IPv4 address
+    )
+)
+
+
+class UnsafeURL(ValueError):
+    """The URL may not receive webhooks; the message says why and is safe to show."""
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    allowed_networks: tuple[IPNetwork, ...] = ()
+    require_https: bool = True
+    # Names resolve through this (host, port) -> addresses; tests may replace it.
+    resolver: Resolver | None = field(default=None, compare=False)
+
+    def resolve(self, host: str, port: int) -> list[str]:
+        return list((self.resolver or resolve_host)(host, port))
+
+
+def parse_networks(value: str | Iterable[str]) -> tuple[IPNetwork, ...]:
+    """`"127.0.0.0/8, ::1"` -> networks. Raises ValueError naming the bad entry."""
+    items = value.split(",") if isinstance(value, str) else value
+    networks = []
+    for item in items:
+        text = item.strip()
+        if not text:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            raise ValueError(f"{text!r} is not an IP network (CIDR)") from None
+    return tuple(networks)
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    """Every address the name resolves to (IPv4 and IPv6), deduplicated, in order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _unmapped(address: IPAddress) -> IPAddress:
+    # ::ffff:10.0.0.1 reaches 10.0.0.1: judge the IPv4 address it carries.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def address_refusal(address: str | IPAddress, policy: AddressPolicy) -> str | None:
+    """Why this address may not be connected to, or None when it may."""
+    try:
+        ip = _unmapped(ipaddress.ip_address(str(address).split("%", 1)[0]))
+    except ValueError:
+        return f"{address!r} is not an IP address"
+    if any(ip in network for network in policy.allowed_networks if network.version == ip.version):
+        return None
+    kind = (
+        "loopback"
+        if ip.is_loopback
+        else "link-local"
+        if ip.is_link_local
+        else "multicast"
+        if ip.is_multicast
+        else "unspecified"
+        if ip.is_unspecified
+        else "reserved"
+        if ip.is_reserved
+        else "private"
+        if ip.is_private
+        else None
+    )
+    if kind is None and (
+        not ip.is_global
+        or any(ip in net for net in EXTRA_BLOCKED_NETWORKS if net.version == ip.version)
+    ):
+        kind = "non-public"
+    if kind is None:
+        return None
+    return f"{ip} is a {kind} address (not in WEBHOOKS_ALLOWED_NETWORKS)"
+
+
+def scheme_refusal(url: str, policy: AddressPolicy) -> str | None:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        return "Only http and https URLs can receive webhooks."
+    if scheme == "http" and policy.require_https:
+        return "Only https URLs are allowed (WEBHOOKS_REQUIRE_HTTPS)."
+    return None
+
+
+def url_refusal(url: str, policy: AddressPolicy) -> str | None:
+    """Why this URL may not receive webhooks, or None.
+
+    A literal IP is judged as is; a name is resolved and every address must pass. A name
+    that does not resolve (yet) is accepted here: the connect-time check still applies.
+    """
+    problem = scheme_refusal(url, policy)
+    if problem:
+        return problem
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return "The URL has no host."
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return "The URL's port is not valid."
+    try:
+        ipaddress.ip_address(host)
+        addresses = [host]
+    except ValueError:
+        try:
+            addresses = policy.resolve(host, port)
+        except (OSError, UnicodeError):
+            return None
+    for address in addresses:
+        problem = address_refusal(address, policy)
+        if problem:
+            return f"{host} resolves to {problem}" if host != address else problem
+    return None
