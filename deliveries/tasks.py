@@ -25,3 +25,8 @@ def deliver(delivery_id: int) -> str:
 @shared_task(name="deliveries.tasks.sweep")
 def sweep() -> dict[str, int]:
     return asdict(services.sweep())
+
+
+@shared_task(name="deliveries.tasks.purge")
+def purge() -> dict[str, int]:
+    return asdict(services.purge_expired())

@@ -1,11 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from . import health
+from . import dashboard, health, metrics
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
+    path("admin/dashboard/", dashboard.dashboard, name="webhooks-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("deliveries.api.urls")),
     path("receivers/", include("receivers.urls")),

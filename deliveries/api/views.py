@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .. import services
+from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .parsers import SafeJSONParser
@@ -97,6 +97,7 @@ class EventViewSet(
                 version=body.validated_data["version"],
                 occurred_at=body.validated_data.get("occurred_at"),
                 idempotency_key=key,
+                traceparent=tracing.from_header(request.headers.get("traceparent")),
             )
         except services.EventValidationError as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field

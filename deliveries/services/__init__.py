@@ -9,6 +9,7 @@ from .endpoints import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out
+from .retention import PurgeResult, purge_expired
 from .sending import (
     DeliveryNotRetryable,
     Outcome,
@@ -22,6 +23,7 @@ __all__ = [
     "DeliveryNotRetryable",
     "EventValidationError",
     "Outcome",
+    "PurgeResult",
     "SweepResult",
     "delivery_attempt",
     "delivery_claim",
@@ -33,5 +35,6 @@ __all__ = [
     "endpoint_set_state",
     "endpoint_suspend",
     "event_fan_out",
+    "purge_expired",
     "sweep",
 ]

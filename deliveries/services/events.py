@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from .. import tracing
 from ..models import Event
 from .enqueue import fan_out_after_commit
 
@@ -87,6 +88,7 @@ def emit(
     version: int = 1,
     occurred_at: datetime | None = None,
     idempotency_key: str | None = None,
+    traceparent: str | None = None,
 ) -> Event:
     """Record an event and deliver it to every subscribed endpoint.
 
@@ -97,8 +99,15 @@ def emit(
 
     With ``idempotency_key``, a second call with the same key returns the first event and
     writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing.
+
+    ``traceparent`` (W3C trace context) defaults to the current OpenTelemetry span's, if
+    any; it is sent with every attempt so a trace joins the request and its deliveries.
     """
     _validate(type, data, version, occurred_at, idempotency_key)
+    if traceparent is not None and not tracing.is_valid(traceparent):
+        raise EventValidationError(
+            "traceparent", "must be a W3C traceparent (00-<trace>-<span>-<flags>)"
+        )
     event = Event(
         id=uuid.uuid4(),
         type=type,
@@ -106,6 +115,7 @@ def emit(
         occurred_at=occurred_at or timezone.now(),
         data=data,
         idempotency_key=idempotency_key,
+        traceparent=traceparent or tracing.from_opentelemetry() or "",
     )
     if idempotency_key is not None:
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()
