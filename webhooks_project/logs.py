@@ -14,7 +14,7 @@ import structlog
 
 #: Field names never written, whatever their value.
 FORBIDDEN_FIELD_WORDS = ("secret", "signature", "authorization", "password", "token", "cookie")
-FORBIDDEN_FIELDS = frozenset({"data", "payload", "body", "raw_body", "headers"})
+FORBIDDEN_FIELDS = frozenset({"payload", "body", "raw_body", "headers", "request_headers"})
 REDACTED = "[redacted]"
 
 
