@@ -9,14 +9,14 @@ span is active), nothing. No Django here.
 import re
 
 # version 00: "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>" (lowercase only).
-TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 INVALID_TRACE_ID = "0" * 32
 INVALID_PARENT_ID = "0" * 16
 
 
 def is_valid(value: str) -> bool:
     """True for a well-formed version-00 traceparent with non-zero ids."""
-    match = TRACEPARENT.match(value)
+    match = TRACEPARENT.fullmatch(value)
     return bool(
         match and match.group(1) != INVALID_TRACE_ID and match.group(2) != INVALID_PARENT_ID
     )
