@@ -177,7 +177,18 @@ def _address_ok(request: HttpRequest, networks: list[str]) -> bool:
         address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:
         return False
-    return any(address in ipaddress.ip_network(net, strict=False) for net in networks)
+    return any(address in network for network in _networks(tuple(networks)))
+
+
+@lru_cache(maxsize=8)
+def _networks(entries: tuple[str, ...]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    parsed = []
+    for entry in entries:
+        try:
+            parsed.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            logger.error("METRICS_ALLOWED_IPS entry ignored: not an address or network")
+    return parsed
 
 
 @require_GET

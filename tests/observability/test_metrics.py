@@ -193,3 +193,16 @@ def test_counters_from_several_processes_are_added_up(
     assert value(samples, "webhooks_attempt_duration_seconds_count") == 2
     # The database gauges are there too, computed by this process.
     assert ("webhooks_dead_letter_size", frozenset()) in samples
+
+
+@pytest.mark.django_db
+def test_a_bad_allow_list_entry_is_a_startup_error_not_a_500(
+    client: Client, settings: Settings
+) -> None:
+    from webhooks_project.checks import check_metrics_access
+
+    settings.METRICS_TOKEN = ""
+    settings.METRICS_ALLOWED_IPS = ["10.0.0.0/8", "not-an-ip"]
+    assert [e.id for e in check_metrics_access(None)] == ["webhooks.E010"]
+    assert client.get("/metrics", REMOTE_ADDR="10.0.0.7").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="11.0.0.7").status_code == 401
