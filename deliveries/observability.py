@@ -23,6 +23,16 @@ def attempt_recorded(
     status_code: int | None,
     error: str,
 ) -> None:
+    # The outcome is committed already: a metrics or logging failure must not fail the task.
+    try:
+        _record(delivery, attempt, outcome, status_code, error)
+    except Exception:
+        logger.exception("recording the attempt failed", extra={"event_id": str(delivery.event_id)})
+
+
+def _record(
+    delivery: Delivery, attempt: Attempt | None, outcome: str, status_code: int | None, error: str
+) -> None:
     endpoint_id = str(delivery.endpoint_id)
     if attempt is not None:
         metrics.attempts_total.labels(status_class=metrics.status_class(status_code)).inc()

@@ -113,3 +113,28 @@ def test_console_format_is_readable() -> None:
     assert "hi" in text
     assert "event_id=e1" in text
     assert not text.startswith("{")
+
+
+def test_a_metrics_failure_does_not_fail_the_sending_task(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from types import SimpleNamespace
+
+    from deliveries import metrics, observability
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("metrics directory is gone")
+
+    monkeypatch.setattr(metrics, "status_class", broken)
+    delivery = SimpleNamespace(event_id="e1", endpoint_id="x", attempts=1)
+    attempt = SimpleNamespace(number=1, duration_ms=3.0)
+
+    observability.attempt_recorded(
+        delivery=delivery,  # type: ignore[arg-type]
+        attempt=attempt,  # type: ignore[arg-type]
+        outcome="succeeded",
+        status_code=200,
+        error="",
+    )
+
+    assert "recording the attempt failed" in caplog.text
