@@ -147,6 +147,8 @@ class Event(models.Model):
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     fanned_out_at = models.DateTimeField(null=True, blank=True)
+    # W3C trace context of the code that emitted it; sent with every attempt.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

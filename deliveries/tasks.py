@@ -35,3 +35,8 @@ def run_replay(replay_id: int) -> bool:
 @shared_task(name="deliveries.tasks.resume_stalled_replays")
 def resume_stalled_replays() -> int:
     return services.replays_resume_stalled()
+
+
+@shared_task(name="deliveries.tasks.purge")
+def purge() -> dict[str, int]:
+    return asdict(services.purge_expired())

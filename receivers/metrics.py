@@ -1,7 +1,10 @@
 """Counters of the receiving side (Prometheus client, exported wherever the project
 exposes its registry). Labels are bounded: source slugs and fixed outcome names only."""
 
-from prometheus_client import Counter
+from datetime import datetime
+
+from django.utils import timezone
+from prometheus_client import Counter, Histogram
 
 requests_total = Counter(
     "receivers_requests_total",
@@ -35,3 +38,31 @@ def count_request(source: str, outcome: str) -> None:
 
 def count_processing(source: str, outcome: str) -> None:
     processing_total.labels(source=source, outcome=outcome).inc()
+
+
+# Latency of the receiving side (issue 8). Buckets span a provider's immediate delivery to
+# its redeliveries hours later.
+LATENCY_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
+processing_latency_seconds = Histogram(
+    "receivers_processing_latency_seconds",
+    "From the inbox row's arrival to its successful processing",
+    ["source"],
+    buckets=LATENCY_BUCKETS,
+)
+delivery_lag_seconds = Histogram(
+    "receivers_delivery_lag_seconds",
+    "Arrival time minus the provider's signed timestamp, for new inbox rows",
+    ["source"],
+    buckets=LATENCY_BUCKETS,
+)
+
+
+def observe_processing_latency(source: str, received_at: datetime) -> None:
+    seconds = (timezone.now() - received_at).total_seconds()
+    processing_latency_seconds.labels(source=source).observe(max(seconds, 0.0))
+
+
+def observe_delivery_lag(source: str, provider_timestamp: datetime | None) -> None:
+    if provider_timestamp is not None:
+        seconds = (timezone.now() - provider_timestamp).total_seconds()
+        delivery_lag_seconds.labels(source=source).observe(max(seconds, 0.0))

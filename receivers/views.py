@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from deliveries.crypto import SecretDecryptionError
 
 from . import schemes, services
-from .metrics import RequestOutcome, count_request
+from .metrics import RequestOutcome, count_request, observe_delivery_lag
 from .models import Source
 
 logger = logging.getLogger(__name__)
@@ -79,6 +79,8 @@ def _accept(request: HttpRequest, source: Source) -> tuple[str, dict[str, str]]:
         headers=stored_headers(request.headers, scheme.signature_headers),
         raw_body=body,
     )
+    if arrival.created:
+        observe_delivery_lag(source.slug, envelope.provider_timestamp)
     if not arrival.created:
         outcome = RequestOutcome.DUPLICATE
     elif arrival.status == "ignored":

@@ -7,4 +7,9 @@ class WebhooksProjectConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.contrib import admin
+
         from . import checks  # noqa: F401  (registers the system checks)
+
+        # The admin index links to the dashboard (admin/dashboard/, see urls.py).
+        admin.site.index_template = "webhooks_project/admin_index.html"

@@ -4,6 +4,7 @@ They run with every management command and at server start; with DEBUG off an er
 `migrate`, `runserver` and gunicorn's preload alike.
 """
 
+import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,3 +80,21 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    # A typo in the allow-list must stop the start, not turn every scrape into a 500.
+    problems = []
+    for entry in settings.METRICS_ALLOWED_IPS:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            problems.append(
+                Error(
+                    f"METRICS_ALLOWED_IPS contains {entry!r}, which is no IP address or network.",
+                    hint="Comma-separated addresses or CIDR networks, e.g. 10.0.0.0/8,127.0.0.1.",
+                    id="webhooks.E011",
+                )
+            )
+    return problems

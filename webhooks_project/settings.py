@@ -211,6 +211,29 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+# Structured logs (webhooks_project/logs.py): JSON lines in production, readable in DEBUG.
+LOG_FORMAT = env.str("LOG_FORMAT", default="console" if DEBUG else "json")
+LOGGING["formatters"]["structured"] = {  # type: ignore[index]
+    "()": "webhooks_project.logs.build_formatter",
+    "renderer": LOG_FORMAT,
+}
+LOGGING["handlers"]["console"]["formatter"] = "structured"  # type: ignore[index]
+# Workers log through the same configuration instead of Celery replacing the root logger.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Observability (issue 8): /metrics, retention -------------------------------------
+# /metrics answers a bearer token or a client address in the allow-list (IPs or CIDRs).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
+WEBHOOKS_EVENT_RETENTION_DAYS = env.int("WEBHOOKS_EVENT_RETENTION_DAYS", default=30)
+WEBHOOKS_ATTEMPT_RETENTION_DAYS = env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30)
+WEBHOOKS_PURGE_BATCH_SIZE = env.int("WEBHOOKS_PURGE_BATCH_SIZE", default=1000)
+WEBHOOKS_PURGE_INTERVAL_SECONDS = env.float("WEBHOOKS_PURGE_INTERVAL_SECONDS", default=600.0)
+CELERY_BEAT_SCHEDULE["deliveries-purge"] = {
+    "task": "deliveries.tasks.purge",
+    "schedule": WEBHOOKS_PURGE_INTERVAL_SECONDS,
+    "options": {"expires": WEBHOOKS_PURGE_INTERVAL_SECONDS},
+}
 
 # --- Webhooks (sending side); read through deliveries/conf.py --------------------------
 WEBHOOKS_ENCRYPTION_KEY = env.str("WEBHOOKS_ENCRYPTION_KEY", default="")

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .. import services, ssrf
+from .. import services, ssrf, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .parsers import SafeJSONParser
@@ -101,6 +101,7 @@ class EventViewSet(
                 occurred_at=body.validated_data.get("occurred_at"),
                 idempotency_key=key,
                 ordering_key=body.validated_data.get("ordering_key"),
+                traceparent=tracing.from_header(request.headers.get("traceparent")),
             )
         except services.EventValidationError as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field

@@ -20,6 +20,7 @@ from .replay import (
     replay_step,
     replays_resume_stalled,
 )
+from .retention import PurgeResult, purge_expired
 from .sending import (
     DeliveryNotRetryable,
     Outcome,
@@ -36,6 +37,7 @@ __all__ = [
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",
+    "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
     "ReplayPreview",
@@ -53,6 +55,7 @@ __all__ = [
     "endpoint_set_state",
     "endpoint_suspend",
     "event_fan_out",
+    "purge_expired",
     "replay_create",
     "replay_preview",
     "replay_run_inline",

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .. import catalogue, conf
+from .. import catalogue, conf, tracing
 from ..models import Event
 from ..signals import announce_event_emitted
 from .enqueue import fan_out_after_commit
@@ -126,6 +126,7 @@ def emit(
     occurred_at: datetime | None = None,
     idempotency_key: str | None = None,
     ordering_key: str | None = None,
+    traceparent: str | None = None,
 ) -> Event:
     """Record an event and deliver it to every subscribed endpoint.
 
@@ -139,8 +140,15 @@ def emit(
     undeclared type, data that fails the type's schema (``.field`` names the spot, e.g.
     ``data.amount``), a version other than the newest. Events with the same
     ``ordering_key`` reach endpoints that ask for ordered delivery one at a time, in order.
+
+    ``traceparent`` (W3C trace context) defaults to the current OpenTelemetry span's, if
+    any; it is sent with every attempt so a trace joins the request and its deliveries.
     """
     version = _validate(type, data, version, occurred_at, idempotency_key, ordering_key)
+    if traceparent is not None and not tracing.is_valid(traceparent):
+        raise EventValidationError(
+            "traceparent", "must be a W3C traceparent (00-<trace>-<span>-<flags>)"
+        )
     event = Event(
         id=uuid.uuid4(),
         type=type,
@@ -149,6 +157,7 @@ def emit(
         data=data,
         idempotency_key=idempotency_key,
         ordering_key=ordering_key,
+        traceparent=traceparent or tracing.from_opentelemetry() or "",
     )
     if idempotency_key is not None:
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()

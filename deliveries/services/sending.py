@@ -16,7 +16,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import conf, ordering, rendering, signing, transport
+from .. import conf, observability, ordering, rendering, signing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
@@ -99,6 +99,7 @@ def build_headers(
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
         **signing.signature_headers(secrets, msg_id=event_id, timestamp=timestamp, body=body),
+        **({"traceparent": delivery.event.traceparent} if delivery.event.traceparent else {}),
     }
     # Our headers win over custom ones, whatever their case.
     reserved = {name.lower() for name in ours}
@@ -240,7 +241,11 @@ def _finish(
             transaction.on_commit(
                 lambda: enqueue_deliveries([delivery.pk], countdown=countdown), robust=True
             )
-    return outcome if updated else Outcome.LEASE_LOST
+    outcome = outcome if updated else Outcome.LEASE_LOST
+    observability.attempt_recorded(
+        delivery=delivery, attempt=attempt, outcome=outcome, status_code=status_code, error=error
+    )
+    return outcome
 
 
 def _record_endpoint_health(endpoint: Endpoint, *, succeeded: bool) -> None:

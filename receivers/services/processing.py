@@ -103,6 +103,8 @@ def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
 
 def _counted(event: InboxEvent, outcome: str) -> str:
     metrics.count_processing(event.source.slug, outcome)
+    if outcome == Outcome.PROCESSED:
+        metrics.observe_processing_latency(event.source.slug, event.received_at)
     logger.info(
         "inbox event %s",
         outcome,

@@ -18,6 +18,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from webhooks_project.batches import run_in_batches
 from webhooks_project.requeue import requeue_in_batches
 
 from .. import conf
@@ -67,11 +68,20 @@ def inbox_apply_retention() -> tuple[int, int]:
     now = timezone.now()
     finished = [InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED]
     body_cutoff = now - timedelta(days=settings.body_retention_days)
-    purged = InboxEvent.objects.filter(
-        status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False
-    ).update(raw_body=None)
     row_cutoff = now - timedelta(days=settings.inbox_retention_days)
-    deleted, _ = InboxEvent.objects.filter(
-        status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED], received_at__lt=row_cutoff
-    ).delete()
-    return purged, deleted
+    # In small batches (short transactions, short locks): see webhooks_project.batches.
+    purged = run_in_batches(
+        lambda: InboxEvent.objects.filter(
+            status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False
+        ).order_by("received_at"),
+        lambda pks: InboxEvent.objects.filter(pk__in=pks).update(raw_body=None),
+        batch_size=settings.sweep_batch_size,
+    )
+    deleted = run_in_batches(
+        lambda: InboxEvent.objects.filter(
+            status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED], received_at__lt=row_cutoff
+        ).order_by("received_at"),
+        lambda pks: InboxEvent.objects.filter(pk__in=pks).delete()[0],
+        batch_size=settings.sweep_batch_size,
+    )
+    return purged.rows, deleted.rows

@@ -1,0 +1,39 @@
+"""Prometheus counters and histograms of the sending side.
+
+They are incremented in Celery workers; with ``PROMETHEUS_MULTIPROC_DIR`` set (before the
+process starts) every process writes its values to files there and ``/metrics`` adds them
+up, so prefork workers and several gunicorn processes report one truth. Gauges that
+describe the database are not kept here: ``webhooks_project.metrics`` computes them at
+scrape time. Labels are bounded: endpoint ids and fixed names only.
+"""
+
+from prometheus_client import Counter, Histogram
+
+deliveries_total = Counter(
+    "webhooks_deliveries_total",
+    "Deliveries that reached a final outcome (succeeded, dead_lettered), by endpoint",
+    ["endpoint", "outcome"],
+)
+attempts_total = Counter(
+    "webhooks_attempts_total",
+    "HTTP attempts by status class (2xx, 3xx, 4xx, 5xx, error for no response)",
+    ["status_class"],
+)
+delivery_latency_seconds = Histogram(
+    "webhooks_delivery_latency_seconds",
+    "From the event's commit to its successful delivery",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600),
+)
+attempt_duration_seconds = Histogram(
+    "webhooks_attempt_duration_seconds",
+    "Duration of one HTTP attempt, connect to last byte read",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+FINAL_OUTCOMES = ("succeeded", "dead_lettered")
+
+
+def status_class(status_code: int | None) -> str:
+    if status_code is None:
+        return "error"
+    return f"{status_code // 100}xx" if 100 <= status_code <= 599 else "other"

@@ -1,0 +1,70 @@
+"""Retention of the sending side, applied by beat (``deliveries.tasks.purge``) in batches.
+
+* Attempts older than ``WEBHOOKS_ATTEMPT_RETENTION_DAYS`` are deleted (the delivery keeps
+  its status, counters and last error).
+* Events older than ``WEBHOOKS_EVENT_RETENTION_DAYS`` are deleted with their deliveries and
+  remaining attempts, but only once every delivery is final (succeeded, dead-lettered,
+  cancelled): an event still pending, sending or held for a suspended endpoint stays
+  until it is delivered or given up. After that it can no longer be replayed.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from webhooks_project.batches import run_in_batches
+
+from ..models import Attempt, Delivery, DeliveryStatus, Event
+
+UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
+
+
+@dataclass
+class PurgeResult:
+    attempts_deleted: int = 0
+    attempt_batches: int = 0
+    events_deleted: int = 0
+    event_batches: int = 0
+
+
+def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
+    size = batch_size or settings.WEBHOOKS_PURGE_BATCH_SIZE
+    now = timezone.now()
+    attempt_cutoff = now - timedelta(days=settings.WEBHOOKS_ATTEMPT_RETENTION_DAYS)
+    event_cutoff = now - timedelta(days=settings.WEBHOOKS_EVENT_RETENTION_DAYS)
+
+    def old_attempts() -> QuerySet[Attempt]:
+        # Walking the primary key finds the oldest rows first without a started_at index.
+        return Attempt.objects.filter(started_at__lt=attempt_cutoff).order_by("pk")
+
+    def delete_attempts(pks: Sequence[Any]) -> int:
+        return Attempt.objects.filter(pk__in=pks).delete()[0]
+
+    attempts = run_in_batches(old_attempts, delete_attempts, batch_size=size)
+
+    def old_events() -> QuerySet[Event]:
+        unfinished = Delivery.objects.filter(event=OuterRef("pk"), status__in=UNFINISHED)
+        return (
+            Event.objects.filter(created_at__lt=event_cutoff, fanned_out_at__isnull=False)
+            .exclude(Exists(unfinished))
+            .order_by("created_at")
+        )
+
+    def delete_events(pks: Sequence[Any]) -> int:
+        # Children first, each one statement, so no row is loaded into Python.
+        Attempt.objects.filter(delivery__event_id__in=pks).delete()
+        Delivery.objects.filter(event_id__in=pks).delete()
+        return Event.objects.filter(pk__in=pks).delete()[1].get(Event._meta.label, 0)
+
+    events = run_in_batches(old_events, delete_events, batch_size=size)
+    return PurgeResult(
+        attempts_deleted=attempts.rows,
+        attempt_batches=attempts.batches,
+        events_deleted=events.rows,
+        event_batches=events.batches,
+    )

@@ -1,0 +1,207 @@
+"""``GET /metrics`` for Prometheus: counters from every process, gauges from the database.
+
+* Counters and histograms are incremented wherever the work happens (Celery workers,
+  gunicorn processes). With ``PROMETHEUS_MULTIPROC_DIR`` set, prometheus-client writes them
+  to files in that directory and this view adds up the files of every process; without it
+  (one process, e.g. the embedded default) it reads this process's registry.
+* Gauges that describe the state of the system (oldest pending delivery, dead-letter size,
+  suspended endpoints, oldest unprocessed inbox row, queue lengths) are computed at scrape
+  time from PostgreSQL and Redis, so every web process answers the same and nothing is
+  kept in memory that a restart would lose.
+
+Access: a bearer token (``METRICS_TOKEN``) or a client address in ``METRICS_ALLOWED_IPS``.
+"""
+
+import hmac
+import ipaddress
+import logging
+import os
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Min
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
+from receivers.models import InboxEvent, InboxStatus
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# kombu's Redis transport keeps a queue's messages of priority p>0 in "<queue>\x06\x16<p>".
+REDIS_PRIORITY_SEPARATOR = "\x06\x16"
+REDIS_PRIORITY_STEPS = (0, 3, 6, 9)
+UNPROCESSED_INBOX = (InboxStatus.RECEIVED, InboxStatus.RETRYING, InboxStatus.PROCESSING)
+WAITING_DELIVERIES = (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
+
+
+class DatabaseCollector(Collector):
+    """Gauges computed from PostgreSQL at scrape time (a few indexed aggregate queries)."""
+
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        by_status = GaugeMetricFamily(
+            "webhooks_deliveries", "Deliveries by current status", labels=["status"]
+        )
+        counts = dict(Delivery.objects.values_list("status").annotate(n=Count("id")).order_by())
+        for status in DeliveryStatus.values:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        yield GaugeMetricFamily(
+            "webhooks_dead_letter_size",
+            "Dead-lettered deliveries (the dead-letter queue)",
+            value=counts.get(DeliveryStatus.DEAD_LETTERED, 0),
+        )
+        oldest = Delivery.objects.filter(status__in=WAITING_DELIVERIES).aggregate(
+            oldest=Min("created_at")
+        )["oldest"]
+        yield GaugeMetricFamily(
+            "webhooks_oldest_pending_delivery_age_seconds",
+            "Age of the oldest delivery still pending or sending (0 when none)",
+            value=(now - oldest).total_seconds() if oldest else 0.0,
+        )
+        endpoints = GaugeMetricFamily("webhooks_endpoints", "Endpoints by state", labels=["state"])
+        states = dict(Endpoint.objects.values_list("state").annotate(n=Count("id")).order_by())
+        for state in EndpointState.values:
+            endpoints.add_metric([state], states.get(state, 0))
+        yield endpoints
+        yield GaugeMetricFamily(
+            "webhooks_suspended_endpoints",
+            "Endpoints suspended (automatically or by an operator)",
+            value=states.get(EndpointState.SUSPENDED, 0),
+        )
+        inbox = GaugeMetricFamily(
+            "receivers_inbox_events", "Inbox events by processing status", labels=["status"]
+        )
+        inbox_counts = dict(
+            InboxEvent.objects.values_list("status").annotate(n=Count("id")).order_by()
+        )
+        for status in InboxStatus.values:
+            inbox.add_metric([status], inbox_counts.get(status, 0))
+        yield inbox
+        oldest_inbox = InboxEvent.objects.filter(status__in=UNPROCESSED_INBOX).aggregate(
+            oldest=Min("received_at")
+        )["oldest"]
+        yield GaugeMetricFamily(
+            "receivers_oldest_unprocessed_age_seconds",
+            "Age of the oldest inbox event not yet processed (0 when none)",
+            value=(now - oldest_inbox).total_seconds() if oldest_inbox else 0.0,
+        )
+
+
+class QueueCollector(Collector):
+    """Length of each Celery queue in Redis: a growing queue means too few workers."""
+
+    def collect(self) -> Iterator[Metric]:
+        broker_url: str = settings.CELERY_BROKER_URL
+        if not broker_url.startswith(("redis://", "rediss://")):
+            return
+        family = GaugeMetricFamily(
+            "webhooks_queue_length", "Messages waiting in a Celery queue", labels=["queue"]
+        )
+        try:
+            client = _redis_client(broker_url)
+            with client.pipeline(transaction=False) as pipe:
+                for queue in celery_queues():
+                    for key in _queue_keys(queue):
+                        pipe.llen(key)
+                lengths = iter(pipe.execute())
+            for queue in celery_queues():
+                family.add_metric([queue], sum(next(lengths) for _ in REDIS_PRIORITY_STEPS))
+        except Exception:
+            # A scrape must not fail because the broker is down; /readyz reports that.
+            logger.warning("queue lengths unavailable: broker not reachable")
+            return
+        yield family
+
+
+def celery_queues() -> list[str]:
+    return [
+        settings.QUEUE_FANOUT,
+        settings.QUEUE_DELIVERY,
+        settings.QUEUE_INBOX,
+        settings.QUEUE_MAINTENANCE,
+    ]
+
+
+def _queue_keys(queue: str) -> list[str]:
+    return [
+        queue if p == 0 else f"{queue}{REDIS_PRIORITY_SEPARATOR}{p}" for p in REDIS_PRIORITY_STEPS
+    ]
+
+
+@lru_cache(maxsize=4)
+def _redis_client(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def exposition() -> bytes:
+    """The whole scrape: process counters (one or all processes) and the computed gauges."""
+    computed = CollectorRegistry(auto_describe=False)
+    computed.register(DatabaseCollector())
+    computed.register(QueueCollector())
+    multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc_dir:
+        counters = CollectorRegistry()
+        MultiProcessCollector(counters, path=multiproc_dir)
+    else:
+        counters = REGISTRY
+    return generate_latest(counters) + generate_latest(computed)
+
+
+# --- access ---------------------------------------------------------------------------
+
+
+def _token_ok(request: HttpRequest, token: str) -> bool:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return bool(
+        token
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(given.strip().encode(), token.encode())
+    )
+
+
+def _address_ok(request: HttpRequest, networks: list[str]) -> bool:
+    # REMOTE_ADDR only: X-Forwarded-For is written by the client and proves nothing.
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(address in network for network in _networks(tuple(networks)))
+
+
+@lru_cache(maxsize=8)
+def _networks(entries: tuple[str, ...]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    parsed = []
+    for entry in entries:
+        try:
+            parsed.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            logger.error("METRICS_ALLOWED_IPS entry ignored: not an address or network")
+    return parsed
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    token: str = settings.METRICS_TOKEN
+    networks: list[str] = settings.METRICS_ALLOWED_IPS
+    if not token and not networks:
+        return JsonResponse(
+            {"detail": "metrics are disabled: set METRICS_TOKEN or METRICS_ALLOWED_IPS"},
+            status=403,
+        )
+    if not (_token_ok(request, token) or _address_ok(request, networks)):
+        response = JsonResponse({"detail": "unauthorized"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE)
