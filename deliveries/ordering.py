@@ -3,19 +3,18 @@ for it one at a time, in emit order; different keys go in parallel.
 
 How: fan-out copies the event's key and creation time onto the delivery of an ordered
 endpoint (``delivery_fields``). The claim adds one condition (``claimable_in_order``): no
-*earlier* delivery of that key to that endpoint is still unfinished (pending, sending or
-held), and no earlier event of that key is still waiting for its fan-out. When a delivery
-finishes, the next one of its key is enqueued at once (``enqueue_next``); the sweeper is
-only the safety net.
+*earlier* delivery of that key to that endpoint still blocks it (pending, sending, held or
+dead-lettered), and no earlier event of that key is still waiting for its fan-out. When a
+delivery succeeds, or an operator cancels a dead letter, the next one of its key is
+enqueued at once (``enqueue_next``); the sweeper is only the safety net.
 
 The trade-off: an earlier event that keeps failing holds its key back for its whole retry
-cycle (up to ``max_attempts`` / ``retry_window_seconds``), and while the endpoint is
-suspended its held deliveries hold their keys. A **dead-lettered** (or cancelled) delivery
-does not block: once it has given up, later events of its key flow again and the dead
-letter waits for an operator, whose retry then arrives out of order. We chose this over
-blocking the key until an operator acts, so one poison event cannot silence an object
-forever when nobody watches the dead letters; receivers that must not apply a later state
-without the earlier one should compare versions (``receivers.idempotency.versioned_update``).
+cycle (up to ``max_attempts`` / ``retry_window_seconds``); while the endpoint is suspended
+its held deliveries hold their keys; and a **dead-lettered** delivery blocks its key until
+an operator acts: *retry* (it is delivered, then the rest follow in order) or *cancel* (the
+rest follow without it). Later events of that key wait, so the receiver never sees a later
+state without the earlier one; the price is that one poison event holds its object's
+events back until someone looks at the dead-letter queue (other keys are not affected).
 Changing ``ordered_delivery`` affects events fanned out afterwards.
 """
 
@@ -27,7 +26,13 @@ from django.utils import timezone
 
 from .models import Delivery, DeliveryStatus, Endpoint, Event
 
-UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
+# Deliveries that keep the later events of their key waiting.
+BLOCKING = (
+    DeliveryStatus.PENDING,
+    DeliveryStatus.SENDING,
+    DeliveryStatus.HELD,
+    DeliveryStatus.DEAD_LETTERED,
+)
 
 
 def delivery_fields(event: Event, endpoint: Endpoint) -> dict[str, Any]:
@@ -47,7 +52,7 @@ def claimable_in_order() -> Q:
         endpoint_id=OuterRef("endpoint_id"),
         ordering_key=OuterRef("ordering_key"),
         ordering_position__lt=OuterRef("ordering_position"),
-        status__in=UNFINISHED,
+        status__in=BLOCKING,
     )
     earlier_not_fanned_out = Event.objects.filter(
         ordering_key=OuterRef("ordering_key"),
@@ -60,8 +65,8 @@ def claimable_in_order() -> Q:
 
 
 def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> list[int]:
-    """The first unfinished delivery per ordered endpoint for this key, when it is due."""
-    queryset = Delivery.objects.filter(ordering_key=ordering_key, status__in=UNFINISHED)
+    """The head of the key's line per ordered endpoint, when it is pending and due."""
+    queryset = Delivery.objects.filter(ordering_key=ordering_key, status__in=BLOCKING)
     if endpoint_ids is not None:
         queryset = queryset.filter(endpoint_id__in=list(endpoint_ids))
     first_per_endpoint: dict[Any, tuple[int, str, Any]] = {}

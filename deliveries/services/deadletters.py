@@ -1,7 +1,9 @@
 """The dead-letter queue's own action; "retry now" is `delivery_retry` (sending.py)."""
 
+from django.db import transaction
 from django.utils import timezone
 
+from .. import ordering
 from ..models import Delivery, DeliveryStatus
 
 # A delivery in flight ("sending") is left alone: its worker owns it until the lease ends.
@@ -12,11 +14,19 @@ def delivery_cancel(*, delivery_id: int) -> bool:
     """Give up on a delivery for good. False when it was in flight or already finished.
 
     A pending delivery's task message may still be out; its claim finds the row cancelled
-    and sends nothing.
+    and sends nothing. Cancelling the head of an ordering key's line lets the rest of the
+    line go on.
     """
     now = timezone.now()
-    return bool(
-        Delivery.objects.filter(pk=delivery_id, status__in=CANCELLABLE).update(
+    with transaction.atomic():
+        cancelled = Delivery.objects.filter(pk=delivery_id, status__in=CANCELLABLE).update(
             status=DeliveryStatus.CANCELLED, completed_at=now, next_attempt_at=None, updated_at=now
         )
-    )
+        row = Delivery.objects.filter(pk=delivery_id).values("ordering_key", "endpoint_id").first()
+        if cancelled and row and row["ordering_key"]:
+            key, endpoint_id = row["ordering_key"], row["endpoint_id"]
+            transaction.on_commit(
+                lambda: ordering.enqueue_next(ordering_key=key, endpoint_ids=[endpoint_id]),
+                robust=True,
+            )
+    return bool(cancelled)

@@ -331,25 +331,60 @@ def test_ordered_delivery_holds_a_key_while_its_earlier_event_retries(
     assert names.index("b2") < last_a1
 
 
-def test_a_dead_letter_does_not_block_its_key_forever(
-    celery_worker: object, receiver: Receiver
+@pytest.mark.parametrize("operator_action", ["retry", "cancel"])
+def test_a_dead_letter_blocks_its_key_until_an_operator_acts(
+    celery_worker: object, receiver: Receiver, operator_action: str
 ) -> None:
     make_endpoint(receiver, ordered_delivery=True, max_attempts=2, event_types=["order.created"])
+    failing = {"first"}
     receiver.handler = lambda r: Reply(
-        status=500 if json.loads(r.body)["data"]["name"] == "first" else 200
+        status=500 if json.loads(r.body)["data"]["name"] in failing else 200
     )
 
     with transaction.atomic():
         first = services.emit("order.created", {"name": "first"}, ordering_key="K")
         second = services.emit("order.created", {"name": "second"}, ordering_key="K")
+        other = services.emit("order.created", {"name": "other"}, ordering_key="L")
+
+    wait_until(
+        lambda: Delivery.objects.filter(event=first, status=DeliveryStatus.DEAD_LETTERED).exists(),
+        what="the first event dead-lettered",
+    )
+    wait_until(
+        lambda: Delivery.objects.filter(event=other, status=DeliveryStatus.SUCCEEDED).exists(),
+        what="another key unaffected",
+    )
+    time.sleep(1.0)
+    # The later event of the same key waits: the receiver never sees it before the first.
+    assert Delivery.objects.get(event=second).status == DeliveryStatus.PENDING
+    assert "second" not in [json.loads(r.body)["data"]["name"] for r in receiver.requests]
+
+    failing.clear()
+    dead = Delivery.objects.get(event=first)
+    if operator_action == "retry":
+        services.delivery_retry(delivery_id=dead.pk)
+    else:
+        assert services.delivery_cancel(delivery_id=dead.pk)
 
     wait_until(
         lambda: Delivery.objects.filter(event=second, status=DeliveryStatus.SUCCEEDED).exists(),
-        what="the second event delivered after the first one gave up",
+        what="the second event delivered once the operator acted",
     )
-    assert Delivery.objects.get(event=first).status == DeliveryStatus.DEAD_LETTERED
-    names = [json.loads(r.body)["data"]["name"] for r in receiver.requests]
-    assert names == ["first", "first", "second"]
+    names = [
+        json.loads(r.body)["data"]["name"]
+        for r in receiver.requests
+        if "other" not in r.body.decode()
+    ]
+    expected = (
+        ["first", "first", "first", "second"]
+        if operator_action == "retry"
+        else [
+            "first",
+            "first",
+            "second",
+        ]
+    )
+    assert names == expected
 
 
 # --- our signals ------------------------------------------------------------------------
