@@ -82,6 +82,16 @@ def _refuse(reason: str, wait_seconds: float) -> Admission:
     return Admission(False, wait_seconds * random.uniform(1.0, 1.5), reason)  # noqa: S311
 
 
+def _probe_wait(endpoint: Endpoint) -> float:
+    """How long the others wait while the half-open probe runs: its answer comes within
+    one request's timeouts. Asking every second instead would make hundreds of waiting
+    deliveries of a dead endpoint churn through claims and starve the healthy ones."""
+    return max(
+        rules.SHORT_WAIT_SECONDS,
+        endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
+    )
+
+
 def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
     """May a request to this endpoint start now? If so, the caller must `release()` the
     admission when the request is over (its in-flight slot also expires with the lease)."""
@@ -95,7 +105,10 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
         draw=random.random(),  # noqa: S311 (a share of traffic, not a secret)
     )
     if verdict.action == verdict.WAIT:
-        return _refuse(verdict.reason, verdict.wait_seconds)
+        wait = verdict.wait_seconds
+        if verdict.reason == "circuit_half_open":
+            wait = _probe_wait(endpoint)
+        return _refuse(verdict.reason, wait)
     if verdict.action == verdict.PROBE and not _circuit_transition(
         endpoint_id=endpoint.pk,
         from_state=endpoint.circuit_state,
@@ -103,7 +116,7 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
         reason=verdict.reason,
         seen_changed_at=endpoint.circuit_changed_at,
     ):
-        return _refuse("circuit_half_open", rules.SHORT_WAIT_SECONDS)
+        return _refuse("circuit_half_open", _probe_wait(endpoint))
 
     key, slot = str(endpoint.pk), str(token)
     store = _store()

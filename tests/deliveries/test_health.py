@@ -322,3 +322,23 @@ def test_connect_time_refusal_for_a_name_resolving_to_loopback(
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
     assert "SSRF" in delivery.last_error
+
+
+@pytest.mark.django_db
+def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
+    receiver: Receiver,
+) -> None:
+    # Without this, every waiting delivery of a dead endpoint came back each second during
+    # the probe and the churn of claims slowed the healthy endpoints down.
+    from django.utils import timezone
+
+    from deliveries.services.health import endpoint_admit
+
+    endpoint, _ = make_endpoint(receiver, connect_timeout_seconds=1.0, read_timeout_seconds=4.0)
+    endpoint.circuit_state = "half_open"
+    endpoint.circuit_changed_at = timezone.now()
+
+    admission = endpoint_admit(endpoint=endpoint, token="t-1")
+
+    assert not admission.admitted
+    assert admission.retry_in_seconds >= 5.0
