@@ -25,9 +25,7 @@ def event_fan_out(*, event_id: UUID | str) -> int:
             "id", "event_types", "state", "ordered_delivery"
         )
         # Only operational events need their data here; others may be offloaded and large.
-        data = (
-            payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
-        )
+        data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
         deliveries = [
             Delivery(
                 event=event,
