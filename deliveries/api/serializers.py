@@ -251,7 +251,7 @@ class DeliverySummarySerializer(serializers.ModelSerializer):
 
 class EventSerializer(serializers.ModelSerializer):
     deliveries = DeliverySummarySerializer(many=True, read_only=True)
-    data = serializers.SerializerMethodField()
+    data = serializers.SerializerMethodField()  # type: ignore[assignment]  # a field, not .data
 
     @extend_schema_field(OpenApiTypes.ANY)
     def get_data(self, event: Event) -> Any:
