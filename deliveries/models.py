@@ -141,7 +141,11 @@ class Event(models.Model):
     type = models.CharField(max_length=200, db_index=True)
     version = models.PositiveIntegerField(default=1)
     occurred_at = models.DateTimeField()
-    data = models.JSONField()
+    # NULL when the data was offloaded to storage (see deliveries/payloads.py): read it
+    # with payloads.load(event), never from this field directly.
+    data = models.JSONField(null=True)
+    data_ref = models.CharField(max_length=255, blank=True, default="")
+    data_sha256 = models.CharField(max_length=64, blank=True, default="")
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     # NULL, not "", means no key: the partial ordering index skips those rows.
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001

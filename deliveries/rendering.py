@@ -10,15 +10,19 @@ event stored before a newer version existed is sent as stored, and a type that i
 
 from typing import Any
 
-from . import catalogue
+from . import catalogue, payloads
 from .models import Endpoint, Event
 
 
 def versioned_payload(event: Event, endpoint: Endpoint | None) -> tuple[int, Any]:
-    """(version, data) of ``event`` as ``endpoint`` wants it."""
+    """(version, data) of ``event`` as ``endpoint`` wants it.
+
+    Raises ``payloads.PayloadUnavailable`` when offloaded data cannot be read back intact.
+    """
+    data = payloads.load(event)
     event_type = catalogue.get(event.type)
     if event_type is None or endpoint is None:
-        return event.version, event.data
+        return event.version, data
     pinned = (endpoint.version_pins or {}).get(event.type)
     wanted = pinned if isinstance(pinned, int) and not isinstance(pinned, bool) else None
-    return event_type.render(event.data, stored=event.version, wanted=wanted)
+    return event_type.render(data, stored=event.version, wanted=wanted)

@@ -229,6 +229,13 @@ WEBHOOKS_EVENT_RETENTION_DAYS = env.int("WEBHOOKS_EVENT_RETENTION_DAYS", default
 WEBHOOKS_ATTEMPT_RETENTION_DAYS = env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30)
 WEBHOOKS_PURGE_BATCH_SIZE = env.int("WEBHOOKS_PURGE_BATCH_SIZE", default=1000)
 WEBHOOKS_PURGE_INTERVAL_SECONDS = env.float("WEBHOOKS_PURGE_INTERVAL_SECONDS", default=600.0)
+# Event data whose compact JSON is larger than this many bytes is written through Django's
+# storage API (STORAGES[WEBHOOKS_PAYLOAD_STORAGE]); the row keeps a reference and a hash.
+WEBHOOKS_PAYLOAD_OFFLOAD_BYTES = env.int("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES", default=65536)
+WEBHOOKS_PAYLOAD_STORAGE = env.str("WEBHOOKS_PAYLOAD_STORAGE", default="default")
+# The "default" storage is the file system under MEDIA_ROOT (never served over HTTP here);
+# point STORAGES["default"] at a django-storages backend in production.
+MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 CELERY_BEAT_SCHEDULE["deliveries-purge"] = {
     "task": "deliveries.tasks.purge",
     "schedule": WEBHOOKS_PURGE_INTERVAL_SECONDS,

@@ -1,9 +1,11 @@
 import re
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import catalogue, conf, event_types, ssrf
+from .. import catalogue, conf, event_types, payloads, ssrf
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
@@ -249,6 +251,16 @@ class DeliverySummarySerializer(serializers.ModelSerializer):
 
 class EventSerializer(serializers.ModelSerializer):
     deliveries = DeliverySummarySerializer(many=True, read_only=True)
+    data = serializers.SerializerMethodField()  # type: ignore[assignment]  # a field, not .data
+
+    @extend_schema_field(OpenApiTypes.ANY)
+    def get_data(self, event: Event) -> Any:
+        # Offloaded data is read back from storage; an unreadable file shows as null
+        # (the deliveries' last_error says why) rather than failing the whole answer.
+        try:
+            return payloads.load(event)
+        except payloads.PayloadUnavailable:
+            return None
 
     class Meta:
         model = Event

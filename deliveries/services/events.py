@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .. import catalogue, conf, tracing
+from .. import catalogue, conf, payloads, tracing
 from ..models import Event
 from ..signals import announce_event_emitted
 from .enqueue import fan_out_after_commit
@@ -163,6 +163,7 @@ def emit(
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing
+    payloads.offload_if_large(event)
     if idempotency_key is None:
         # No unique key can clash, so no savepoint: one INSERT in the caller's transaction
         # (or in a transaction of its own outside one).
@@ -179,5 +180,6 @@ def emit(
             fan_out_after_commit(event.id)
             announce_event_emitted(event)
     except IntegrityError:
+        payloads.discard([event.data_ref])  # the race's loser wrote a file nobody will read
         return Event.objects.get(idempotency_key=idempotency_key)
     return event

@@ -5,7 +5,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import event_types, operational, ordering
+from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import enqueue_deliveries
 
@@ -24,6 +24,8 @@ def event_fan_out(*, event_id: UUID | str) -> int:
         endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
             "id", "event_types", "state", "ordered_delivery"
         )
+        # Only operational events need their data here; others may be offloaded and large.
+        data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
         deliveries = [
             Delivery(
                 event=event,
@@ -41,7 +43,7 @@ def event_fan_out(*, event_id: UUID | str) -> int:
             if event_types.matches(event.type, endpoint.event_types)
             and not operational.withheld(
                 event_type=event.type,
-                data=event.data,
+                data=data,
                 endpoint_id=endpoint.pk,
                 endpoint_active=endpoint.state == EndpointState.ACTIVE,
             )

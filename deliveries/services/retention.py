@@ -5,7 +5,8 @@
 * Events older than ``WEBHOOKS_EVENT_RETENTION_DAYS`` are deleted with their deliveries and
   remaining attempts, but only once every delivery is final (succeeded, dead-lettered,
   cancelled): an event still pending, sending or held for a suspended endpoint stays
-  until it is delivered or given up. After that it can no longer be replayed.
+  until it is delivered or given up. After that it can no longer be replayed. Payloads
+  offloaded to storage are deleted with their events.
 """
 
 from collections.abc import Sequence
@@ -14,11 +15,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from webhooks_project.batches import run_in_batches
 
+from .. import payloads
 from ..models import Attempt, Delivery, DeliveryStatus, Event
 
 UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
@@ -59,7 +62,13 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
         # Children first, each one statement, so no row is loaded into Python.
         Attempt.objects.filter(delivery__event_id__in=pks).delete()
         Delivery.objects.filter(event_id__in=pks).delete()
-        return Event.objects.filter(pk__in=pks).delete()[1].get(Event._meta.label, 0)
+        stored = list(
+            Event.objects.filter(pk__in=pks).exclude(data_ref="").values_list("data_ref", flat=True)
+        )
+        deleted = Event.objects.filter(pk__in=pks).delete()[1].get(Event._meta.label, 0)
+        # Offloaded payloads go once their rows are gone for good, never before.
+        transaction.on_commit(lambda: payloads.discard(stored), robust=True)
+        return deleted
 
     events = run_in_batches(old_events, delete_events, batch_size=size)
     return PurgeResult(

@@ -16,7 +16,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import conf, observability, ordering, rendering, signing, transport
+from .. import conf, observability, ordering, payloads, rendering, signing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
@@ -144,7 +144,21 @@ def delivery_attempt(*, delivery_id: int) -> str:
         _finish(claim, decision, status_code=None, error="no unexpired signing secret")
         return Outcome.DEAD_LETTERED
 
-    body = render_body(delivery.event, endpoint)
+    try:
+        body = render_body(delivery.event, endpoint)
+    except payloads.PayloadUnavailable as exc:
+        # Our storage, not the endpoint, failed: no request, no health penalty; the
+        # delivery retries on its usual backoff and shows the error.
+        admission.release()
+        decision = decide(
+            policy=endpoint.retry_policy,
+            attempt_number=delivery.attempts_in_cycle,
+            status_code=None,
+            retry_after=None,
+            first_attempt_at=delivery.first_attempt_at or now,
+            now=timezone.now(),
+        )
+        return _finish(claim, decision, status_code=None, error=str(exc))
     headers = build_headers(delivery, body, secrets, timestamp=int(now.timestamp()))
     started_at = timezone.now()
     try:

@@ -13,7 +13,7 @@ from django.dispatch import Signal
 from django.test import Client
 from rest_framework.test import APIClient
 
-from deliveries import services, signals
+from deliveries import payloads, services, signals
 from deliveries.bindings import bind_signal
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Event
 from demo_shop import services as shop
@@ -58,7 +58,7 @@ def test_post_save_emits_in_the_same_transaction(celery_worker: object, receiver
         order = Order.objects.create(customer_email="ada@example.com", amount_cents=1250)
         # Written in this transaction, next to the order ...
         [event] = Event.objects.filter(type="shop.order.created")
-        assert event.data["order_id"] == order.pk
+        assert payloads.load(event)["order_id"] == order.pk
         assert event.ordering_key == f"demo_shop.order:{order.pk}"
         time.sleep(0.5)
         # ... and sent only once it commits.
