@@ -108,6 +108,11 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
         wait = verdict.wait_seconds
         if verdict.reason == "circuit_half_open":
             wait = _probe_wait(endpoint)
+        elif verdict.reason == "circuit_open":
+            # Deliveries refused at different moments would all come back when the
+            # cool-down ends, as one burst of claims that delays every other endpoint's
+            # deliveries in the same worker; spread their return over a whole cool-down.
+            wait += random.uniform(0, _breaker_settings().cooldown_seconds)  # noqa: S311
         return _refuse(verdict.reason, wait)
     if verdict.action == verdict.PROBE and not _circuit_transition(
         endpoint_id=endpoint.pk,

@@ -342,3 +342,20 @@ def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
 
     assert not admission.admitted
     assert admission.retry_in_seconds >= 5.0
+
+
+@pytest.mark.django_db
+def test_deliveries_refused_by_an_open_circuit_come_back_spread_out(receiver: Receiver) -> None:
+    from django.utils import timezone
+
+    from deliveries.services.health import endpoint_admit
+
+    endpoint, _ = make_endpoint(receiver)
+    endpoint.circuit_state = "open"
+    endpoint.circuit_changed_at = timezone.now()
+
+    waits = [endpoint_admit(endpoint=endpoint, token=f"t-{n}").retry_in_seconds for n in range(40)]
+
+    cooldown = 30.0  # WEBHOOKS_BREAKER_COOLDOWN_SECONDS' default
+    assert all(cooldown * 0.9 <= wait for wait in waits)
+    assert max(waits) - min(waits) > cooldown / 2, "they must not all return at once"
