@@ -1,5 +1,7 @@
 """Fan-out: one Delivery row per endpoint subscribed to an event."""
 
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -8,6 +10,22 @@ from django.utils import timezone
 from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import enqueue_deliveries
+
+
+def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
+    """A delivery ready to go: pending for an active endpoint, held for a suspended one
+    (resuming it delivers what it missed). Fan-out and replays both create them here."""
+    status = (
+        DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
+    )
+    return Delivery(
+        event_id=event_id,
+        endpoint=endpoint,
+        status=status,
+        next_attempt_at=now,
+        enqueued_at=now,
+        **fields,
+    )
 
 
 def event_fan_out(*, event_id: UUID | str) -> int:
@@ -27,16 +45,10 @@ def event_fan_out(*, event_id: UUID | str) -> int:
         # Only operational events need their data here; others may be offloaded and large.
         data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
         deliveries = [
-            Delivery(
-                event=event,
+            new_delivery(
+                event_id=event.pk,
                 endpoint=endpoint,
-                status=(
-                    DeliveryStatus.PENDING
-                    if endpoint.state == EndpointState.ACTIVE
-                    else DeliveryStatus.HELD
-                ),
-                next_attempt_at=now,
-                enqueued_at=now,
+                now=now,
                 **ordering.delivery_fields(event, endpoint),
             )
             for endpoint in endpoints

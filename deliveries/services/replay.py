@@ -22,6 +22,7 @@ from django.utils import timezone
 from .. import conf, event_types
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .enqueue import enqueue_deliveries
+from .fanout import new_delivery
 
 DEFAULT_BATCH_SIZE = 500
 
@@ -202,18 +203,8 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
         batch = list(events[:size])
         endpoints = _target_endpoints(filters)
         deliveries = [
-            Delivery(
-                event_id=event.pk,
-                endpoint_id=endpoint.pk,
-                is_replay=True,
-                replay=replay,
-                status=(
-                    DeliveryStatus.PENDING
-                    if endpoint.state == EndpointState.ACTIVE
-                    else DeliveryStatus.HELD
-                ),
-                next_attempt_at=now,
-                enqueued_at=now,
+            new_delivery(
+                event_id=event.pk, endpoint=endpoint, now=now, is_replay=True, replay=replay
             )
             for event in batch
             for endpoint in _receivers_of(event.type, endpoints)
