@@ -5,7 +5,6 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,11 +77,3 @@ def sign_github(
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
     }
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.05)

@@ -21,6 +21,7 @@ from deliveries.models import ApiToken
 from receivers import services
 from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source, SourceSecret
+from tests.conftest import wait_until
 from tests.receivers.conftest import post
 from tests.receivers.helpers import (
     body_of,
@@ -28,7 +29,6 @@ from tests.receivers.helpers import (
     sign_ours,
     sign_standard_lib,
     sign_stripe_lib,
-    wait_until,
 )
 
 pytestmark = pytest.mark.django_db

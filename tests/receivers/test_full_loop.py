@@ -8,7 +8,7 @@ from deliveries import services as sending
 from deliveries.models import Delivery, DeliveryStatus
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Order, OrderStatus, PaymentTransition
-from tests.receivers.helpers import wait_until
+from tests.conftest import wait_until
 
 
 @pytest.mark.django_db(transaction=True)

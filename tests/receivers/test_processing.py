@@ -27,10 +27,11 @@ from receivers.models import (
     PaymentTransition,
     Source,
 )
+from tests.conftest import wait_until
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
 from tests.receivers.conftest import MakeSource, post
-from tests.receivers.helpers import ours_event, sign_ours, wait_until
+from tests.receivers.helpers import ours_event, sign_ours
 
 worker = pytest.mark.django_db(transaction=True)
 
