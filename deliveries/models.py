@@ -4,6 +4,7 @@ import hashlib
 import secrets
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -104,26 +105,25 @@ class Endpoint(models.Model):
         )
 
 
-class EndpointSecretQuerySet(models.QuerySet["EndpointSecret"]):
-    def unexpired(self, now: datetime) -> "EndpointSecretQuerySet":
+class RotatingSecretQuerySet(models.QuerySet[Any]):
+    def unexpired(self, now: datetime) -> "RotatingSecretQuerySet":
         return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
 
-class EndpointSecret(models.Model):
-    """A signing secret, encrypted at rest. Every unexpired secret signs each request."""
+class RotatingSecret(models.Model):
+    """A secret encrypted at rest that stays valid until ``expires_at`` (rotation grace).
 
-    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="secrets")
+    Endpoint secrets (sending) and source secrets (receiving) share it.
+    """
+
     encrypted_value = models.TextField(editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
-    objects = EndpointSecretQuerySet.as_manager()
+    objects = RotatingSecretQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"secret #{self.pk} of {self.endpoint_id}"
+        abstract = True
 
     @property
     def value(self) -> str:
@@ -132,6 +132,22 @@ class EndpointSecret(models.Model):
     @value.setter
     def value(self, plaintext: str) -> None:
         self.encrypted_value = crypto.encrypt(plaintext)
+        self.remember_plaintext_traits(plaintext)
+
+    def remember_plaintext_traits(self, plaintext: str) -> None:
+        """Hook for what a subclass keeps about a new value (never the value itself)."""
+
+
+class EndpointSecret(RotatingSecret):
+    """A signing secret. Every unexpired secret signs each request."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="secrets")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"secret #{self.pk} of {self.endpoint_id}"
 
 
 class Event(models.Model):

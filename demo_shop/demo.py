@@ -40,7 +40,7 @@ def demo_setup(*, base_url: str) -> Endpoint:
     source = Source.objects.filter(slug=DEMO_SOURCE).first()
     if source is None:
         receiving.source_create(slug=DEMO_SOURCE, scheme="ours", secret=secret)
-    elif not any(s.value == secret for s in source.secrets.active(timezone.now())):
+    elif not any(s.value == secret for s in source.secrets.unexpired(timezone.now())):
         receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
     if endpoint.state != EndpointState.ACTIVE:
         sending.endpoint_resume(endpoint_id=endpoint.pk)

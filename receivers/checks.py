@@ -30,14 +30,14 @@ def check_sources_can_verify(
 
     now = timezone.now()
     try:
-        active = SourceSecret.objects.active(now).filter(source=OuterRef("pk"))
+        active = SourceSecret.objects.unexpired(now).filter(source=OuterRef("pk"))
         without_secret = list(
             Source.objects.filter(enabled=True)
             .exclude(Exists(active))
             .values_list("slug", flat=True)
         )
         secrets = list(
-            SourceSecret.objects.active(now)
+            SourceSecret.objects.unexpired(now)
             .filter(source__enabled=True)
             .select_related("source")
             .only("encrypted_value", "fingerprint", "source__slug")

@@ -133,7 +133,7 @@ def _verify(
 
 def _active_secrets(source: Source) -> list[str]:
     values = []
-    for secret in source.secrets.active(timezone.now()):
+    for secret in source.secrets.unexpired(timezone.now()):
         try:
             values.append(secret.value)
         except SecretDecryptionError:

@@ -2,13 +2,13 @@
 
 import hashlib
 import uuid
-from datetime import datetime
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from deliveries import crypto
+from deliveries.models import RotatingSecret
 
 DEFAULT_TOLERANCE_SECONDS = 300
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -67,22 +67,12 @@ class Source(models.Model):
         self.encrypted_api_token = crypto.encrypt(plaintext) if plaintext else ""
 
 
-class SourceSecretQuerySet(models.QuerySet["SourceSecret"]):
-    def active(self, now: datetime) -> "SourceSecretQuerySet":
-        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-
-
-class SourceSecret(models.Model):
-    """A verification secret, encrypted at rest. Every unexpired secret is accepted."""
+class SourceSecret(RotatingSecret):
+    """A verification secret. Every unexpired secret is accepted."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="secrets")
-    encrypted_value = models.TextField(editable=False)
     # First characters of SHA-256(secret): tells secrets apart without revealing them.
     fingerprint = models.CharField(max_length=12, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-
-    objects = SourceSecretQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -90,13 +80,7 @@ class SourceSecret(models.Model):
     def __str__(self) -> str:
         return f"secret {self.fingerprint}… of {self.source_id}"
 
-    @property
-    def value(self) -> str:
-        return crypto.decrypt(self.encrypted_value)
-
-    @value.setter
-    def value(self, plaintext: str) -> None:
-        self.encrypted_value = crypto.encrypt(plaintext)
+    def remember_plaintext_traits(self, plaintext: str) -> None:
         self.fingerprint = hashlib.sha256(plaintext.encode("utf-8")).hexdigest()[:12]
 
 

@@ -70,7 +70,7 @@ def source_rotate_secret(
     _check_secret(source.scheme, secret)
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in source.secrets.active(now).select_for_update():
+    for old in source.secrets.unexpired(now).select_for_update():
         if old.expires_at is None or old.expires_at > expires_at:
             old.expires_at = expires_at
             old.save(update_fields=["expires_at"])

@@ -110,7 +110,7 @@ def test_rotate_secret_page_takes_the_providers_new_secret_with_a_grace_period(
     response = staff.post(url, {"secret": "new github secret", "grace_hours": "0"})
     assert response.status_code == 302
     assert source.secrets.count() == 2
-    [active] = source.secrets.active(timezone.now())
+    [active] = source.secrets.unexpired(timezone.now())
     assert active.value == "new github secret"
     assert "new github secret" not in staff.get(response["Location"]).content.decode()
 
@@ -127,5 +127,5 @@ def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
     newest = source.secrets.order_by("-created_at", "-id").first()
     assert newest is not None
     assert newest.value in response.content.decode()  # shown once, as a message
-    assert source.secrets.active(timezone.now()).count() == 2
+    assert source.secrets.unexpired(timezone.now()).count() == 2
     assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404
