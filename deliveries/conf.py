@@ -14,6 +14,8 @@ class DeliverySettings:
     fanout_grace_seconds: float
     requeue_grace_seconds: float
     sweep_batch_size: int
+    batch_size: int = 50
+    batch_seconds: float = 5.0
     response_body_limit: int = 2048
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
@@ -26,6 +28,8 @@ def get() -> DeliverySettings:
         fanout_grace_seconds=getattr(settings, "WEBHOOKS_FANOUT_GRACE_SECONDS", 30.0),
         requeue_grace_seconds=getattr(settings, "WEBHOOKS_REQUEUE_GRACE_SECONDS", 120.0),
         sweep_batch_size=getattr(settings, "WEBHOOKS_SWEEP_BATCH_SIZE", 500),
+        batch_size=getattr(settings, "WEBHOOKS_DELIVERY_BATCH_SIZE", 50),
+        batch_seconds=getattr(settings, "WEBHOOKS_DELIVERY_BATCH_SECONDS", 5.0),
         require_declared_types=getattr(settings, "WEBHOOKS_REQUIRE_DECLARED_TYPES", True),
         event_type_modules=tuple(getattr(settings, "WEBHOOKS_EVENT_TYPE_MODULES", ())),
     )

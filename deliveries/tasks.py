@@ -17,8 +17,15 @@ def fan_out_events(event_ids: list[str]) -> int:
     return sum(services.event_fan_out(event_id=event_id) for event_id in event_ids)
 
 
+@shared_task(name="deliveries.tasks.deliver_batch")
+def deliver_batch(delivery_ids: list[int]) -> dict[str, str]:
+    outcomes = services.deliveries_attempt(delivery_ids=delivery_ids)
+    return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}
+
+
 @shared_task(name="deliveries.tasks.deliver")
 def deliver(delivery_id: int) -> str:
+    """Messages of one delivery, as versions before batching sent them."""
     return services.delivery_attempt(delivery_id=delivery_id)
 
 

@@ -166,6 +166,7 @@ CELERY_TASK_ROUTES = {
     "deliveries.tasks.fan_out_event": {"queue": QUEUE_FANOUT},
     "deliveries.tasks.fan_out_events": {"queue": QUEUE_FANOUT},
     "deliveries.tasks.deliver": {"queue": QUEUE_DELIVERY},
+    "deliveries.tasks.deliver_batch": {"queue": QUEUE_DELIVERY},
     "receivers.tasks.*": {"queue": QUEUE_INBOX},
 }
 WEBHOOKS_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOKS_SWEEP_INTERVAL_SECONDS", default=15.0)

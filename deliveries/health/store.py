@@ -42,8 +42,10 @@ class HealthStore(Protocol):
 
     def release_slot(self, endpoint: str, token: str) -> None: ...
 
-    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
-        """Count an attempt; return (attempts, failures) in the window, this one included."""
+    def record_outcomes(
+        self, endpoint: str, attempts: int, failures: int, window: float
+    ) -> tuple[int, int]:
+        """Count attempts; return (attempts, failures) in the window, these included."""
         ...
 
     def reset_window(self, endpoint: str, window: float) -> None: ...
@@ -92,11 +94,13 @@ class RedisHealthStore:
         current = math.floor(time.time() / size)
         return [f"{KEY_PREFIX}window:{endpoint}:{current - n}" for n in range(WINDOW_BUCKETS)]
 
-    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
+    def record_outcomes(
+        self, endpoint: str, attempts: int, failures: int, window: float
+    ) -> tuple[int, int]:
         keys = self._window_keys(endpoint, window)
         pipe = self.client.pipeline(transaction=False)
-        pipe.hincrby(keys[0], "total", 1)
-        pipe.hincrby(keys[0], "failed", 1 if failed else 0)
+        pipe.hincrby(keys[0], "total", attempts)
+        pipe.hincrby(keys[0], "failed", failures)
         pipe.expire(keys[0], math.ceil(window + _bucket_size(window)) + 1)
         for key in keys:
             pipe.hmget(key, ["total", "failed"])
@@ -145,11 +149,13 @@ class LocalHealthStore:
         with self._lock:
             self._slots[endpoint].pop(token, None)
 
-    def record_outcome(self, endpoint: str, failed: bool, window: float) -> tuple[int, int]:
+    def record_outcomes(
+        self, endpoint: str, attempts: int, failures: int, window: float
+    ) -> tuple[int, int]:
         now = time.monotonic()
         with self._lock:
             outcomes = [o for o in self._windows[endpoint] if o[0] > now - window]
-            outcomes.append((now, failed))
+            outcomes += [(now, n < failures) for n in range(attempts)]
             self._windows[endpoint] = outcomes
             return len(outcomes), sum(1 for _, f in outcomes if f)
 

@@ -24,8 +24,9 @@ from .retention import PurgeResult, purge_expired
 from .sending import (
     DeliveryNotRetryable,
     Outcome,
+    deliveries_attempt,
+    deliveries_claim,
     delivery_attempt,
-    delivery_claim,
     delivery_retry,
 )
 from .sweeper import SweepResult, sweep
@@ -42,9 +43,10 @@ __all__ = [
     "ReplayInvalid",
     "ReplayPreview",
     "SweepResult",
+    "deliveries_attempt",
+    "deliveries_claim",
     "delivery_attempt",
     "delivery_cancel",
-    "delivery_claim",
     "delivery_retry",
     "emit",
     "endpoint_create",

@@ -8,20 +8,47 @@ from django.db import transaction
 
 from webhooks_project.celery import app as celery_app
 
+from .. import conf
+
 # One fan-out message carries at most this many events.
 FAN_OUT_BATCH_SIZE = 100
 
 
-def enqueue_deliveries(delivery_ids: Iterable[int], countdown: float | None = None) -> None:
-    from ..tasks import deliver
+def enqueue_deliveries(
+    delivery_ids: Iterable[int], countdown: float | None = None, *, one_endpoint: bool = False
+) -> None:
+    """Send the deliveries' task messages: a few ids of one endpoint per message, so the
+    worker claims, sends and records them as a batch (`one_endpoint` when the caller
+    knows they share one and the lookup can be skipped)."""
+    from ..tasks import deliver_batch
 
-    # One producer (and broker connection) for the whole batch.
+    ids = list(dict.fromkeys(delivery_ids))
+    if not ids:
+        return
+    groups = [ids] if one_endpoint or len(ids) == 1 else _by_endpoint(ids)
+    size = conf.get().batch_size
+    # One producer (and broker connection) for all the messages.
     with celery_app.producer_or_acquire() as producer:
-        for delivery_id in delivery_ids:
-            if countdown:
-                deliver.apply_async((delivery_id,), producer=producer, countdown=countdown)
-            else:
-                deliver.apply_async((delivery_id,), producer=producer)
+        for group in groups:
+            for start in range(0, len(group), size):
+                batch = group[start : start + size]
+                if countdown:
+                    deliver_batch.apply_async((batch,), producer=producer, countdown=countdown)
+                else:
+                    deliver_batch.apply_async((batch,), producer=producer)
+
+
+def _by_endpoint(ids: list[int]) -> list[list[int]]:
+    from ..models import Delivery
+
+    groups: dict[object, list[int]] = {}
+    rows = Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", "pk").order_by("pk")
+    for endpoint_id, delivery_id in rows:
+        groups.setdefault(endpoint_id, []).append(delivery_id)
+    found = {delivery_id for group in groups.values() for delivery_id in group}
+    # A row gone (purged, or not committed yet) still gets its message: the task decides.
+    missing = [delivery_id for delivery_id in ids if delivery_id not in found]
+    return [*groups.values(), *([missing] if missing else [])]
 
 
 def enqueue_fan_outs(event_ids: Iterable[UUID | str]) -> None:

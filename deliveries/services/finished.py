@@ -10,11 +10,13 @@ from ..signals import delivery_dead_lettered, delivery_succeeded, send_logged
 
 def on_delivery_outcome(delivery: Delivery, outcome: str) -> None:
     """Call inside the transaction that recorded ``outcome`` for ``delivery``."""
-    from .sending import Outcome
+    from .recording import Outcome
 
     if outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTERED):
         return  # a retry keeps its key's line waiting
     signal = delivery_succeeded if outcome == Outcome.SUCCEEDED else delivery_dead_lettered
+    if not delivery.ordering_key and not signal.has_listeners(Delivery):
+        return  # nothing to do after commit (the common case, on the hot path)
     ordering_key, endpoint_id, delivery_id = (
         delivery.ordering_key,
         delivery.endpoint_id,

@@ -1,13 +1,13 @@
 """Endpoint health and isolation: the admission gate before a request, the bookkeeping
 after it, and automatic suspension with its notifications.
 
-`endpoint_admit` runs right before a request. It refuses (and the caller puts the delivery
-off without spending an attempt) when the endpoint's circuit is open, when it already has
-`max_in_flight` requests out across all workers, or when a rate limit is used up. So one
-endpoint that never answers can hold at most `max_in_flight` worker threads; the rest of
-the pool keeps serving healthy endpoints.
+`endpoint_admit` runs right before a batch of requests to one endpoint. It refuses (and
+the caller puts the deliveries off without spending attempts) when the endpoint's circuit
+is open, when it already has `max_in_flight` batches out across all workers, or when a rate
+limit is used up. So one endpoint that never answers can hold at most `max_in_flight`
+worker threads; the rest of the pool keeps serving healthy endpoints.
 
-`endpoint_record_attempt` runs inside the transaction that records an attempt: it moves the
+`endpoint_record_attempts` runs inside the transaction that records a batch's attempts: it moves the
 circuit breaker and suspends an endpoint that keeps failing.
 
 If the shared counters (Redis) cannot be reached, admission lets the request through:
@@ -15,6 +15,7 @@ PostgreSQL, not Redis, guarantees delivery, and isolation is best effort for tha
 """
 
 import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,10 +45,38 @@ MAX_DEFER_SECONDS = 30.0
 
 @dataclass
 class Admission:
+    """The gate's answer for a batch of deliveries to one endpoint.
+
+    An admitted batch holds one in-flight slot and sends its requests one after another;
+    `how_many` caps the batch while the breaker probes or ramps up, and `next_request_wait`
+    takes each further request from the rate limits.
+    """
+
     admitted: bool
     retry_in_seconds: float = 0.0
     reason: str = ""
+    # While half-open only the probe goes; during a ramp only this share of a batch.
+    probe: bool = False
+    share: float = 1.0
+    # How long the part of a batch that the probe or the ramp held back waits.
+    held_back_seconds: float = 0.0
     _release: Callable[[], None] | None = field(default=None, repr=False)
+    _rate_limits: Callable[[], float] | None = field(default=None, repr=False)
+
+    def how_many(self, waiting: int) -> int:
+        if self.probe:
+            return min(1, waiting)
+        return max(1, math.floor(waiting * self.share)) if waiting else 0
+
+    def next_request_wait(self) -> float:
+        """0 when one more request may go now, else seconds until the limits allow it."""
+        if self._rate_limits is None:
+            return 0.0
+        try:
+            return self._rate_limits()
+        except redis.RedisError:
+            logger.warning("health counters unavailable; sending without rate limits")
+            return 0.0
 
     def release(self) -> None:
         """Free the in-flight slot (safe to call twice, and when none was taken)."""
@@ -93,15 +122,17 @@ def _probe_wait(endpoint: Endpoint) -> float:
 
 
 def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
-    """May a request to this endpoint start now? If so, the caller must `release()` the
-    admission when the request is over (its in-flight slot also expires with the lease)."""
+    """May a batch of requests to this endpoint start now? If so, the caller must
+    `release()` the admission when it is done (its in-flight slot also expires with the
+    lease)."""
     settings = conf.health()
     now = timezone.now()
+    breaker = _breaker_settings()
     verdict = rules.breaker_verdict(
         state=endpoint.circuit_state,
         changed_at=endpoint.circuit_changed_at,
         now=now,
-        settings=_breaker_settings(),
+        settings=breaker,
         draw=random.random(),  # noqa: S311 (a share of traffic, not a secret)
     )
     if verdict.action == verdict.WAIT:
@@ -112,9 +143,10 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
             # Deliveries refused at different moments would all come back when the
             # cool-down ends, as one burst of claims that delays every other endpoint's
             # deliveries in the same worker; spread their return over a whole cool-down.
-            wait += random.uniform(0, _breaker_settings().cooldown_seconds)  # noqa: S311
+            wait += random.uniform(0, breaker.cooldown_seconds)  # noqa: S311
         return _refuse(verdict.reason, wait)
-    if verdict.action == verdict.PROBE and not _circuit_transition(
+    probe = verdict.action == verdict.PROBE
+    if probe and not _circuit_transition(
         endpoint_id=endpoint.pk,
         from_state=endpoint.circuit_state,
         to_state=CircuitState.HALF_OPEN,
@@ -122,6 +154,11 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
         seen_changed_at=endpoint.circuit_changed_at,
     ):
         return _refuse("circuit_half_open", _probe_wait(endpoint))
+    share = 1.0
+    if not probe and endpoint.circuit_changed_at is not None:
+        elapsed = (now - endpoint.circuit_changed_at).total_seconds()
+        share = rules.ramp_share(seconds_since_closed=elapsed, settings=breaker)
+    held_back = _probe_wait(endpoint) if probe else rules.SHORT_WAIT_SECONDS
 
     key, slot = str(endpoint.pk), str(token)
     store = _store()
@@ -131,28 +168,42 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
     rate = settings.endpoint_rate_limit
     if endpoint.rate_limit_per_second is not None:
         rate = endpoint.rate_limit_per_second
+    global_rate = settings.global_rate_limit
+
+    def rate_limit_wait() -> float:
+        wait = store.rate_limit_wait("endpoint", key, rate) if rate else 0.0
+        if not wait and global_rate:
+            wait = store.rate_limit_wait("global", "all", global_rate)
+        return wait
+
     try:
         if in_flight and not store.acquire_slot(key, slot, in_flight, conf.get().lease_seconds):
             queued = store.note_denial(key)
             wait = min(settings.defer_seconds * max(1.0, queued / in_flight), MAX_DEFER_SECONDS)
             return _refuse("in_flight", wait)
-        wait = store.rate_limit_wait("endpoint", key, rate) if rate else 0.0
-        if not wait and settings.global_rate_limit:
-            wait = store.rate_limit_wait("global", "all", settings.global_rate_limit)
+        wait = rate_limit_wait() if rate or global_rate else 0.0
         if wait:
             if in_flight:
                 store.release_slot(key, slot)
             return _refuse("rate_limited", wait)
     except redis.RedisError:
         logger.warning("health counters unavailable; sending without isolation limits")
-        return Admission(True)
-    return Admission(True, _release=(lambda: store.release_slot(key, slot)) if in_flight else None)
+        return Admission(True, probe=probe, share=share, held_back_seconds=held_back)
+    return Admission(
+        True,
+        probe=probe,
+        share=share,
+        held_back_seconds=held_back,
+        _release=(lambda: store.release_slot(key, slot)) if in_flight else None,
+        _rate_limits=rate_limit_wait if rate or global_rate else None,
+    )
 
 
-def endpoint_record_attempt(*, endpoint_id: UUID, succeeded: bool) -> None:
-    """After an attempt, inside its transaction (the endpoint row is already locked by the
-    caller's update of its counters): move the breaker, suspend an endpoint that keeps
-    failing."""
+def endpoint_record_attempts(*, endpoint_id: UUID, attempts: int, failures: int) -> None:
+    """After a batch's attempts, inside their transaction (the endpoint row is already
+    locked by the caller's update of its counters): move the circuit breaker, suspend an
+    endpoint that keeps failing. `failures` of the `attempts` failed; when some failed and
+    some succeeded, the batch's last attempt decides a half-open breaker."""
     now = timezone.now()
     row = Endpoint.objects.filter(pk=endpoint_id).values(
         "state",
@@ -162,8 +213,9 @@ def endpoint_record_attempt(*, endpoint_id: UUID, succeeded: bool) -> None:
         "suspend_after_failures",
         "suspend_window_seconds",
     )[0]
-    _move_breaker(endpoint_id, row["circuit_state"], succeeded)
-    if succeeded or row["state"] != EndpointState.ACTIVE:
+    _move_breaker(endpoint_id, row["circuit_state"], attempts, failures)
+    # The endpoint's consecutive failures are those after its last success.
+    if not row["consecutive_failures"] or row["state"] != EndpointState.ACTIVE:
         return
     settings = conf.health()
     threshold = row["suspend_after_failures"]
@@ -184,19 +236,19 @@ def endpoint_record_attempt(*, endpoint_id: UUID, succeeded: bool) -> None:
         )
 
 
-def _move_breaker(endpoint_id: UUID, state: str, succeeded: bool) -> None:
+def _move_breaker(endpoint_id: UUID, state: str, attempts: int, failures: int) -> None:
     breaker = _breaker_settings()
     total = failed = 0
     if state == CircuitState.CLOSED:
         try:
-            total, failed = _store().record_outcome(
-                str(endpoint_id), not succeeded, breaker.window_seconds
+            total, failed = _store().record_outcomes(
+                str(endpoint_id), attempts, failures, breaker.window_seconds
             )
         except redis.RedisError:
-            logger.warning("health counters unavailable; the circuit breaker skips an attempt")
+            logger.warning("health counters unavailable; the circuit breaker skips attempts")
             return
     next_state = rules.after_attempt(
-        state=state, succeeded=succeeded, total=total, failed=failed, settings=breaker
+        state=state, succeeded=failures == 0, total=total, failed=failed, settings=breaker
     )
     if next_state is None:
         return

@@ -1,54 +1,49 @@
-"""One delivery attempt: claim the row, sign, POST, record the outcome.
+"""Sending deliveries: claim a batch, send its requests, record the outcomes.
 
-The claim is a single conditional UPDATE, so of two task messages for the same delivery
-(a duplicate from the broker, a sweeper re-enqueue) only one sends; the other finds
-nothing to claim. The lease token written by the claim guards the write-back: a worker
-whose lease expired and was taken over cannot overwrite the newer outcome.
+A task message names a few deliveries. The claim is one conditional UPDATE for all of them,
+so of two messages naming the same delivery (a duplicate from the broker, a sweeper
+re-enqueue) only one sends it; the other finds nothing to claim. The lease token written
+by the claim guards the write-back: a worker whose lease expired and was taken over cannot
+overwrite the newer outcome.
+
+A batch's deliveries to one endpoint pass the admission gate once, hold one in-flight
+slot, go out one after another over a kept-alive connection and are recorded in one
+transaction (see `recording`): a handful of statements per batch, not ten per delivery.
 """
 
-import json
+import time
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Collection
+from datetime import timedelta
+from itertools import groupby
 
 from django.db import transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 from django.utils import timezone
 
-from .. import conf, observability, ordering, payloads, rendering, signing, transport
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from .. import conf, ordering, payloads, transport
+from ..models import Attempt, Delivery, DeliveryStatus, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
-from .finished import on_delivery_outcome
-from .health import endpoint_admit, endpoint_record_attempt, endpoint_suspend_automatically
+from .health import Admission, endpoint_admit
+from .recording import Claim, Outcome, Result, give_back, record
+from .wire import build_headers, redact_headers, render_body
 
-REDACTED = "[redacted]"
-SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key", "cookie")
-
-
-class Outcome:
-    """What `delivery_attempt` did; tests and logs assert on these strings."""
-
-    NOT_CLAIMED = "not_claimed"
-    HELD = "held"
-    SUCCEEDED = "succeeded"
-    RETRY_SCHEDULED = "retry_scheduled"
-    DEAD_LETTERED = "dead_lettered"
-    LEASE_LOST = "lease_lost"
-    # Put off without spending an attempt: breaker open, in-flight or rate limit reached.
-    DEFERRED = "deferred"
+__all__ = [
+    "Claim",
+    "DeliveryNotRetryable",
+    "Outcome",
+    "build_headers",
+    "deliveries_attempt",
+    "deliveries_claim",
+    "delivery_attempt",
+    "delivery_retry",
+    "render_body",
+]
 
 
-@dataclass(frozen=True)
-class Claim:
-    delivery: Delivery
-    token: uuid.UUID
-    now: datetime
-
-
-def delivery_claim(*, delivery_id: int) -> Claim | None:
-    """Take the row for this worker, or None when it is not due or someone else has it."""
+def deliveries_claim(*, delivery_ids: Collection[int]) -> Claim:
+    """Take the due rows among these for this worker; the others are not due or taken."""
     now = timezone.now()
     token = uuid.uuid4()
     lease = timedelta(seconds=conf.get().lease_seconds)
@@ -56,257 +51,158 @@ def delivery_claim(*, delivery_id: int) -> Claim | None:
         status=DeliveryStatus.SENDING, lease_expires_at__lt=now
     )
     claimable &= ordering.claimable_in_order()
-    claimed = (
-        Delivery.objects.filter(claimable, pk=delivery_id).update(
-            status=DeliveryStatus.SENDING,
-            lease_token=token,
-            lease_expires_at=now + lease,
-            attempts=F("attempts") + 1,
-            updated_at=now,
-        )
-        == 1
+    ids = sorted(set(delivery_ids))
+    claimed = Delivery.objects.filter(claimable, pk__in=ids).update(
+        status=DeliveryStatus.SENDING,
+        lease_token=token,
+        lease_expires_at=now + lease,
+        attempts=F("attempts") + 1,
+        updated_at=now,
     )
-    if not claimed:
-        return None
-    delivery = Delivery.objects.select_related("event", "endpoint").get(pk=delivery_id)
-    return Claim(delivery=delivery, token=token, now=now)
-
-
-def render_body(event: Event, endpoint: Endpoint | None = None) -> bytes:
-    version, data = rendering.versioned_payload(event, endpoint)
-    occurred_at = event.occurred_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    envelope = {
-        "id": str(event.id),
-        "type": event.type,
-        "version": version,
-        "occurred_at": occurred_at,
-        "data": data,
-    }
-    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def build_headers(
-    delivery: Delivery, body: bytes, secrets: list[str], timestamp: int
-) -> dict[str, str]:
-    event_id = str(delivery.event_id)
-    headers = {str(k): str(v) for k, v in (delivery.endpoint.custom_headers or {}).items()}
-    ours = {
-        "Content-Type": "application/json",
-        "X-Webhook-Id": event_id,
-        "X-Webhook-Event": delivery.event.type,
-        "X-Webhook-Timestamp": str(timestamp),
-        "X-Webhook-Replay": "true" if delivery.is_replay else "false",
-        "webhook-id": event_id,
-        "webhook-timestamp": str(timestamp),
-        **signing.signature_headers(secrets, msg_id=event_id, timestamp=timestamp, body=body),
-        **({"traceparent": delivery.event.traceparent} if delivery.event.traceparent else {}),
-    }
-    # Our headers win over custom ones, whatever their case.
-    reserved = {name.lower() for name in ours}
-    headers = {k: v for k, v in headers.items() if k.lower() not in reserved}
-    headers.update(ours)
-    return headers
-
-
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {
-        name: REDACTED if any(word in name.lower() for word in SENSITIVE_HEADER_WORDS) else value
-        for name, value in headers.items()
-    }
+    deliveries: list[Delivery] = []
+    if claimed:
+        deliveries = list(
+            Delivery.objects.select_related("event", "endpoint")
+            .filter(pk__in=ids, lease_token=token)
+            .order_by("endpoint_id", "pk")
+        )
+    return Claim(deliveries=deliveries, token=token, now=now)
 
 
 def delivery_attempt(*, delivery_id: int) -> str:
     """Run one attempt of a delivery if it can be claimed. Returns an `Outcome` string."""
-    claim = delivery_claim(delivery_id=delivery_id)
-    if claim is None:
-        return Outcome.NOT_CLAIMED
-    delivery, endpoint, now = claim.delivery, claim.delivery.endpoint, claim.now
+    outcomes = deliveries_attempt(delivery_ids=[delivery_id])
+    return outcomes.get(delivery_id, Outcome.NOT_CLAIMED)
 
+
+def deliveries_attempt(*, delivery_ids: Collection[int]) -> dict[int, str]:
+    """Attempt every claimable delivery among these; returns each claimed one's outcome."""
+    claim = deliveries_claim(delivery_ids=delivery_ids)
+    outcomes: dict[int, str] = {}
+    for _, group in groupby(claim.deliveries, key=lambda delivery: delivery.endpoint_id):
+        outcomes.update(_attempt_group(claim, list(group)))
+    return outcomes
+
+
+def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
+    """The claimed deliveries of one endpoint."""
+    endpoint = group[0].endpoint
     if endpoint.state != EndpointState.ACTIVE:
-        _release(claim, status=DeliveryStatus.HELD, give_back_attempt=True)
-        return Outcome.HELD
-    if delivery.attempts_in_cycle > endpoint.max_attempts:
-        # Only reachable when workers died during earlier attempts and leases expired.
-        decision = Decision(Verdict.DEAD_LETTER, reason="attempts exhausted (worker lost)")
-        _finish(claim, decision, status_code=None, error="worker lost during the last attempt")
-        return Outcome.DEAD_LETTERED
+        give_back(claim, group, status=DeliveryStatus.HELD)
+        return {delivery.pk: Outcome.HELD for delivery in group}
 
-    # Before any costly work: a refused delivery is put off cheaply, spending no attempt.
-    admission = endpoint_admit(endpoint=endpoint, token=claim.token)
-    if not admission.admitted:
-        _defer(claim, delay_seconds=admission.retry_in_seconds)
-        return Outcome.DEFERRED
+    results: list[Result] = []
+    waiting: list[Delivery] = []
+    for delivery in group:
+        if delivery.attempts_in_cycle > endpoint.max_attempts:
+            # Only reachable when workers died during earlier attempts and leases expired.
+            decision = Decision(Verdict.DEAD_LETTER, reason="attempts exhausted (worker lost)")
+            results.append(Result(delivery, decision, error="worker lost during the last attempt"))
+        else:
+            waiting.append(delivery)
+    put_off: list[Delivery] = []
+    put_off_seconds = 0.0
+    if waiting:
+        # Before any costly work: a refused batch is put off cheaply, spending no attempt.
+        admission = endpoint_admit(endpoint=endpoint, token=claim.token)
+        if not admission.admitted:
+            put_off, put_off_seconds = waiting, admission.retry_in_seconds
+        else:
+            try:
+                sent, put_off, put_off_seconds = _send_in_turn(claim, waiting, admission)
+            finally:
+                admission.release()
+            results += sent
+    return record(claim, endpoint, results, put_off=put_off, put_off_seconds=put_off_seconds)
 
-    secrets = [s.value for s in endpoint.secrets.unexpired(now)]
+
+def _send_in_turn(
+    claim: Claim, waiting: list[Delivery], admission: Admission
+) -> tuple[list[Result], list[Delivery], float]:
+    """Send the deliveries one after another while the gate, the time budget and the
+    endpoint allow; returns the results and the deliveries put off, with their wait."""
+    endpoint = waiting[0].endpoint
+    secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
     if not secrets:
-        admission.release()
         decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
-        _finish(claim, decision, status_code=None, error="no unexpired signing secret")
-        return Outcome.DEAD_LETTERED
+        error = "no unexpired signing secret"
+        return [Result(delivery, decision, error=error) for delivery in waiting], [], 0.0
 
+    settings = conf.get()
+    allowed = admission.how_many(len(waiting))
+    deadline = time.monotonic() + settings.batch_seconds
+    results: list[Result] = []
+    for index, delivery in enumerate(waiting):
+        rest = waiting[index:]
+        if index >= allowed:
+            return results, rest, admission.held_back_seconds
+        if index:
+            # Other endpoints' batches wait for this thread: hand the rest to a new task.
+            if time.monotonic() > deadline:
+                return results, rest, 0.0
+            wait = admission.next_request_wait()
+            if wait:
+                return results, rest, wait
+        result = _send_one(claim, delivery, secrets)
+        results.append(result)
+        if result.attempt is not None and result.status_code is None:
+            # No answer at all (timeout, refused): the others would most likely wait as
+            # long for nothing. They go back to the queue, and to the breaker's judgement.
+            return results, waiting[index + 1 :], conf.health().defer_seconds
+    return results, [], 0.0
+
+
+def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
+    endpoint = delivery.endpoint
     try:
         body = render_body(delivery.event, endpoint)
     except payloads.PayloadUnavailable as exc:
         # Our storage, not the endpoint, failed: no request, no health penalty; the
         # delivery retries on its usual backoff and shows the error.
-        admission.release()
         decision = decide(
             policy=endpoint.retry_policy,
             attempt_number=delivery.attempts_in_cycle,
             status_code=None,
             retry_after=None,
-            first_attempt_at=delivery.first_attempt_at or now,
+            first_attempt_at=delivery.first_attempt_at or claim.now,
             now=timezone.now(),
         )
-        return _finish(claim, decision, status_code=None, error=str(exc))
-    headers = build_headers(delivery, body, secrets, timestamp=int(now.timestamp()))
+        return Result(delivery, decision, error=str(exc))
+    headers = build_headers(delivery, body, secrets, timestamp=int(claim.now.timestamp()))
     started_at = timezone.now()
-    try:
-        result = transport.post(
-            endpoint.url,
-            body,
-            headers,
-            connect_timeout=endpoint.connect_timeout_seconds,
-            read_timeout=endpoint.read_timeout_seconds,
-            excerpt_limit=conf.get().response_body_limit,
-            policy=conf.address_policy(),
-        )
-    finally:
-        admission.release()
-    finished_at = timezone.now()
+    response = transport.post(
+        endpoint.url,
+        body,
+        headers,
+        connect_timeout=endpoint.connect_timeout_seconds,
+        read_timeout=endpoint.read_timeout_seconds,
+        excerpt_limit=conf.get().response_body_limit,
+        policy=conf.address_policy(),
+    )
     decision = decide(
         policy=endpoint.retry_policy,
         attempt_number=delivery.attempts_in_cycle,
-        status_code=result.status_code,
-        retry_after=result.retry_after,
+        status_code=response.status_code,
+        retry_after=response.retry_after,
         first_attempt_at=delivery.first_attempt_at or started_at,
-        now=finished_at,
+        now=timezone.now(),
     )
     attempt = Attempt(
         delivery_id=delivery.pk,
         number=delivery.attempts,
         started_at=started_at,
-        duration_ms=result.duration_ms,
+        duration_ms=response.duration_ms,
         request_headers=redact_headers(headers),
-        response_status=result.status_code,
-        response_body=result.body_excerpt,
-        error=result.error,
+        response_status=response.status_code,
+        response_body=response.body_excerpt,
+        error=response.error,
     )
-    error = result.error or (
-        f"HTTP {result.status_code}" if decision.verdict != Verdict.SUCCEEDED else ""
+    error = response.error or (
+        f"HTTP {response.status_code}" if decision.verdict != Verdict.SUCCEEDED else ""
     )
-    return _finish(claim, decision, status_code=result.status_code, error=error, attempt=attempt)
-
-
-def _finish(
-    claim: Claim,
-    decision: Decision,
-    *,
-    status_code: int | None,
-    error: str,
-    attempt: Attempt | None = None,
-) -> str:
-    """Record the attempt, the delivery's new state and the endpoint's health together."""
-    now = timezone.now()
-    delivery = claim.delivery
-    settings = conf.get()
-    fields: dict[str, object] = {
-        "lease_token": None,
-        "lease_expires_at": None,
-        "last_status_code": status_code,
-        "last_error": (error if not decision.reason else f"{error} ({decision.reason})")[:2000],
-        "updated_at": now,
-    }
-    countdown: float | None = None
-    if decision.verdict == Verdict.SUCCEEDED:
-        fields.update(status=DeliveryStatus.SUCCEEDED, completed_at=now, next_attempt_at=None)
-        outcome = Outcome.SUCCEEDED
-    elif decision.verdict == Verdict.RETRY:
-        short_wait = decision.delay_seconds <= settings.max_countdown_seconds
-        countdown = decision.delay_seconds if short_wait else None
-        fields.update(
-            status=DeliveryStatus.PENDING,
-            next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
-            # Long waits have no message out: the sweeper enqueues them when due.
-            enqueued_at=now if short_wait else None,
-        )
-        outcome = Outcome.RETRY_SCHEDULED
-    else:
-        fields.update(status=DeliveryStatus.DEAD_LETTERED, completed_at=now, next_attempt_at=None)
-        outcome = Outcome.DEAD_LETTERED
-
-    with transaction.atomic():
-        if attempt is not None:
-            attempt.save(force_insert=True)
-            # The retry window runs from the first request actually made, not from a
-            # claim that found the endpoint suspended.
-            fields["first_attempt_at"] = Coalesce("first_attempt_at", Value(attempt.started_at))
-        updated = Delivery.objects.filter(pk=delivery.pk, lease_token=claim.token).update(**fields)
-        if attempt is not None:
-            _record_endpoint_health(delivery.endpoint, succeeded=outcome == Outcome.SUCCEEDED)
-        if decision.suspend_endpoint and updated:
-            endpoint_suspend_automatically(
-                endpoint_id=delivery.endpoint_id,
-                reason=f"receiver answered {status_code} (Gone)",
-            )
-        if updated:
-            on_delivery_outcome(delivery, outcome)
-        if updated and countdown is not None:
-            transaction.on_commit(
-                lambda: enqueue_deliveries([delivery.pk], countdown=countdown), robust=True
-            )
-    outcome = outcome if updated else Outcome.LEASE_LOST
-    observability.attempt_recorded(
-        delivery=delivery, attempt=attempt, outcome=outcome, status_code=status_code, error=error
+    return Result(
+        delivery, decision, status_code=response.status_code, error=error, attempt=attempt
     )
-    return outcome
-
-
-def _record_endpoint_health(endpoint: Endpoint, *, succeeded: bool) -> None:
-    now = timezone.now()
-    if succeeded:
-        Endpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=0, last_success_at=now, failing_since=None
-        )
-    else:
-        Endpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=F("consecutive_failures") + 1,
-            last_failure_at=now,
-            failing_since=Coalesce("failing_since", Value(now)),
-        )
-    endpoint_record_attempt(endpoint_id=endpoint.pk, succeeded=succeeded)
-
-
-def _release(claim: Claim, *, status: str, give_back_attempt: bool) -> None:
-    Delivery.objects.filter(pk=claim.delivery.pk, lease_token=claim.token).update(
-        status=status,
-        lease_token=None,
-        lease_expires_at=None,
-        attempts=F("attempts") - 1 if give_back_attempt else F("attempts"),
-        updated_at=timezone.now(),
-    )
-
-
-def _defer(claim: Claim, *, delay_seconds: float) -> None:
-    """Give the claim back without spending an attempt; try again after the delay."""
-    now = timezone.now()
-    short_wait = delay_seconds <= conf.get().max_countdown_seconds
-    updated = Delivery.objects.filter(pk=claim.delivery.pk, lease_token=claim.token).update(
-        status=DeliveryStatus.PENDING,
-        lease_token=None,
-        lease_expires_at=None,
-        attempts=F("attempts") - 1,
-        next_attempt_at=now + timedelta(seconds=delay_seconds),
-        # Long waits have no message out: the sweeper enqueues them when due.
-        enqueued_at=now if short_wait else None,
-        updated_at=now,
-    )
-    if updated and short_wait:
-        # robust: if the broker is down the row is safe anyway; the sweeper enqueues it.
-        countdown = max(delay_seconds, 0.01)
-        transaction.on_commit(
-            lambda: enqueue_deliveries([claim.delivery.pk], countdown=countdown), robust=True
-        )
 
 
 class DeliveryNotRetryable(Exception):

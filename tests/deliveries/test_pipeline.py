@@ -216,7 +216,8 @@ def test_duplicate_task_messages_send_once(celery_worker: object, receiver: Rece
         event=event, endpoint=endpoint, next_attempt_at=timezone.now()
     )
 
-    enqueue_deliveries([delivery.pk] * 6)
+    for _ in range(6):  # six messages naming the same delivery
+        enqueue_deliveries([delivery.pk])
 
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
     time.sleep(1.0)

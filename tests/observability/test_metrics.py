@@ -130,7 +130,8 @@ def test_queue_length_is_read_from_redis(
 ) -> None:
     redis_client.flushdb()
     try:
-        enqueue_deliveries([101, 102, 103])  # no worker runs: the messages wait in Redis
+        for delivery_id in (101, 102, 103):  # no worker runs: the messages wait in Redis
+            enqueue_deliveries([delivery_id])
         samples = scrape(client)
     finally:
         redis_client.flushdb()

@@ -1,0 +1,235 @@
+"""Writing back a batch's outcomes: its attempts, each delivery's new state and the
+endpoint's health, in one transaction, then the messages, signals, metrics and logs."""
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from .. import conf, observability
+from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
+from ..retry_policy import Decision, Verdict
+from .enqueue import enqueue_deliveries
+from .finished import on_delivery_outcome
+from .health import endpoint_record_attempts, endpoint_suspend_automatically
+
+# Written by the write-back, for every delivery whose outcome is recorded.
+OUTCOME_FIELDS = [
+    "status",
+    "lease_token",
+    "lease_expires_at",
+    "last_status_code",
+    "last_error",
+    "updated_at",
+    "completed_at",
+    "next_attempt_at",
+    "enqueued_at",
+    "first_attempt_at",
+]
+
+
+class Outcome:
+    """What an attempt did; tests and logs assert on these strings."""
+
+    NOT_CLAIMED = "not_claimed"
+    HELD = "held"
+    SUCCEEDED = "succeeded"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DEAD_LETTERED = "dead_lettered"
+    LEASE_LOST = "lease_lost"
+    # Put off without spending an attempt: breaker open, in-flight or rate limit reached.
+    DEFERRED = "deferred"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Deliveries taken by one claim, ordered by endpoint, all under one lease token."""
+
+    deliveries: list[Delivery]
+    token: uuid.UUID
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Result:
+    """A delivery's decided outcome; `attempt` is None when no request was made."""
+
+    delivery: Delivery
+    decision: Decision
+    status_code: int | None = None
+    error: str = ""
+    attempt: Attempt | None = None
+
+
+def give_back(claim: Claim, deliveries: list[Delivery], *, status: str) -> None:
+    """Release claimed deliveries untouched, returning the attempt the claim counted."""
+    Delivery.objects.filter(pk__in=[d.pk for d in deliveries], lease_token=claim.token).update(
+        status=status,
+        lease_token=None,
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+        updated_at=timezone.now(),
+    )
+
+
+def record(
+    claim: Claim,
+    endpoint: Endpoint,
+    results: list[Result],
+    *,
+    put_off: list[Delivery],
+    put_off_seconds: float,
+) -> dict[int, str]:
+    """Record one endpoint's results and put off the deliveries that were not sent.
+
+    Returns each delivery's outcome (`LEASE_LOST` where another worker took it over).
+    """
+    now = timezone.now()
+    settings = conf.get()
+    outcomes: dict[int, str] = {}
+    retries: list[tuple[int, float]] = []
+    with transaction.atomic():
+        ids = [result.delivery.pk for result in results]
+        owned = (
+            set(
+                Delivery.objects.select_for_update()
+                .filter(pk__in=ids, lease_token=claim.token)
+                .values_list("pk", flat=True)
+            )
+            if ids
+            else set()
+        )
+        attempts = [result.attempt for result in results if result.attempt is not None]
+        if attempts:
+            Attempt.objects.bulk_create(attempts)
+        changed: list[Delivery] = []
+        for result in results:
+            delivery = result.delivery
+            if delivery.pk not in owned:
+                outcomes[delivery.pk] = Outcome.LEASE_LOST
+                continue
+            outcome, countdown = _apply(result, now, settings.max_countdown_seconds)
+            outcomes[delivery.pk] = outcome
+            changed.append(delivery)
+            if countdown is not None:
+                retries.append((delivery.pk, countdown))
+            on_delivery_outcome(delivery, outcome)
+        if changed:
+            Delivery.objects.filter(lease_token=claim.token).bulk_update(changed, OUTCOME_FIELDS)
+        if attempts:
+            _record_endpoint_health(endpoint, [r for r in results if r.attempt is not None])
+        gone = next((r for r in results if r.decision.suspend_endpoint), None)
+        if gone is not None and gone.delivery.pk in owned:
+            endpoint_suspend_automatically(
+                endpoint_id=endpoint.pk,
+                reason=f"receiver answered {gone.status_code} (Gone)",
+            )
+        if put_off:
+            _put_off(claim, put_off, put_off_seconds)
+            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in put_off)
+        if retries:
+            transaction.on_commit(lambda: _enqueue_retries(retries), robust=True)
+    for result in results:
+        observability.attempt_recorded(
+            delivery=result.delivery,
+            attempt=result.attempt,
+            outcome=outcomes[result.delivery.pk],
+            status_code=result.status_code,
+            error=result.error,
+        )
+    return outcomes
+
+
+def _apply(result: Result, now: datetime, max_countdown: float) -> tuple[str, float | None]:
+    """Set the delivery's fields for its outcome; returns the outcome and, for a retry
+    soon enough to wait in the broker, its countdown."""
+    delivery, decision = result.delivery, result.decision
+    reason = f" ({decision.reason})" if decision.reason else ""
+    delivery.lease_token = None
+    delivery.lease_expires_at = None
+    delivery.last_status_code = result.status_code
+    delivery.last_error = f"{result.error}{reason}"[:2000]
+    delivery.updated_at = now
+    if result.attempt is not None and delivery.first_attempt_at is None:
+        # The retry window runs from the first request actually made, not from a claim
+        # that found the endpoint suspended.
+        delivery.first_attempt_at = result.attempt.started_at
+    if decision.verdict == Verdict.SUCCEEDED:
+        delivery.status, delivery.completed_at, delivery.next_attempt_at = (
+            DeliveryStatus.SUCCEEDED,
+            now,
+            None,
+        )
+        return Outcome.SUCCEEDED, None
+    if decision.verdict == Verdict.RETRY:
+        short_wait = decision.delay_seconds <= max_countdown
+        delivery.status = DeliveryStatus.PENDING
+        delivery.next_attempt_at = now + timedelta(seconds=decision.delay_seconds)
+        # Long waits have no message out: the sweeper enqueues them when due.
+        delivery.enqueued_at = now if short_wait else None
+        return Outcome.RETRY_SCHEDULED, decision.delay_seconds if short_wait else None
+    delivery.status, delivery.completed_at, delivery.next_attempt_at = (
+        DeliveryStatus.DEAD_LETTERED,
+        now,
+        None,
+    )
+    return Outcome.DEAD_LETTERED, None
+
+
+def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
+    """Count the endpoint's consecutive failures (those after its last success) and move
+    its breaker; `sent` are the results with a request, in the order they were made."""
+    now = timezone.now()
+    succeeded = [r.decision.verdict == Verdict.SUCCEEDED for r in sent]
+    failures = succeeded.count(False)
+    if True in succeeded:
+        trailing = succeeded[::-1].index(True)
+        Endpoint.objects.filter(pk=endpoint.pk).update(
+            consecutive_failures=trailing,
+            last_success_at=now,
+            failing_since=now if trailing else None,
+            **({"last_failure_at": now} if trailing else {}),
+        )
+    else:
+        Endpoint.objects.filter(pk=endpoint.pk).update(
+            consecutive_failures=F("consecutive_failures") + failures,
+            last_failure_at=now,
+            failing_since=Coalesce("failing_since", Value(now)),
+        )
+    endpoint_record_attempts(endpoint_id=endpoint.pk, attempts=len(sent), failures=failures)
+
+
+def _put_off(claim: Claim, deliveries: list[Delivery], delay_seconds: float) -> None:
+    """Give claimed deliveries back without spending an attempt; due after the delay."""
+    now = timezone.now()
+    short_wait = delay_seconds <= conf.get().max_countdown_seconds
+    ids = [delivery.pk for delivery in deliveries]
+    updated = Delivery.objects.filter(pk__in=ids, lease_token=claim.token).update(
+        status=DeliveryStatus.PENDING,
+        lease_token=None,
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+        next_attempt_at=now + timedelta(seconds=delay_seconds),
+        # Long waits have no message out: the sweeper enqueues them when due.
+        enqueued_at=now if short_wait else None,
+        updated_at=now,
+    )
+    if updated and short_wait:
+        # robust: if the broker is down the rows are safe anyway; the sweeper enqueues them.
+        countdown = max(delay_seconds, 0.01)
+        transaction.on_commit(
+            lambda: enqueue_deliveries(ids, countdown=countdown, one_endpoint=True), robust=True
+        )
+
+
+def _enqueue_retries(retries: list[tuple[int, float]]) -> None:
+    by_countdown: dict[float, list[int]] = defaultdict(list)
+    for delivery_id, countdown in retries:
+        by_countdown[countdown].append(delivery_id)
+    for countdown, ids in by_countdown.items():
+        enqueue_deliveries(ids, countdown=countdown, one_endpoint=True)
