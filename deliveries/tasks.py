@@ -14,7 +14,7 @@ def fan_out_event(event_id: str) -> int:
 
 @shared_task(name="deliveries.tasks.fan_out_events")
 def fan_out_events(event_ids: list[str]) -> int:
-    return sum(services.event_fan_out(event_id=event_id) for event_id in event_ids)
+    return services.events_fan_out(event_ids=event_ids)
 
 
 @shared_task(name="deliveries.tasks.deliver_batch")

@@ -136,6 +136,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 CELERY_WORKER_SEND_TASK_EVENTS = True
+# A worker thread keeps its database connection between tasks: reconnecting for every task
+# cost more than a batch of deliveries. Before each task, connections that are broken or
+# older than CONN_MAX_AGE are still dropped (see celery.py); 0 closes after every task.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 # Publishing happens after commit; if the broker is unreachable, give up quickly: the row
 # is already safe in the database and the sweeper enqueues it later.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {

@@ -9,7 +9,7 @@ from .endpoints import (
     endpoint_suspend,
 )
 from .events import EventValidationError, emit
-from .fanout import event_fan_out
+from .fanout import event_fan_out, events_fan_out
 from .replay import (
     ReplayFilters,
     ReplayInvalid,
@@ -57,6 +57,7 @@ __all__ = [
     "endpoint_set_state",
     "endpoint_suspend",
     "event_fan_out",
+    "events_fan_out",
     "purge_expired",
     "replay_create",
     "replay_preview",

@@ -1,5 +1,6 @@
 """Fan-out: one Delivery row per endpoint subscribed to an event."""
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -29,49 +30,71 @@ def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: 
 
 
 def event_fan_out(*, event_id: UUID | str) -> int:
-    """Create the event's deliveries and enqueue them after commit. Safe to run again.
+    """Fan one event out; see `events_fan_out`."""
+    return events_fan_out(event_ids=[event_id])
 
+
+def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
+    """Create the events' deliveries and enqueue them after commit. Safe to run again.
+
+    All the events go in one transaction, so a product transaction that emitted many
+    events costs a few statements and its deliveries leave in batches per endpoint.
     Endpoints that are suspended get a held delivery, so resuming them delivers what they
     missed; disabled endpoints get nothing. Returns how many deliveries were enqueued.
     """
     now = timezone.now()
     with transaction.atomic():
-        event = Event.objects.select_for_update().filter(pk=event_id).first()
-        if event is None or event.fanned_out_at is not None:
-            return 0
-        endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-            "id", "event_types", "state", "ordered_delivery"
+        # Locked, and re-checked after any wait: of two fan-outs of an event, one does it.
+        events = list(
+            Event.objects.select_for_update()
+            .filter(pk__in=list(event_ids), fanned_out_at__isnull=True)
+            .order_by("created_at")
         )
-        # Only operational events need their data here; others may be offloaded and large.
-        data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
+        if not events:
+            return 0
+        endpoints = list(
+            Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
+                "id", "event_types", "state", "ordered_delivery"
+            )
+        )
         deliveries = [
-            new_delivery(
-                event_id=event.pk,
-                endpoint=endpoint,
-                now=now,
-                **ordering.delivery_fields(event, endpoint),
-            )
-            for endpoint in endpoints
-            if event_types.matches(event.type, endpoint.event_types)
-            and not operational.withheld(
-                event_type=event.type,
-                data=data,
-                endpoint_id=endpoint.pk,
-                endpoint_active=endpoint.state == EndpointState.ACTIVE,
-            )
+            delivery for event in events for delivery in _deliveries_of(event, endpoints, now)
         ]
         # ignore_conflicts: a fan-out that crashed after inserting may run again.
         Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
-        event.fanned_out_at = now
-        event.save(update_fields=["fanned_out_at"])
+        fanned_out = [event.pk for event in events]
+        Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         delivery_ids = list(
             Delivery.objects.filter(
-                event=event, is_replay=False, status=DeliveryStatus.PENDING, attempts=0
+                event_id__in=fanned_out, is_replay=False, status=DeliveryStatus.PENDING, attempts=0
             ).values_list("id", flat=True)
         )
         transaction.on_commit(lambda: enqueue_deliveries(delivery_ids), robust=True)
-        if event.ordering_key:
-            # Later events of this key may have waited for this fan-out.
-            key = event.ordering_key
-            transaction.on_commit(lambda: ordering.enqueue_next(ordering_key=key), robust=True)
+        # Later events of these keys may have waited for this fan-out.
+        for key in dict.fromkeys(event.ordering_key for event in events if event.ordering_key):
+            transaction.on_commit(
+                lambda key=key: ordering.enqueue_next(ordering_key=key),  # type: ignore[misc]
+                robust=True,
+            )
     return len(delivery_ids)
+
+
+def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
+    # Only operational events need their data here; others may be offloaded and large.
+    data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
+    return [
+        new_delivery(
+            event_id=event.pk,
+            endpoint=endpoint,
+            now=now,
+            **ordering.delivery_fields(event, endpoint),
+        )
+        for endpoint in endpoints
+        if event_types.matches(event.type, endpoint.event_types)
+        and not operational.withheld(
+            event_type=event.type,
+            data=data,
+            endpoint_id=endpoint.pk,
+            endpoint_active=endpoint.state == EndpointState.ACTIVE,
+        )
+    ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -18,19 +18,19 @@ from .enqueue import enqueue_deliveries
 from .finished import on_delivery_outcome
 from .health import endpoint_record_attempts, endpoint_suspend_automatically
 
-# Written by the write-back, for every delivery whose outcome is recorded.
-OUTCOME_FIELDS = [
-    "status",
-    "lease_token",
-    "lease_expires_at",
-    "last_status_code",
-    "last_error",
-    "updated_at",
-    "completed_at",
-    "next_attempt_at",
-    "enqueued_at",
+# The retry window runs from the first request actually made in the current cycle (a
+# manual retry starts a new one), not from a claim that found the endpoint suspended. The
+# batch's attempts are inserted before the deliveries are updated, so this finds them.
+_FIRST_ATTEMPT_OF_CYCLE = Coalesce(
     "first_attempt_at",
-]
+    Subquery(
+        Attempt.objects.filter(
+            delivery_id=OuterRef("pk"), number__gt=OuterRef("attempts_before_cycle")
+        )
+        .order_by("number")
+        .values("started_at")[:1]
+    ),
+)
 
 
 class Outcome:
@@ -107,20 +107,34 @@ def record(
         attempts = [result.attempt for result in results if result.attempt is not None]
         if attempts:
             Attempt.objects.bulk_create(attempts)
-        changed: list[Delivery] = []
+        succeeded: dict[int | None, list[int]] = defaultdict(list)
         for result in results:
             delivery = result.delivery
             if delivery.pk not in owned:
                 outcomes[delivery.pk] = Outcome.LEASE_LOST
                 continue
-            outcome, countdown = _apply(result, now, settings.max_countdown_seconds)
+            if result.decision.verdict == Verdict.SUCCEEDED:
+                # The common case: one statement for all of them (per status code).
+                outcome, countdown = Outcome.SUCCEEDED, None
+                succeeded[result.status_code].append(delivery.pk)
+            else:
+                outcome, countdown = _record_failure(claim, result, now, settings)
             outcomes[delivery.pk] = outcome
-            changed.append(delivery)
             if countdown is not None:
                 retries.append((delivery.pk, countdown))
             on_delivery_outcome(delivery, outcome)
-        if changed:
-            Delivery.objects.filter(lease_token=claim.token).bulk_update(changed, OUTCOME_FIELDS)
+        for status_code, succeeded_ids in succeeded.items():
+            Delivery.objects.filter(pk__in=succeeded_ids, lease_token=claim.token).update(
+                status=DeliveryStatus.SUCCEEDED,
+                lease_token=None,
+                lease_expires_at=None,
+                last_status_code=status_code,
+                last_error="",
+                updated_at=now,
+                completed_at=now,
+                next_attempt_at=None,
+                first_attempt_at=_FIRST_ATTEMPT_OF_CYCLE,
+            )
         if attempts:
             _record_endpoint_health(endpoint, [r for r in results if r.attempt is not None])
         gone = next((r for r in results if r.decision.suspend_endpoint), None)
@@ -145,40 +159,38 @@ def record(
     return outcomes
 
 
-def _apply(result: Result, now: datetime, max_countdown: float) -> tuple[str, float | None]:
-    """Set the delivery's fields for its outcome; returns the outcome and, for a retry
-    soon enough to wait in the broker, its countdown."""
-    delivery, decision = result.delivery, result.decision
+def _record_failure(
+    claim: Claim, result: Result, now: datetime, settings: conf.DeliverySettings
+) -> tuple[str, float | None]:
+    """Record a retry or a dead letter; returns the outcome and, for a retry soon enough
+    to wait in the broker, its countdown."""
+    decision = result.decision
     reason = f" ({decision.reason})" if decision.reason else ""
-    delivery.lease_token = None
-    delivery.lease_expires_at = None
-    delivery.last_status_code = result.status_code
-    delivery.last_error = f"{result.error}{reason}"[:2000]
-    delivery.updated_at = now
-    if result.attempt is not None and delivery.first_attempt_at is None:
-        # The retry window runs from the first request actually made, not from a claim
-        # that found the endpoint suspended.
-        delivery.first_attempt_at = result.attempt.started_at
-    if decision.verdict == Verdict.SUCCEEDED:
-        delivery.status, delivery.completed_at, delivery.next_attempt_at = (
-            DeliveryStatus.SUCCEEDED,
-            now,
-            None,
-        )
-        return Outcome.SUCCEEDED, None
+    fields: dict[str, object] = {
+        "lease_token": None,
+        "lease_expires_at": None,
+        "last_status_code": result.status_code,
+        "last_error": f"{result.error}{reason}"[:2000],
+        "updated_at": now,
+    }
+    if result.attempt is not None:
+        fields["first_attempt_at"] = _FIRST_ATTEMPT_OF_CYCLE
+    countdown: float | None = None
     if decision.verdict == Verdict.RETRY:
-        short_wait = decision.delay_seconds <= max_countdown
-        delivery.status = DeliveryStatus.PENDING
-        delivery.next_attempt_at = now + timedelta(seconds=decision.delay_seconds)
-        # Long waits have no message out: the sweeper enqueues them when due.
-        delivery.enqueued_at = now if short_wait else None
-        return Outcome.RETRY_SCHEDULED, decision.delay_seconds if short_wait else None
-    delivery.status, delivery.completed_at, delivery.next_attempt_at = (
-        DeliveryStatus.DEAD_LETTERED,
-        now,
-        None,
-    )
-    return Outcome.DEAD_LETTERED, None
+        short_wait = decision.delay_seconds <= settings.max_countdown_seconds
+        countdown = decision.delay_seconds if short_wait else None
+        fields.update(
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
+            # Long waits have no message out: the sweeper enqueues them when due.
+            enqueued_at=now if short_wait else None,
+        )
+        outcome = Outcome.RETRY_SCHEDULED
+    else:
+        fields.update(status=DeliveryStatus.DEAD_LETTERED, completed_at=now, next_attempt_at=None)
+        outcome = Outcome.DEAD_LETTERED
+    Delivery.objects.filter(pk=result.delivery.pk, lease_token=claim.token).update(**fields)
+    return outcome, countdown
 
 
 def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
