@@ -11,6 +11,7 @@ from django.utils import timezone
 from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import enqueue_deliveries
+from .health import circuit_reopens_at
 
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
@@ -19,12 +20,19 @@ def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: 
     status = (
         DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
     )
+    due_at: datetime = now
+    enqueued_at: datetime | None = now
+    reopens_at = circuit_reopens_at(endpoint)
+    if reopens_at is not None and reopens_at > now:
+        # Its circuit is open: the delivery waits in the database, with no task message,
+        # until the sweeper brings it to the probe (a refused message would cost a claim).
+        due_at, enqueued_at = reopens_at, None
     return Delivery(
         event_id=event_id,
         endpoint=endpoint,
         status=status,
-        next_attempt_at=now,
-        enqueued_at=now,
+        next_attempt_at=due_at,
+        enqueued_at=enqueued_at,
         **fields,
     )
 
@@ -54,7 +62,12 @@ def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
             return 0
         endpoints = list(
             Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-                "id", "event_types", "state", "ordered_delivery"
+                "id",
+                "event_types",
+                "state",
+                "ordered_delivery",
+                "circuit_state",
+                "circuit_changed_at",
             )
         )
         deliveries = [
@@ -66,7 +79,11 @@ def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         delivery_ids = list(
             Delivery.objects.filter(
-                event_id__in=fanned_out, is_replay=False, status=DeliveryStatus.PENDING, attempts=0
+                event_id__in=fanned_out,
+                is_replay=False,
+                status=DeliveryStatus.PENDING,
+                attempts=0,
+                enqueued_at__isnull=False,
             ).values_list("id", flat=True)
         )
         transaction.on_commit(lambda: enqueue_deliveries(delivery_ids), robust=True)

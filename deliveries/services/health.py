@@ -19,7 +19,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 from uuid import UUID
 
@@ -119,6 +119,13 @@ def _probe_wait(endpoint: Endpoint) -> float:
         rules.SHORT_WAIT_SECONDS,
         endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
     )
+
+
+def circuit_reopens_at(endpoint: Endpoint) -> datetime | None:
+    """When an open circuit lets its probe through; None when the circuit is not open."""
+    if endpoint.circuit_state != CircuitState.OPEN or endpoint.circuit_changed_at is None:
+        return None
+    return endpoint.circuit_changed_at + timedelta(seconds=_breaker_settings().cooldown_seconds)
 
 
 def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:

@@ -33,6 +33,10 @@ _FIRST_ATTEMPT_OF_CYCLE = Coalesce(
 )
 
 
+# Deliveries put off for longer than this wait for the sweeper, not in a countdown message.
+PARK_AFTER_SECONDS = 5.0
+
+
 class Outcome:
     """What an attempt did; tests and logs assert on these strings."""
 
@@ -217,9 +221,14 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
 
 
 def _put_off(claim: Claim, deliveries: list[Delivery], delay_seconds: float) -> None:
-    """Give claimed deliveries back without spending an attempt; due after the delay."""
+    """Give claimed deliveries back without spending an attempt; due after the delay.
+
+    A short wait has a countdown message; a longer one waits in the database and the
+    sweeper enqueues it when due. Workers hold countdown messages in memory and run them
+    in turn with fresh ones, so an endpoint's refused backlog must not live there.
+    """
     now = timezone.now()
-    short_wait = delay_seconds <= conf.get().max_countdown_seconds
+    short_wait = delay_seconds <= PARK_AFTER_SECONDS
     ids = [delivery.pk for delivery in deliveries]
     updated = Delivery.objects.filter(pk__in=ids, lease_token=claim.token).update(
         status=DeliveryStatus.PENDING,
@@ -227,7 +236,6 @@ def _put_off(claim: Claim, deliveries: list[Delivery], delay_seconds: float) -> 
         lease_expires_at=None,
         attempts=F("attempts") - 1,
         next_attempt_at=now + timedelta(seconds=delay_seconds),
-        # Long waits have no message out: the sweeper enqueues them when due.
         enqueued_at=now if short_wait else None,
         updated_at=now,
     )
