@@ -130,7 +130,11 @@ def _send_in_turn(
 
     settings = conf.get()
     allowed = admission.how_many(len(waiting))
-    deadline = time.monotonic() + settings.batch_seconds
+    # New requests start only while the batch's lease is safe: the last one may still take
+    # its full timeouts, and an expired lease would let another worker send them again.
+    request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
+    budget = min(settings.batch_seconds, settings.lease_seconds / 2 - request_seconds)
+    deadline = time.monotonic() + budget
     results: list[Result] = []
     for index, delivery in enumerate(waiting):
         rest = waiting[index:]

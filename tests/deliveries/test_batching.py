@@ -1,0 +1,129 @@
+"""Batches: several deliveries to one endpoint claimed, sent and recorded together.
+
+The batch is run in this process (`deliveries_attempt`) against the real database, Redis
+and an HTTP receiver on 127.0.0.1, so each test can look at one batch's effects.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from deliveries import services
+from deliveries.models import (
+    Attempt,
+    CircuitState,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+)
+from deliveries.services.recording import Outcome
+from tests.receiver import Receiver, Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST: dict[str, Any] = {
+    "backoff_base_seconds": 0.05,
+    "backoff_max_seconds": 0.2,
+    "connect_timeout_seconds": 1.0,
+    "read_timeout_seconds": 1.0,
+    "event_types": ["*"],
+}
+
+
+def deliveries_of(count: int, endpoint: Endpoint) -> list[int]:
+    """Emit `count` events and fan them out here, without a worker."""
+    with transaction.atomic():
+        events = [services.emit("order.created", {"n": n}) for n in range(count)]
+    services.events_fan_out(event_ids=[event.pk for event in events])
+    return list(
+        Delivery.objects.filter(endpoint=endpoint).order_by("pk").values_list("pk", flat=True)
+    )
+
+
+def test_a_batch_costs_a_few_statements_not_a_few_per_delivery(receiver: Receiver) -> None:
+    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    ids = deliveries_of(20, endpoint)
+
+    from django.db import connection
+
+    with CaptureQueriesContext(connection) as queries:
+        outcomes = services.deliveries_attempt(delivery_ids=ids)
+
+    assert set(outcomes.values()) == {Outcome.SUCCEEDED}
+    assert len(receiver.requests) == 20
+    assert len(queries) <= 15  # claim, read, secrets, write-back, endpoint health
+    assert set(Delivery.objects.values_list("status", "attempts")) == {
+        (DeliveryStatus.SUCCEEDED, 1)
+    }
+    assert Attempt.objects.count() == 20
+    assert Delivery.objects.filter(first_attempt_at__isnull=True).count() == 0
+
+
+def test_mixed_answers_are_recorded_one_by_one(receiver: Receiver) -> None:
+    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    ids = deliveries_of(4, endpoint)
+    receiver.script(200, 500, 200, 500)
+
+    outcomes = services.deliveries_attempt(delivery_ids=ids)
+
+    assert [outcomes[i] for i in ids] == [
+        Outcome.SUCCEEDED,
+        Outcome.RETRY_SCHEDULED,
+        Outcome.SUCCEEDED,
+        Outcome.RETRY_SCHEDULED,
+    ]
+    statuses = dict(Delivery.objects.values_list("pk", "last_status_code"))
+    assert [statuses[i] for i in ids] == [200, 500, 200, 500]
+    endpoint.refresh_from_db()
+    # Only the failures after the last success count as consecutive.
+    assert endpoint.consecutive_failures == 1
+    assert endpoint.last_success_at is not None
+
+
+def test_no_answer_stops_the_batch_and_the_rest_spend_no_attempt(receiver: Receiver) -> None:
+    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    ids = deliveries_of(5, endpoint)
+    receiver.script(Reply(delay_seconds=1.5))  # beyond the read timeout
+
+    outcomes = services.deliveries_attempt(delivery_ids=ids)
+
+    assert outcomes[ids[0]] == Outcome.RETRY_SCHEDULED
+    assert {outcomes[i] for i in ids[1:]} == {Outcome.DEFERRED}
+    rest = Delivery.objects.filter(pk__in=ids[1:])
+    assert set(rest.values_list("status", "attempts")) == {(DeliveryStatus.PENDING, 0)}
+    assert Attempt.objects.count() == 1
+
+
+def test_a_batch_starts_no_request_its_lease_might_not_cover(
+    receiver: Receiver, settings: Any
+) -> None:
+    settings.WEBHOOKS_LEASE_SECONDS = 2.0  # half of it is spent by one request's timeouts
+    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    ids = deliveries_of(3, endpoint)
+
+    outcomes = services.deliveries_attempt(delivery_ids=ids)
+
+    assert outcomes[ids[0]] == Outcome.SUCCEEDED
+    assert {outcomes[i] for i in ids[1:]} == {Outcome.DEFERRED}
+    assert len(receiver.requests) == 1
+
+
+def test_an_open_circuit_parks_new_deliveries_without_a_message(receiver: Receiver) -> None:
+    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    opened_at = timezone.now()
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        circuit_state=CircuitState.OPEN, circuit_changed_at=opened_at
+    )
+
+    [delivery_id] = deliveries_of(1, endpoint)
+
+    parked = Delivery.objects.get(pk=delivery_id)
+    assert parked.status == DeliveryStatus.PENDING
+    assert parked.enqueued_at is None  # the sweeper brings it when the cool-down ends
+    assert parked.next_attempt_at is not None
+    assert parked.next_attempt_at >= opened_at + timedelta(seconds=1)
+    assert services.deliveries_attempt(delivery_ids=[delivery_id]) == {}  # not due yet
