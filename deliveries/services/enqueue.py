@@ -20,12 +20,17 @@ def enqueue_deliveries(
     """Send the deliveries' task messages: a few ids of one endpoint per message, so the
     worker claims, sends and records them as a batch (`one_endpoint` when the caller
     knows they share one and the lookup can be skipped)."""
-    from ..tasks import deliver_batch
-
     ids = list(dict.fromkeys(delivery_ids))
     if not ids:
         return
     groups = [ids] if one_endpoint or len(ids) == 1 else _by_endpoint(ids)
+    enqueue_delivery_groups(groups, countdown)
+
+
+def enqueue_delivery_groups(groups: list[list[int]], countdown: float | None = None) -> None:
+    """Send task messages for deliveries already grouped by endpoint."""
+    from ..tasks import deliver_batch
+
     size = conf.get().batch_size
     # One producer (and broker connection) for all the messages.
     with celery_app.producer_or_acquire() as producer:

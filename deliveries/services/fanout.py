@@ -1,5 +1,6 @@
 """Fan-out: one Delivery row per endpoint subscribed to an event."""
 
+from collections import defaultdict
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
@@ -10,7 +11,7 @@ from django.utils import timezone
 
 from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .enqueue import enqueue_deliveries
+from .enqueue import enqueue_delivery_groups
 from .health import circuit_reopens_at
 
 
@@ -77,23 +78,29 @@ def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
         Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
         fanned_out = [event.pk for event in events]
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
-        delivery_ids = list(
+        by_endpoint: dict[UUID, list[int]] = defaultdict(list)
+        for endpoint_id, delivery_id in (
             Delivery.objects.filter(
                 event_id__in=fanned_out,
                 is_replay=False,
                 status=DeliveryStatus.PENDING,
                 attempts=0,
                 enqueued_at__isnull=False,
-            ).values_list("id", flat=True)
+            )
+            .order_by("id")
+            .values_list("endpoint_id", "id")
+        ):
+            by_endpoint[endpoint_id].append(delivery_id)
+        transaction.on_commit(
+            lambda: enqueue_delivery_groups(list(by_endpoint.values())), robust=True
         )
-        transaction.on_commit(lambda: enqueue_deliveries(delivery_ids), robust=True)
         # Later events of these keys may have waited for this fan-out.
         for key in dict.fromkeys(event.ordering_key for event in events if event.ordering_key):
             transaction.on_commit(
                 lambda key=key: ordering.enqueue_next(ordering_key=key),  # type: ignore[misc]
                 robust=True,
             )
-    return len(delivery_ids)
+    return sum(len(ids) for ids in by_endpoint.values())
 
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:

@@ -22,7 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .. import conf, ordering, payloads, transport
-from ..models import Attempt, Delivery, DeliveryStatus, EndpointState
+from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
 from .health import Admission, endpoint_admit
@@ -62,10 +62,14 @@ def deliveries_claim(*, delivery_ids: Collection[int]) -> Claim:
     deliveries: list[Delivery] = []
     if claimed:
         deliveries = list(
-            Delivery.objects.select_related("event", "endpoint")
+            Delivery.objects.select_related("event")
             .filter(pk__in=ids, lease_token=token)
             .order_by("endpoint_id", "pk")
         )
+        # One instance per endpoint, not one per row: a batch shares its endpoint.
+        endpoints = Endpoint.objects.in_bulk({delivery.endpoint_id for delivery in deliveries})
+        for delivery in deliveries:
+            delivery.endpoint = endpoints[delivery.endpoint_id]
     return Claim(deliveries=deliveries, token=token, now=now)
 
 
