@@ -74,23 +74,16 @@ def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
         deliveries = [
             delivery for event in events for delivery in _deliveries_of(event, endpoints, now)
         ]
-        # ignore_conflicts: a fan-out that crashed after inserting may run again.
-        Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+        # No conflicts are possible: an event's normal deliveries are only ever created in
+        # the transaction that sets its `fanned_out_at`, and its row is locked here.
+        Delivery.objects.bulk_create(deliveries)
         fanned_out = [event.pk for event in events]
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         by_endpoint: dict[UUID, list[int]] = defaultdict(list)
-        for endpoint_id, delivery_id in (
-            Delivery.objects.filter(
-                event_id__in=fanned_out,
-                is_replay=False,
-                status=DeliveryStatus.PENDING,
-                attempts=0,
-                enqueued_at__isnull=False,
-            )
-            .order_by("id")
-            .values_list("endpoint_id", "id")
-        ):
-            by_endpoint[endpoint_id].append(delivery_id)
+        for delivery in deliveries:
+            # Held deliveries and those parked behind an open circuit have no message.
+            if delivery.status == DeliveryStatus.PENDING and delivery.enqueued_at is not None:
+                by_endpoint[delivery.endpoint_id].append(delivery.pk)
         transaction.on_commit(
             lambda: enqueue_delivery_groups(list(by_endpoint.values())), robust=True
         )

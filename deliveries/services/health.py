@@ -206,11 +206,22 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
     )
 
 
-def endpoint_record_attempts(*, endpoint_id: UUID, attempts: int, failures: int) -> None:
+def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int) -> None:
     """After a batch's attempts, inside their transaction (the endpoint row is already
     locked by the caller's update of its counters): move the circuit breaker, suspend an
     endpoint that keeps failing. `failures` of the `attempts` failed; when some failed and
-    some succeeded, the batch's last attempt decides a half-open breaker."""
+    some succeeded, the batch's last attempt decides a half-open breaker. `endpoint` is
+    as the batch's claim read it."""
+    endpoint_id = endpoint.pk
+    if not failures and endpoint.circuit_state == CircuitState.CLOSED:
+        # The common case: nothing can open or close, only the window counts.
+        try:
+            _store().record_outcomes(
+                str(endpoint_id), attempts, 0, _breaker_settings().window_seconds
+            )
+        except redis.RedisError:
+            logger.warning("health counters unavailable; the circuit breaker skips attempts")
+        return
     now = timezone.now()
     row = Endpoint.objects.filter(pk=endpoint_id).values(
         "state",

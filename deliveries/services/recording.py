@@ -33,8 +33,21 @@ _FIRST_ATTEMPT_OF_CYCLE = Coalesce(
 )
 
 
+# An endpoint's `last_success_at` is kept to this precision: a busy endpoint's row is not
+# rewritten by every batch.
+LAST_SUCCESS_RESOLUTION_SECONDS = 1.0
+# A batch recorded with more of its lease left than this skips re-reading which of its
+# rows it still owns (the updates check the lease token anyway).
+LEASE_MARGIN_SECONDS = 5.0
 # Deliveries put off for longer than this wait for the sweeper, not in a countdown message.
 PARK_AFTER_SECONDS = 5.0
+
+
+def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
+    if len(results) == 1 and results[0].attempt is not None:
+        # One row: its own attempt's start, without the subquery.
+        return Coalesce("first_attempt_at", Value(results[0].attempt.started_at))
+    return _FIRST_ATTEMPT_OF_CYCLE
 
 
 class Outcome:
@@ -57,6 +70,7 @@ class Claim:
     deliveries: list[Delivery]
     token: uuid.UUID
     now: datetime
+    lease_expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -99,19 +113,19 @@ def record(
     retries: list[tuple[int, float]] = []
     with transaction.atomic():
         ids = [result.delivery.pk for result in results]
-        owned = (
-            set(
+        owned = set(ids)
+        lease_left = (claim.lease_expires_at - now).total_seconds()
+        if ids and lease_left < LEASE_MARGIN_SECONDS:
+            # Another worker may have taken some over: write only the rows still ours.
+            owned = set(
                 Delivery.objects.select_for_update()
                 .filter(pk__in=ids, lease_token=claim.token)
                 .values_list("pk", flat=True)
             )
-            if ids
-            else set()
-        )
         attempts = [result.attempt for result in results if result.attempt is not None]
         if attempts:
             Attempt.objects.bulk_create(attempts)
-        succeeded: dict[int | None, list[int]] = defaultdict(list)
+        succeeded: dict[int | None, list[Result]] = defaultdict(list)
         for result in results:
             delivery = result.delivery
             if delivery.pk not in owned:
@@ -120,15 +134,17 @@ def record(
             if result.decision.verdict == Verdict.SUCCEEDED:
                 # The common case: one statement for all of them (per status code).
                 outcome, countdown = Outcome.SUCCEEDED, None
-                succeeded[result.status_code].append(delivery.pk)
+                succeeded[result.status_code].append(result)
             else:
                 outcome, countdown = _record_failure(claim, result, now, settings)
             outcomes[delivery.pk] = outcome
             if countdown is not None:
                 retries.append((delivery.pk, countdown))
             on_delivery_outcome(delivery, outcome)
-        for status_code, succeeded_ids in succeeded.items():
-            Delivery.objects.filter(pk__in=succeeded_ids, lease_token=claim.token).update(
+        for status_code, done in succeeded.items():
+            Delivery.objects.filter(
+                pk__in=[r.delivery.pk for r in done], lease_token=claim.token
+            ).update(
                 status=DeliveryStatus.SUCCEEDED,
                 lease_token=None,
                 lease_expires_at=None,
@@ -137,7 +153,7 @@ def record(
                 updated_at=now,
                 completed_at=now,
                 next_attempt_at=None,
-                first_attempt_at=_FIRST_ATTEMPT_OF_CYCLE,
+                first_attempt_at=_first_attempt_of_cycle(done),
             )
         if attempts:
             _record_endpoint_health(endpoint, [r for r in results if r.attempt is not None])
@@ -178,7 +194,7 @@ def _record_failure(
         "updated_at": now,
     }
     if result.attempt is not None:
-        fields["first_attempt_at"] = _FIRST_ATTEMPT_OF_CYCLE
+        fields["first_attempt_at"] = _first_attempt_of_cycle([result])
     countdown: float | None = None
     if decision.verdict == Verdict.RETRY:
         short_wait = decision.delay_seconds <= settings.max_countdown_seconds
@@ -203,7 +219,12 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
     now = timezone.now()
     succeeded = [r.decision.verdict == Verdict.SUCCEEDED for r in sent]
     failures = succeeded.count(False)
-    if True in succeeded:
+    recently = endpoint.last_success_at is not None and (
+        now - endpoint.last_success_at
+    ) < timedelta(seconds=LAST_SUCCESS_RESOLUTION_SECONDS)
+    if not failures and not endpoint.consecutive_failures and recently:
+        pass  # nothing worth a write to a row that every batch of the endpoint touches
+    elif True in succeeded:
         trailing = succeeded[::-1].index(True)
         Endpoint.objects.filter(pk=endpoint.pk).update(
             consecutive_failures=trailing,
@@ -217,7 +238,7 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
             last_failure_at=now,
             failing_since=Coalesce("failing_since", Value(now)),
         )
-    endpoint_record_attempts(endpoint_id=endpoint.pk, attempts=len(sent), failures=failures)
+    endpoint_record_attempts(endpoint=endpoint, attempts=len(sent), failures=failures)
 
 
 def _put_off(claim: Claim, deliveries: list[Delivery], delay_seconds: float) -> None:
