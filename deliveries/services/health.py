@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 # Deferrals for a saturated endpoint grow with the queue in front of it, up to this, so a
 # large backlog is not re-claimed every second (longer waits go to the sweeper).
 MAX_DEFER_SECONDS = 30.0
+# Refusals that mean "this endpoint is failing": its backlog waits in the database.
+PARKING_REASONS = frozenset({"circuit_open", "circuit_half_open"})
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Admission:
     share: float = 1.0
     # How long the part of a batch that the probe or the ramp held back waits.
     held_back_seconds: float = 0.0
+    # Refused by the breaker: the batch waits in the database, not in a countdown message.
+    park: bool = False
     _release: Callable[[], None] | None = field(default=None, repr=False)
     _rate_limits: Callable[[], float] | None = field(default=None, repr=False)
 
@@ -108,7 +112,8 @@ def _store() -> HealthStore:
 def _refuse(reason: str, wait_seconds: float) -> Admission:
     metrics.DELIVERIES_DEFERRED.labels(reason=reason).inc()
     # Jitter spreads the deferred deliveries so they do not come back as one burst.
-    return Admission(False, wait_seconds * random.uniform(1.0, 1.5), reason)  # noqa: S311
+    wait = wait_seconds * random.uniform(1.0, 1.5)  # noqa: S311
+    return Admission(False, wait, reason, park=reason in PARKING_REASONS)
 
 
 def _probe_wait(endpoint: Endpoint) -> float:

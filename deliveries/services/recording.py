@@ -39,8 +39,6 @@ LAST_SUCCESS_RESOLUTION_SECONDS = 1.0
 # A batch recorded with more of its lease left than this skips re-reading which of its
 # rows it still owns (the updates check the lease token anyway).
 LEASE_MARGIN_SECONDS = 5.0
-# Deliveries put off for longer than this wait for the sweeper, not in a countdown message.
-PARK_AFTER_SECONDS = 5.0
 
 
 def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
@@ -95,13 +93,18 @@ def give_back(claim: Claim, deliveries: list[Delivery], *, status: str) -> None:
     )
 
 
+@dataclass(frozen=True)
+class PutOff:
+    """Claimed deliveries given back unsent, due again after `seconds`; `park`ed ones
+    (behind an open circuit or a probe) wait in the database for the sweeper."""
+
+    deliveries: list[Delivery]
+    seconds: float = 0.0
+    park: bool = False
+
+
 def record(
-    claim: Claim,
-    endpoint: Endpoint,
-    results: list[Result],
-    *,
-    put_off: list[Delivery],
-    put_off_seconds: float,
+    claim: Claim, endpoint: Endpoint, results: list[Result], put_off: PutOff
 ) -> dict[int, str]:
     """Record one endpoint's results and put off the deliveries that were not sent.
 
@@ -163,9 +166,9 @@ def record(
                 endpoint_id=endpoint.pk,
                 reason=f"receiver answered {gone.status_code} (Gone)",
             )
-        if put_off:
-            _put_off(claim, put_off, put_off_seconds)
-            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in put_off)
+        if put_off.deliveries:
+            _put_off(claim, put_off)
+            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in put_off.deliveries)
         if retries:
             transaction.on_commit(lambda: _enqueue_retries(retries), robust=True)
     for result in results:
@@ -241,28 +244,30 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
     endpoint_record_attempts(endpoint=endpoint, attempts=len(sent), failures=failures)
 
 
-def _put_off(claim: Claim, deliveries: list[Delivery], delay_seconds: float) -> None:
-    """Give claimed deliveries back without spending an attempt; due after the delay.
+def _put_off(claim: Claim, put_off: PutOff) -> None:
+    """Give claimed deliveries back without spending an attempt.
 
-    A short wait has a countdown message; a longer one waits in the database and the
-    sweeper enqueues it when due. Workers hold countdown messages in memory and run them
-    in turn with fresh ones, so an endpoint's refused backlog must not live there.
+    A short wait has a countdown message. A parked delivery, or one waiting longer than
+    countdowns may, waits in the database and the sweeper enqueues it when due: workers
+    hold countdown messages in memory and run them in turn with fresh ones, so a dead
+    endpoint's refused backlog must not live there.
     """
     now = timezone.now()
-    short_wait = delay_seconds <= PARK_AFTER_SECONDS
-    ids = [delivery.pk for delivery in deliveries]
+    delay = put_off.seconds
+    short_wait = not put_off.park and delay <= conf.get().max_countdown_seconds
+    ids = [delivery.pk for delivery in put_off.deliveries]
     updated = Delivery.objects.filter(pk__in=ids, lease_token=claim.token).update(
         status=DeliveryStatus.PENDING,
         lease_token=None,
         lease_expires_at=None,
         attempts=F("attempts") - 1,
-        next_attempt_at=now + timedelta(seconds=delay_seconds),
+        next_attempt_at=now + timedelta(seconds=delay),
         enqueued_at=now if short_wait else None,
         updated_at=now,
     )
     if updated and short_wait:
         # robust: if the broker is down the rows are safe anyway; the sweeper enqueues them.
-        countdown = max(delay_seconds, 0.01)
+        countdown = max(delay, 0.01)
         transaction.on_commit(
             lambda: enqueue_deliveries(ids, countdown=countdown, one_endpoint=True), robust=True
         )

@@ -27,7 +27,7 @@ from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
 from .health import Admission, endpoint_admit
-from .recording import Claim, Outcome, Result, give_back, record
+from .recording import Claim, Outcome, PutOff, Result, give_back, record
 from .wire import build_headers, redact_headers, render_body
 
 __all__ = [
@@ -110,33 +110,32 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
             results.append(Result(delivery, decision, error="worker lost during the last attempt"))
         else:
             waiting.append(delivery)
-    put_off: list[Delivery] = []
-    put_off_seconds = 0.0
+    put_off = PutOff([])
     if waiting:
         # Before any costly work: a refused batch is put off cheaply, spending no attempt.
         admission = endpoint_admit(endpoint=endpoint, token=claim.token)
         if not admission.admitted:
-            put_off, put_off_seconds = waiting, admission.retry_in_seconds
+            put_off = PutOff(waiting, admission.retry_in_seconds, park=admission.park)
         else:
             try:
-                sent, put_off, put_off_seconds = _send_in_turn(claim, waiting, admission)
+                sent, put_off = _send_in_turn(claim, waiting, admission)
             finally:
                 admission.release()
             results += sent
-    return record(claim, endpoint, results, put_off=put_off, put_off_seconds=put_off_seconds)
+    return record(claim, endpoint, results, put_off)
 
 
 def _send_in_turn(
     claim: Claim, waiting: list[Delivery], admission: Admission
-) -> tuple[list[Result], list[Delivery], float]:
+) -> tuple[list[Result], PutOff]:
     """Send the deliveries one after another while the gate, the time budget and the
-    endpoint allow; returns the results and the deliveries put off, with their wait."""
+    endpoint allow; returns the results and the deliveries put off."""
     endpoint = waiting[0].endpoint
     secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
     if not secrets:
         decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
         error = "no unexpired signing secret"
-        return [Result(delivery, decision, error=error) for delivery in waiting], [], 0.0
+        return [Result(delivery, decision, error=error) for delivery in waiting], PutOff([])
 
     settings = conf.get()
     allowed = admission.how_many(len(waiting))
@@ -149,21 +148,22 @@ def _send_in_turn(
     for index, delivery in enumerate(waiting):
         rest = waiting[index:]
         if index >= allowed:
-            return results, rest, admission.held_back_seconds
+            # Behind a probe they wait for its verdict in the database.
+            return results, PutOff(rest, admission.held_back_seconds, park=admission.probe)
         if index:
             # Other endpoints' batches wait for this thread: hand the rest to a new task.
             if time.monotonic() > deadline:
-                return results, rest, 0.0
+                return results, PutOff(rest)
             wait = admission.next_request_wait()
             if wait:
-                return results, rest, wait
+                return results, PutOff(rest, wait)
         result = _send_one(claim, delivery, secrets)
         results.append(result)
         if result.attempt is not None and result.status_code is None:
             # No answer at all (timeout, refused): the others would most likely wait as
             # long for nothing. They go back to the queue, and to the breaker's judgement.
-            return results, waiting[index + 1 :], conf.health().defer_seconds
-    return results, [], 0.0
+            return results, PutOff(waiting[index + 1 :], conf.health().defer_seconds)
+    return results, PutOff([])
 
 
 def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
