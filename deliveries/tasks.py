@@ -1,10 +1,18 @@
 """Celery tasks of the sending side: thin wrappers that take ids and call services."""
 
+import time
 from dataclasses import asdict
 
 from celery import shared_task
 
 from . import services
+
+# A message that started this much after it was due waited in a backlog.
+LATE_SECONDS = 0.05
+
+
+def _late(due: float | None) -> bool:
+    return due is not None and time.time() - due > LATE_SECONDS
 
 
 @shared_task(name="deliveries.tasks.fan_out_event")
@@ -13,13 +21,13 @@ def fan_out_event(event_id: str) -> int:
 
 
 @shared_task(name="deliveries.tasks.fan_out_events")
-def fan_out_events(event_ids: list[str]) -> int:
-    return services.events_fan_out(event_ids=event_ids)
+def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
+    return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
 @shared_task(name="deliveries.tasks.deliver_batch")
-def deliver_batch(delivery_ids: list[int]) -> dict[str, str]:
-    outcomes = services.deliveries_attempt(delivery_ids=delivery_ids)
+def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
+    outcomes = services.deliveries_attempt(delivery_ids=delivery_ids, top_up=_late(due))
     return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}
 
 

@@ -1,5 +1,6 @@
 """Sending task messages. Only ids travel; every task re-reads its row."""
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -37,10 +38,13 @@ def enqueue_delivery_groups(groups: list[list[int]], countdown: float | None = N
         for group in groups:
             for start in range(0, len(group), size):
                 batch = group[start : start + size]
+                # When the message is due: the task tells from it whether it waited in a
+                # backlog (and then fills its batch up).
+                due = {"due": time.time() + (countdown or 0.0)}
                 if countdown:
-                    deliver_batch.apply_async((batch,), producer=producer, countdown=countdown)
+                    deliver_batch.apply_async((batch,), due, producer=producer, countdown=countdown)
                 else:
-                    deliver_batch.apply_async((batch,), producer=producer)
+                    deliver_batch.apply_async((batch,), due, producer=producer)
 
 
 def _by_endpoint(ids: list[int]) -> list[list[int]]:
@@ -63,7 +67,7 @@ def enqueue_fan_outs(event_ids: Iterable[UUID | str]) -> None:
     with celery_app.producer_or_acquire() as producer:
         for start in range(0, len(ids), FAN_OUT_BATCH_SIZE):
             batch = ids[start : start + FAN_OUT_BATCH_SIZE]
-            fan_out_events.apply_async((batch,), producer=producer)
+            fan_out_events.apply_async((batch,), {"due": time.time()}, producer=producer)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .enqueue import enqueue_delivery_groups
+from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
 from .health import circuit_reopens_at
 
 
@@ -43,22 +43,36 @@ def event_fan_out(*, event_id: UUID | str) -> int:
     return events_fan_out(event_ids=[event_id])
 
 
-def events_fan_out(*, event_ids: Collection[UUID | str]) -> int:
+def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -> int:
     """Create the events' deliveries and enqueue them after commit. Safe to run again.
 
     All the events go in one transaction, so a product transaction that emitted many
     events costs a few statements and its deliveries leave in batches per endpoint.
-    Endpoints that are suspended get a held delivery, so resuming them delivers what they
-    missed; disabled endpoints get nothing. Returns how many deliveries were enqueued.
+    With `top_up` (the message waited in a backlog) other events waiting for their
+    fan-out come along. Endpoints that are suspended get a held delivery, so resuming them
+    delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
+    were enqueued.
     """
     now = timezone.now()
     with transaction.atomic():
-        # Locked, and re-checked after any wait: of two fan-outs of an event, one does it.
+        # Locked: of two fan-outs of an event, one does it. An event another fan-out holds
+        # is skipped, not waited for: that one does it (or, if it fails, the sweeper), and
+        # this thread goes on with other work instead of queueing behind its lock.
         events = list(
-            Event.objects.select_for_update()
+            Event.objects.select_for_update(skip_locked=True)
             .filter(pk__in=list(event_ids), fanned_out_at__isnull=True)
             .order_by("created_at")
         )
+        if top_up:
+            # The message waited in a backlog: take other events still waiting for their
+            # fan-out along (their own messages will find them done).
+            room = FAN_OUT_BATCH_SIZE - len(events)
+            events += list(
+                Event.objects.select_for_update(skip_locked=True)
+                .filter(fanned_out_at__isnull=True)
+                .exclude(pk__in=[event.pk for event in events])
+                .order_by("created_at")[: max(room, 0)]
+            )
         if not events:
             return 0
         endpoints = list(

@@ -43,11 +43,17 @@ __all__ = [
 ]
 
 
-def deliveries_claim(*, delivery_ids: Collection[int]) -> Claim:
-    """Take the due rows among these for this worker; the others are not due or taken."""
+def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> Claim:
+    """Take the due rows among these for this worker; the others are not due or taken.
+
+    With `top_up` (the message waited in a backlog), the batch is filled up with other
+    due deliveries of its endpoint: under load, many small messages become a few full
+    batches, and the messages of the deliveries taken here find nothing left to claim.
+    """
     now = timezone.now()
     token = uuid.uuid4()
-    lease = timedelta(seconds=conf.get().lease_seconds)
+    settings = conf.get()
+    lease = timedelta(seconds=settings.lease_seconds)
     due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
         status=DeliveryStatus.SENDING, lease_expires_at__lt=now
     )
@@ -65,18 +71,36 @@ def deliveries_claim(*, delivery_ids: Collection[int]) -> Claim:
     if claimed < len(ids):
         ordered = due & Q(ordering_key__isnull=False) & ordering.claimable_in_order()
         claimed += Delivery.objects.filter(ordered, pk__in=ids).update(**taken)
-    deliveries: list[Delivery] = []
-    if claimed:
-        deliveries = list(
-            Delivery.objects.select_related("event", "endpoint")
-            .filter(pk__in=ids, lease_token=token)
-            .order_by("endpoint_id", "pk")
-        )
-        # One instance per endpoint, not one per row: a batch shares its endpoint.
-        endpoints: dict[UUID, Endpoint] = {}
-        for delivery in deliveries:
-            delivery.endpoint = endpoints.setdefault(delivery.endpoint_id, delivery.endpoint)
+    deliveries = _claimed(ids, token) if claimed else []
+    room = settings.batch_size - len(deliveries)
+    if top_up and deliveries and room > 0:
+        endpoint_id = deliveries[0].endpoint_id
+        more = Delivery.objects.filter(
+            status=DeliveryStatus.PENDING,
+            next_attempt_at__lte=now,
+            endpoint_id=endpoint_id,
+            ordering_key__isnull=True,
+            enqueued_at__isnull=False,
+        ).order_by("next_attempt_at")
+        extra = list(more.values_list("pk", flat=True)[:room])
+        if extra and Delivery.objects.filter(due, pk__in=extra).update(**taken):
+            deliveries = sorted(
+                deliveries + _claimed(extra, token), key=lambda d: (str(d.endpoint_id), d.pk)
+            )
     return Claim(deliveries=deliveries, token=token, now=now, lease_expires_at=now + lease)
+
+
+def _claimed(ids: list[int], token: uuid.UUID) -> list[Delivery]:
+    deliveries = list(
+        Delivery.objects.select_related("event", "endpoint")
+        .filter(pk__in=ids, lease_token=token)
+        .order_by("endpoint_id", "pk")
+    )
+    # One instance per endpoint, not one per row: a batch shares its endpoint.
+    endpoints: dict[UUID, Endpoint] = {}
+    for delivery in deliveries:
+        delivery.endpoint = endpoints.setdefault(delivery.endpoint_id, delivery.endpoint)
+    return deliveries
 
 
 def delivery_attempt(*, delivery_id: int) -> str:
@@ -85,9 +109,10 @@ def delivery_attempt(*, delivery_id: int) -> str:
     return outcomes.get(delivery_id, Outcome.NOT_CLAIMED)
 
 
-def deliveries_attempt(*, delivery_ids: Collection[int]) -> dict[int, str]:
-    """Attempt every claimable delivery among these; returns each claimed one's outcome."""
-    claim = deliveries_claim(delivery_ids=delivery_ids)
+def deliveries_attempt(*, delivery_ids: Collection[int], top_up: bool = False) -> dict[int, str]:
+    """Attempt every claimable delivery among these (and, with `top_up`, other due ones
+    of the same endpoint); returns each claimed one's outcome."""
+    claim = deliveries_claim(delivery_ids=delivery_ids, top_up=top_up)
     outcomes: dict[int, str] = {}
     for _, group in groupby(claim.deliveries, key=lambda delivery: delivery.endpoint_id):
         outcomes.update(_attempt_group(claim, list(group)))
