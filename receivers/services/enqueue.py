@@ -4,15 +4,19 @@ The receiving view does not publish itself: ``enqueue_processing_soon`` hands th
 committed row to one sender thread per process, which publishes the ids that arrive within
 ``LINGER_SECONDS`` of the first as one message (``process_inbox_events``, at most
 ``RECEIVERS_ENQUEUE_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). A Celery
-publish costs one to two milliseconds of CPU (kombu builds a Redis client per publish):
-under a burst, one per request was the largest single cost of accepting a webhook, and it
-does not need to delay the answer either.
+publish costs one to two milliseconds of CPU (kombu builds a Redis client for each one):
+under a burst, one publish per accepted webhook was the largest single cost of the view.
+Publishing from the request threads whenever no publish was in progress batched little
+(the publishing thread holds the GIL, so the others queue few ids meanwhile); a short
+linger in a thread of its own makes batches of several ids at any load.
 
-A message is lost if the process dies before the thread sent it, or if the broker refuses
-it: the row was committed with ``enqueued_at`` set, so the sweeper sends it again after
-``RECEIVERS_REQUEUE_GRACE_SECONDS``, exactly as when Redis loses a message.
+If the broker refuses a message, or the process dies before the thread sent it, the row is
+safe: it was committed with ``enqueued_at`` set, so the sweeper sends it again after
+``RECEIVERS_REQUEUE_GRACE_SECONDS``, exactly as when Redis loses a message. A process that
+exits normally (a gunicorn worker restarting) first sends what is queued.
 """
 
+import atexit
 import logging
 import os
 import queue
@@ -30,6 +34,8 @@ logger = logging.getLogger(__name__)
 #: How long the sender thread waits for more ids after the first: a burst then goes out in
 #: few messages, and processing starts at most this much later.
 LINGER_SECONDS = 0.02
+#: How long an exiting process waits for its queued ids to be sent.
+EXIT_FLUSH_SECONDS = 5.0
 
 
 def enqueue_processing(inbox_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
@@ -50,6 +56,11 @@ def enqueue_processing_soon(inbox_id: UUID | str) -> None:
     _sender.submit(str(inbox_id))
 
 
+def flush_pending(timeout: float = 5.0) -> bool:
+    """Wait until every id handed over so far is published (or refused by the broker)."""
+    return _sender.flush(timeout)
+
+
 def publish_batch(inbox_ids: list[str]) -> None:
     from ..tasks import process_inbox_event, process_inbox_events
 
@@ -66,11 +77,20 @@ class BatchSender:
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._pid: int | None = None
+        self._progress = threading.Condition()
+        self._submitted = self._handled = 0
 
     def submit(self, inbox_id: str) -> None:
         if self._pid != os.getpid():
             self._start()
+        with self._progress:
+            self._submitted += 1
         self._queue.put(inbox_id)
+
+    def flush(self, timeout: float) -> bool:
+        with self._progress:
+            target = self._submitted
+            return self._progress.wait_for(lambda: self._handled >= target, timeout)
 
     def _start(self) -> None:
         # Started on first use, and again in a forked child (threads do not survive a fork).
@@ -78,10 +98,14 @@ class BatchSender:
             if self._pid == os.getpid():
                 return
             self._queue = queue.SimpleQueue()
+            self._progress = threading.Condition()
+            self._submitted = self._handled = 0
             thread = threading.Thread(
                 target=self._run, args=(self._queue,), name="inbox-enqueue", daemon=True
             )
             thread.start()
+            if self._pid is None:
+                atexit.register(self.flush, EXIT_FLUSH_SECONDS)
             self._pid = os.getpid()
 
     def _run(self, ids: "queue.SimpleQueue[str]") -> None:
@@ -102,6 +126,9 @@ class BatchSender:
                     extra={"count": len(batch)},
                     exc_info=True,
                 )
+            with self._progress:
+                self._handled += len(batch)
+                self._progress.notify_all()
 
 
 _sender = BatchSender()
