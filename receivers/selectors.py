@@ -41,7 +41,7 @@ class StoredSecret:
 
 @dataclass(frozen=True)
 class SourceForRequest:
-    # Only SOURCE_FIELDS are loaded: enough to verify a request and insert its inbox row.
+    # Only SOURCE_FIELDS are loaded (the others are deferred): what the view needs.
     source: Source
     secrets: list[StoredSecret]
 
@@ -50,14 +50,18 @@ def source_for_request(*, slug: str, now: datetime) -> SourceForRequest | None:
     """The enabled source ``slug`` with its secrets unexpired at ``now``, or None."""
     connection = connections[router.db_for_read(Source)]
     with connection.cursor() as cursor:
-        cursor.execute(_lookup_sql(connection.alias), [now, slug])
+        cursor.execute(
+            _lookup_sql(connection.alias),
+            [connection.ops.adapt_datetimefield_value(now), slug],
+        )
         rows = cursor.fetchall()
     if not rows:
         return None
     width = len(SOURCE_FIELDS)
-    source = Source(**dict(zip(SOURCE_FIELDS, rows[0][:width], strict=True)))
-    source._state.adding = False
-    source._state.db = connection.alias
+    loaded = dict(zip(SOURCE_FIELDS, rows[0][:width], strict=True))
+    # from_db in the model's field order; the fields not loaded are deferred, not blank.
+    names = [f.attname for f in Source._meta.concrete_fields if f.attname in loaded]
+    source = Source.from_db(connection.alias, names, [loaded[name] for name in names])
     # A source without an unexpired secret comes back as one row with NULL secret columns.
     secrets = [StoredSecret(*row[width:]) for row in rows if row[width + 1] is not None]
     return SourceForRequest(source=source, secrets=secrets)
