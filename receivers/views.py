@@ -141,7 +141,7 @@ def _active_secrets(found: selectors.SourceForRequest) -> list[str]:
     values = []
     for secret in found.secrets:
         try:
-            values.append(selectors.decrypt_secret(secret.encrypted_value))
+            values.append(secret.value)
         except SecretDecryptionError:
             logger.error(
                 "source secret cannot be decrypted with the configured keys",

@@ -57,7 +57,7 @@ def test_changes_made_elsewhere_count_at_the_next_request(
     client: Client, make_source: MakeSource
 ) -> None:
     """Bulk updates send no signal, like a change made by another process: nothing about
-    a source is cached except the decryption of a ciphertext, so all of them count."""
+    a source is cached, so all of them count."""
     source, old = make_source()
     assert accept(client, source.slug, old).status_code == 200
 
@@ -75,7 +75,7 @@ def test_changes_made_elsewhere_count_at_the_next_request(
 
 
 @pytest.mark.django_db
-def test_a_changed_encryption_key_is_not_answered_from_the_cache(
+def test_a_secret_the_configured_key_cannot_decrypt_verifies_nothing(
     client: Client, make_source: MakeSource, settings: Any
 ) -> None:
     source, secret = make_source()
