@@ -146,9 +146,12 @@ def test_batch_message_processes_each_row(celery_worker: object, make_source: Ma
     assert set(rows.values_list("attempts", flat=True)) == {1}
 
 
-def test_flush_pending_waits_for_the_sender_thread() -> None:
+def test_flush_pending_waits_until_the_sender_thread_has_published() -> None:
     sender = enqueue.BatchSender()
     assert sender.flush(0.1)  # nothing handed over yet
+    for _ in range(3):  # ids of no row: a worker that gets them finds nothing to claim
+        sender.submit(str(uuid.uuid4()))
+    assert sender.flush(5.0)
 
 
 UNSTORABLE = [
