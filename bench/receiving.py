@@ -7,6 +7,10 @@ processing message sent to Redis. The same server, with the same middleware, fir
 a trivial Django view (`/bench/noop`) as the baseline. It prints requests/s and p50/p99
 latency of both, then checks that every event is in the inbox exactly once.
 
+The two alternate in ``--rounds`` rounds (a slice of baseline requests, then a slice of the
+burst), so that a change of load on a shared machine during the run weighs on both alike;
+the ratio of their requests/s is the figure to compare between runs.
+
 No Celery worker runs: this measures accepting webhooks, not processing them. The client
 is an asyncio keep-alive client (stdlib only) with a fixed number of connections; a request
 whose connection breaks is sent again, as a provider would, and must come back `duplicate`
@@ -20,7 +24,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import redis
 
@@ -34,7 +40,11 @@ from bench.common import (
     wait_for_port,
 )
 
+#: Issue 9's target for the receiver, compared with the trivial view in the same run.
+TARGET_RATIO = 0.5
+TARGET_P99_MS = 50.0
 SLUG = "bench"
+T = TypeVar("T")
 WARMUP_SLUG = "bench-warmup"
 IO_TIMEOUT_SECONDS = 30.0
 MAX_RESENDS = 3
@@ -51,6 +61,15 @@ class BurstResult:
     @property
     def rate(self) -> float:
         return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+
+    def add(self, other: "BurstResult") -> None:
+        self.latencies_ms += other.latencies_ms
+        for code, n in other.statuses.items():
+            self.statuses[code] = self.statuses.get(code, 0) + n
+        for outcome, n in other.outcomes.items():
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + n
+        self.resends += other.resends
+        self.seconds += other.seconds
 
 
 def raw_request(port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -81,7 +100,7 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]
     return status, body, keep_alive and length is not None
 
 
-async def burst(port: int, requests_: list[bytes], connections: int) -> BurstResult:
+async def burst(port: int, requests_: Sequence[bytes], connections: int) -> BurstResult:
     """Send every request once (again only if its connection broke), `connections` at a time."""
     result = BurstResult()
     pending = iter(range(len(requests_)))
@@ -122,6 +141,11 @@ async def burst(port: int, requests_: list[bytes], connections: int) -> BurstRes
     await asyncio.gather(*(connection_loop() for _ in range(connections)))
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _share(items: Sequence[T], n: int, rounds: int) -> Sequence[T]:
+    """The ``n``-th of ``rounds`` consecutive slices of ``items``."""
+    return items[len(items) * n // rounds : len(items) * (n + 1) // rounds]
 
 
 def _outcome(body: bytes) -> str:
@@ -180,10 +204,13 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16, help="client connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
+    parser.add_argument("--rounds", type=int, default=5, help="baseline/receiver alternations")
     parser.add_argument("--timeout", type=float, default=600.0, help="limit for each burst")
     args = parser.parse_args()
     if not 1 <= args.events <= 100_000 or not 1 <= args.noop_requests <= 100_000:
         parser.error("--events and --noop-requests must be between 1 and 100000")
+    if not 1 <= args.rounds <= min(args.events, args.noop_requests, 100):
+        parser.error("--rounds must be between 1 and 100, and at most the number of requests")
 
     from bench.common import ENV
 
@@ -212,8 +239,8 @@ def main() -> None:
     web_cmd += ["--threads", str(args.threads), "--log-level", "warning"]
     print(
         f"bench.receiving: {args.events} signed events, {args.noop_requests} baseline requests, "
-        f"{args.connections} connections, gunicorn {args.workers} workers x "
-        f"{args.threads} threads on 127.0.0.1:{port}",
+        f"{args.rounds} rounds, {args.connections} connections, gunicorn {args.workers} "
+        f"workers x {args.threads} threads on 127.0.0.1:{port}",
         flush=True,
     )
     noop_body = b'{"id":"noop","type":"bench.noop","data":{"text":"' + b"x" * 200 + b'"}}'
@@ -221,16 +248,27 @@ def main() -> None:
     burst_requests, sent_ids = signed_requests(port, SLUG, secret, args.events, "bench.burst")
     warmup, _ = signed_requests(port, WARMUP_SLUG, warmup_secret, 200, "bench.warmup")
 
-    def run(requests_: list[bytes]) -> BurstResult:
+    def run(requests_: Sequence[bytes]) -> BurstResult:
         return asyncio.run(asyncio.wait_for(burst(port, requests_, args.connections), args.timeout))
 
     with process(web_cmd, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}):
         wait_for_port(port)
         run(noop * 200)  # warm-up: connections, imports, database connections
         run(warmup)
-        summarize(results, "trivial Django view", run(noop * args.noop_requests))
-        receiver = run(burst_requests)
+        trivial, receiver = BurstResult(), BurstResult()
+        for n in range(args.rounds):
+            trivial.add(run(noop * len(_share(range(args.noop_requests), n, args.rounds))))
+            receiver.add(run(_share(burst_requests, n, args.rounds)))
+        summarize(results, "trivial Django view", trivial)
         summarize(results, "receiver (verify + insert + commit)", receiver)
+        ratio = receiver.rate / trivial.rate if trivial.rate else 0.0
+        p99 = percentile(receiver.latencies_ms, 99)
+        met = ratio >= TARGET_RATIO and p99 <= TARGET_P99_MS
+        results.add(
+            "receiver / trivial view requests/s",
+            f"{ratio:.0%} (target >= {TARGET_RATIO:.0%} and p99 <= {TARGET_P99_MS:.0f} ms: "
+            f"{'met' if met else 'not met'})",
+        )
 
     stored = InboxEvent.objects.filter(source=source)
     stored_ids = list(stored.values_list("event_id", flat=True))

@@ -25,6 +25,7 @@ class ReceiverSettings:
     handler_modules: tuple[str, ...]
     max_countdown_seconds: float
     sweep_batch_size: int
+    enqueue_batch_size: int
 
 
 def get() -> ReceiverSettings:
@@ -42,6 +43,7 @@ def get() -> ReceiverSettings:
         # Shared with the sending side: bounded by the broker's visibility timeout.
         max_countdown_seconds=getattr(settings, "WEBHOOKS_MAX_COUNTDOWN_SECONDS", 60.0),
         sweep_batch_size=getattr(settings, "WEBHOOKS_SWEEP_BATCH_SIZE", 500),
+        enqueue_batch_size=getattr(settings, "RECEIVERS_ENQUEUE_BATCH_SIZE", 20),
     )
 
 
@@ -53,6 +55,10 @@ def check_receiver_settings(
     problems: list[CheckMessage] = []
     if conf.max_attempts < 1:
         problems.append(Error("RECEIVERS_MAX_ATTEMPTS must be at least 1.", id="receivers.E001"))
+    if conf.enqueue_batch_size < 1:
+        problems.append(
+            Error("RECEIVERS_ENQUEUE_BATCH_SIZE must be at least 1.", id="receivers.E003")
+        )
     if conf.backoff_max_seconds < conf.backoff_base_seconds:
         problems.append(
             Error(

@@ -12,6 +12,13 @@ def process_inbox_event(inbox_id: str) -> str:
     return services.inbox_process(inbox_id=inbox_id)
 
 
+@shared_task(name="receivers.tasks.process_inbox_events")
+def process_inbox_events(inbox_ids: list[str]) -> list[str]:
+    # One message for the rows one web process accepted together; each row is claimed on
+    # its own, so a redelivered message skips the rows already done.
+    return [services.inbox_process(inbox_id=inbox_id) for inbox_id in inbox_ids]
+
+
 @shared_task(name="receivers.tasks.sweep")
 def sweep() -> dict[str, int]:
     return asdict(services.inbox_sweep())

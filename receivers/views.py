@@ -12,14 +12,14 @@ import logging
 import time
 from collections.abc import Mapping
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from deliveries.crypto import SecretDecryptionError
 
-from . import schemes, services
+from . import schemes, selectors, services
 from .metrics import RequestOutcome, count_request, observe_delivery_lag
 from .models import Source
 
@@ -39,16 +39,18 @@ class Reject(Exception):
 
 
 @csrf_exempt
+# 2xx must mean committed: the inbox insert commits on its own even under ATOMIC_REQUESTS.
+@transaction.non_atomic_requests
 def receive(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method not in ("POST", "HEAD"):
         return HttpResponseNotAllowed(["POST", "HEAD"])
     try:
-        source = Source.objects.filter(slug=slug, enabled=True).first()
-        if source is None:
+        found = selectors.source_for_request(slug=slug, now=timezone.now())
+        if found is None:
             raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
         if request.method == "HEAD":
             return HttpResponse(status=200)
-        outcome, body = _accept(request, source)
+        outcome, body = _accept(request, found)
     except Reject as reject:
         count_request(slug if reject.status != 404 else "-", reject.outcome)
         logger.warning("webhook rejected: %s", reject.outcome, extra={"source": slug})
@@ -64,11 +66,12 @@ def receive(request: HttpRequest, slug: str) -> HttpResponse:
     return JsonResponse(body, status=200)
 
 
-def _accept(request: HttpRequest, source: Source) -> tuple[str, dict[str, str]]:
+def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[str, dict[str, str]]:
+    source = found.source
     scheme = schemes.get(source.scheme)
     body = _read_body(request, source.max_body_bytes)
     headers = schemes.Headers(request.headers)
-    verified = _verify(scheme, headers, body, source)
+    verified = _verify(scheme, headers, body, source, _active_secrets(found))
     try:
         envelope = scheme.envelope(headers, body, verified.parts)
     except schemes.MalformedEnvelope as exc:
@@ -109,9 +112,12 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
 
 
 def _verify(
-    scheme: schemes.Scheme, headers: schemes.Headers, body: bytes, source: Source
+    scheme: schemes.Scheme,
+    headers: schemes.Headers,
+    body: bytes,
+    source: Source,
+    secrets: list[str],
 ) -> schemes.Verified:
-    secrets = _active_secrets(source)
     if not secrets:
         logger.error(
             "source has no active secret: every request is refused", extra={"source": source.slug}
@@ -131,15 +137,15 @@ def _verify(
         raise Reject(401, RequestOutcome.SIGNATURE_FAILED, "unauthorized") from None
 
 
-def _active_secrets(source: Source) -> list[str]:
+def _active_secrets(found: selectors.SourceForRequest) -> list[str]:
     values = []
-    for secret in source.secrets.unexpired(timezone.now()):
+    for secret in found.secrets:
         try:
             values.append(secret.value)
         except SecretDecryptionError:
             logger.error(
                 "source secret cannot be decrypted with the configured keys",
-                extra={"source": source.slug, "secret": secret.fingerprint},
+                extra={"source": found.source.slug, "secret": secret.fingerprint},
             )
     return values
 

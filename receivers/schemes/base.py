@@ -8,6 +8,7 @@ scheme subclass declares only what differs.
 
 import hmac
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -166,12 +167,42 @@ def verify(
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError):
         raise MalformedEnvelope("body is not valid JSON") from None
     if not isinstance(data, dict):
         raise MalformedEnvelope("body must be a JSON object")
+    # Only an escape can smuggle these in; most bodies have none and skip the check.
+    if b"\\u" in body and not _storable_text(data):
+        raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")
     return data
+
+
+def _refuse_constant(name: str) -> None:
+    # Python accepts NaN and Infinity, JSON (and PostgreSQL's jsonb) does not.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 would be stored as Infinity
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _storable_text(value: Any) -> bool:
+    """Whether PostgreSQL can store every string in ``value`` (no NUL, valid UTF-8)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # an unpaired surrogate does not encode
+        except UnicodeEncodeError:
+            return False
+        return "\x00" not in value
+    if isinstance(value, dict):
+        return all(_storable_text(k) and _storable_text(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_storable_text(item) for item in value)
+    return True
 
 
 def require_text(value: Any, name: str, max_length: int) -> str:

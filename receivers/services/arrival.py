@@ -1,23 +1,30 @@
 """Recording an arrived event: one durable row per (source, event id), then processing.
 
-The insert is ``INSERT ... ON CONFLICT DO NOTHING`` (``bulk_create(ignore_conflicts=True)``)
-with a primary key chosen here, followed by a read of the row for the key: if the row has
-our primary key we inserted it, otherwise it is a duplicate. Two concurrent identical
-requests both reach the INSERT; PostgreSQL makes the second wait for the first to commit
-and then do nothing, so there is exactly one row and neither request fails.
+The insert is one statement, ``INSERT ... ON CONFLICT (source, event id) DO NOTHING
+RETURNING id``: a returned row means we inserted it, none means a duplicate (only then is
+the stored row read, for its id and status). Two concurrent identical requests both reach
+the INSERT; PostgreSQL makes the second wait for the first to commit and then do nothing,
+so there is exactly one row and neither request fails.
+
+Outside a transaction (the receiving view) the statement commits by itself, so the row is
+durable when it returns, without a BEGIN/COMMIT round trip each. Inside a caller's
+transaction it is part of that transaction, and processing is enqueued on its commit.
 """
 
 import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-from django.db import transaction
+from django.db import connections, router, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from ..models import InboxEvent, InboxStatus, Source
 from ..schemes import Envelope
-from .enqueue import enqueue_processing
+from .enqueue import enqueue_processing_soon
 
 logger = logging.getLogger(__name__)
 
@@ -64,15 +71,16 @@ def inbox_record(
         enqueued_at=None if mismatch else now,
         processed_at=now if mismatch else None,
     )
-    with transaction.atomic():
-        InboxEvent.objects.bulk_create([row], ignore_conflicts=True)
+    created = _insert_unless_stored(row)
+    if created:
+        stored_id, status = row.id, row.status
+        if not mismatch:
+            # robust: the row is safe even if the broker is down; the sweeper enqueues it.
+            transaction.on_commit(lambda: enqueue_processing_soon(row.id), robust=True)
+    else:
         stored_id, status = InboxEvent.objects.values_list("id", "status").get(
             source=source, event_id=envelope.event_id
         )
-        created = stored_id == row.id
-        if created and not mismatch:
-            # robust: the row is safe even if the broker is down; the sweeper enqueues it.
-            transaction.on_commit(lambda: enqueue_processing([row.id]), robust=True)
     if mismatch and created:
         logger.warning(
             "inbox event ignored: %s",
@@ -80,3 +88,29 @@ def inbox_record(
             extra={"source": source.slug, "event_id": envelope.event_id},
         )
     return Arrival(inbox_id=stored_id, created=created, status=status)
+
+
+def _insert_unless_stored(row: InboxEvent) -> bool:
+    """Insert ``row`` unless its (source, event id) is stored; whether it was inserted."""
+    connection = connections[router.db_for_write(InboxEvent)]
+    sql, fields = _insert_statement(connection.alias)
+    params = [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
+
+
+@lru_cache(maxsize=8)
+def _insert_statement(alias: str) -> tuple[str, list[Field[Any, Any]]]:
+    # Built once from the model, so a new column cannot be forgotten here.
+    quote = connections[alias].ops.quote_name
+    fields = list(InboxEvent._meta.concrete_fields)
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    unique = ", ".join(quote(name) for name in ("source_id", "event_id"))
+    # Only names from the model's metadata are formatted in; every value is a parameter.
+    sql = (
+        f"INSERT INTO {quote(InboxEvent._meta.db_table)} ({columns}) "  # noqa: S608
+        f"VALUES ({placeholders}) ON CONFLICT ({unique}) DO NOTHING RETURNING {quote('id')}"
+    )
+    return sql, fields

@@ -27,6 +27,7 @@ from receivers.models import (
     PaymentTransition,
     Source,
 )
+from receivers.services import enqueue
 from tests.conftest import wait_until
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
@@ -214,6 +215,8 @@ def test_crash_after_inbox_commit_is_processed_after_restart(
     source, secret = make_source()
     event_id = send(Client(), source, secret, "payment.created", **payment_data(1))
     assert status_of(source, event_id) == InboxStatus.RECEIVED
+    # ...its task message is sent (from the view's sender thread)...
+    assert enqueue.flush_pending()
     # ...and then the worker dies and Redis loses the task message with it.
     redis_client.flushdb()
 
