@@ -1,0 +1,80 @@
+"""Scenario 2: Redis is killed mid-run and comes back empty.
+
+A private redis-server is the broker and the health-counter store of a worker process and
+of the process playing product code and beat. When it dies, every queued, reserved and
+countdown message dies with it; events emitted during the outage are committed but their
+messages cannot be sent. PostgreSQL has the truth, so once Redis is back the sweeper
+enqueues what is left and every event arrives.
+"""
+
+import time
+
+import pytest
+
+from deliveries import services
+from deliveries.models import Delivery, DeliveryStatus
+from tests.conftest import wait_until
+from tests.faults.checks import (
+    FAST_POLICY,
+    assert_database_consistent,
+    assert_each_arrived_with_its_id,
+    delivery_statuses,
+)
+from tests.faults.processes import driver_running, run_driver
+from tests.faults.servers import PrivateRedis
+from tests.helpers import database_url, worker_process
+from tests.receiver import Receiver, Reply
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
+
+REDIS_PORT = 6391
+BEFORE, DURING = 300, 50
+OUTAGE_SECONDS = 2.0
+
+
+def distinct_arrivals(receiver: Receiver) -> int:
+    return len({r.headers["X-Webhook-Id"] for r in list(receiver.requests)})
+
+
+def test_redis_restarted_empty_mid_run_loses_nothing(
+    transactional_db: None, receiver: Receiver
+) -> None:
+    services.endpoint_create(url=receiver.url, event_types=["*"], **FAST_POLICY)
+    receiver.default = Reply(delay_seconds=0.02)
+
+    with PrivateRedis.running(REDIS_PORT) as broker:
+        env = {
+            "DATABASE_URL": database_url(),
+            "CELERY_BROKER_URL": broker.url,
+            "WEBHOOKS_HEALTH_REDIS_URL": broker.url,
+            "WEBHOOKS_LEASE_SECONDS": "2",
+            "WEBHOOKS_FANOUT_GRACE_SECONDS": "1",
+            "WEBHOOKS_REQUEUE_GRACE_SECONDS": "1",
+        }
+        started = time.monotonic()
+        with worker_process(env), driver_running(["sweep", "0.5"], env):
+            event_ids = run_driver(["emit", "order.created", str(BEFORE)], env)
+            wait_until(lambda: distinct_arrivals(receiver) >= BEFORE // 3, timeout=90)
+
+            broker.kill()
+            # Product code keeps committing while the broker is gone; emit does not fail.
+            event_ids += run_driver(["emit", "order.created", str(DURING)], env)
+            time.sleep(OUTAGE_SECONDS)
+            broker.start()  # empty: no queues, no messages, no counters
+
+            wait_until(
+                lambda: (
+                    Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count()
+                    == BEFORE + DURING
+                ),
+                timeout=150,
+                what="every delivery to succeed after Redis came back empty",
+            )
+
+    arrivals = assert_each_arrived_with_its_id(event_ids, receiver.requests)
+    assert_database_consistent(delivery_statuses(), BEFORE + DURING)
+    print(
+        f"\n{BEFORE + DURING} events, Redis killed and restarted empty: "
+        f"{arrivals.requests} requests ({arrivals.duplicates} duplicates), "
+        f"{time.monotonic() - started:.1f} s"
+    )
