@@ -4,6 +4,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.db.models import Count
 
@@ -29,7 +30,7 @@ class Arrivals:
 
 
 def assert_each_arrived_with_its_id(
-    expected_ids: Iterable[str], requests: Iterable[ReceivedRequest]
+    expected_ids: Iterable[str | UUID], requests: Iterable[ReceivedRequest]
 ) -> Arrivals:
     """Every event reached the receiver at least once, and every request of an event
     carried that event's id in `X-Webhook-Id` (retries and duplicates included)."""

@@ -100,7 +100,11 @@ class PrivatePostgres:
             str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
             "-l", str(self.directory / "server.log"), "-w", "start",
         )  # fmt: skip
-        _wait_for(lambda: psycopg.connect(self.url(), connect_timeout=2).close() or True, "pg")
+        _wait_for(self._answers, f"PostgreSQL on port {self.port}")
+
+    def _answers(self) -> bool:
+        with psycopg.connect(self.url(), connect_timeout=2):
+            return True
 
     def stop(self) -> None:
         self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")

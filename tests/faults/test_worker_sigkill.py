@@ -52,8 +52,9 @@ def test_worker_sigkilled_three_times_in_a_1000_event_run_loses_nothing(
     with sweeping_in_background():
         for share in KILL_WHEN_ARRIVED:
             with worker_process(WORKER_ENV) as doomed:
+                wanted = share * EVENTS
                 wait_until(
-                    lambda share=share: distinct_arrivals(receiver) >= share * EVENTS,
+                    lambda: distinct_arrivals(receiver) >= wanted,  # noqa: B023
                     timeout=120,
                     what=f"{share:.0%} of the events to arrive",
                 )
