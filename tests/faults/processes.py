@@ -1,12 +1,18 @@
-"""The fault tests' view of tests/faults/driver.py: run a command, or keep one running."""
+"""Processes a fault test starts: the driver (tests/faults/driver.py) and a gunicorn web
+process, each pointed at the servers the test chooses through its environment."""
 
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+import requests
+
+from tests.conftest import wait_until
 
 DRIVER = [sys.executable, "-m", "tests.faults.driver"]
 
@@ -44,3 +50,40 @@ def driver_running(args: list[str], extra_env: dict[str, str]) -> Iterator[None]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def web_process(env: dict[str, str], threads: int = 4) -> Iterator[str]:
+    """gunicorn serving the project, as the Procfile's `web`; yields its base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
+    command += [
+        "-b",
+        f"127.0.0.1:{port}",
+        "-w",
+        "1",
+        "--threads",
+        str(threads),
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen(command, env={**os.environ, **env})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"{base}/healthz"), timeout=30, what="gunicorn to answer")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _answers(url: str) -> bool:
+    with contextlib.suppress(requests.RequestException):
+        return requests.get(url, timeout=1).status_code == 200
+    return False

@@ -9,13 +9,11 @@ before the outage arrives, and the database ends with every delivery succeeded.
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -26,7 +24,7 @@ from deliveries.models import Delivery, Event
 from receivers.models import InboxEvent
 from tests.conftest import wait_until
 from tests.faults.checks import assert_database_consistent, assert_each_arrived_with_its_id
-from tests.faults.processes import DriverFailed, driver_running, run_driver
+from tests.faults.processes import DriverFailed, driver_running, run_driver, web_process
 from tests.faults.servers import PrivatePostgres, PrivateRedis
 from tests.helpers import worker_process
 from tests.receiver import Receiver, Reply
@@ -38,33 +36,6 @@ PG_PORT = 5441
 REDIS_PORT = 6392
 EVENTS = 120
 OUTAGE_SECONDS = 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def web_process(env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
-    command += ["-b", f"127.0.0.1:{port}", "-w", "1", "--threads", "4", "--log-level", "warning"]
-    process = subprocess.Popen(command, env={**os.environ, **env})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(f"{base}/healthz"), timeout=30, what="gunicorn")
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-
-
-def _answers(url: str) -> bool:
-    with contextlib.suppress(requests.RequestException):
-        return requests.get(url, timeout=1).status_code == 200
-    return False
 
 
 def _query(database_url: str, query: sql.Composed) -> list[tuple[object, ...]]:
