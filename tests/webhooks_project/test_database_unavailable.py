@@ -34,15 +34,15 @@ def assert_unavailable(response: Any) -> None:
 
 def test_api_read_and_write_answer_503(client: Client) -> None:
     _, token = ApiToken.issue("outage")
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    auth = {"Authorization": f"Bearer {token}"}
     with connection.execute_wrapper(_refuse):
-        assert_unavailable(client.get("/api/v1/endpoints", **auth))
+        assert_unavailable(client.get("/api/v1/endpoints", headers=auth))
         assert_unavailable(
             client.post(
                 "/api/v1/events",
                 data={"type": "order.created", "data": {"n": 1}},
                 content_type="application/json",
-                **auth,
+                headers=auth,
             )
         )
     assert not Event.objects.exists()
