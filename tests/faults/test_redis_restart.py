@@ -28,7 +28,7 @@ from tests.receiver import Receiver, Reply
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
 
 REDIS_PORT = 6391
-BEFORE, DURING = 300, 50
+BEFORE, DURING = 200, 30
 OUTAGE_SECONDS = 2.0
 
 
