@@ -26,7 +26,7 @@ FAST_POLICY = {
 class Arrivals:
     events: int
     requests: int
-    duplicates: int
+    repeats: int  # requests beyond the first of each event: retries and crash duplicates
 
 
 def assert_each_arrived_with_its_id(
@@ -45,7 +45,7 @@ def assert_each_arrived_with_its_id(
     phantoms = set(seen) - expected
     assert not phantoms, f"{len(phantoms)} events arrived that nobody emitted"
     total = sum(seen.values())
-    return Arrivals(events=len(expected), requests=total, duplicates=total - len(expected))
+    return Arrivals(events=len(expected), requests=total, repeats=total - len(expected))
 
 
 def delivery_statuses() -> Counter[str]:

@@ -141,5 +141,5 @@ def test_postgres_restarted_mid_run(receiver: Receiver) -> None:
     arrivals = assert_each_arrived_with_its_id(event_ids, receiver.requests)
     print(
         f"\n{EVENTS} events, PostgreSQL stopped and restarted mid-run: "
-        f"{arrivals.requests} requests ({arrivals.duplicates} duplicates)"
+        f"{arrivals.requests} requests ({arrivals.repeats} sent again)"
     )

@@ -75,6 +75,6 @@ def test_redis_restarted_empty_mid_run_loses_nothing(
     assert_database_consistent(delivery_statuses(), BEFORE + DURING)
     print(
         f"\n{BEFORE + DURING} events, Redis killed and restarted empty: "
-        f"{arrivals.requests} requests ({arrivals.duplicates} duplicates), "
+        f"{arrivals.requests} requests ({arrivals.repeats} sent again), "
         f"{time.monotonic() - started:.1f} s"
     )

@@ -73,5 +73,5 @@ def test_worker_sigkilled_three_times_in_a_1000_event_run_loses_nothing(
     assert_database_consistent(delivery_statuses(), EVENTS)
     print(
         f"\n{EVENTS} events, 3 SIGKILLs: {arrivals.requests} requests "
-        f"({arrivals.duplicates} duplicates), {time.monotonic() - started:.1f} s"
+        f"({arrivals.repeats} sent again), {time.monotonic() - started:.1f} s"
     )
