@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db.models import Count
+from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus
+from tests.conftest import wait_until
 from tests.receiver import ReceivedRequest
 
 # A fault scenario emits a few hundred to a thousand events; the same fast retry policy
@@ -46,6 +48,21 @@ def assert_each_arrived_with_its_id(
     assert not phantoms, f"{len(phantoms)} events arrived that nobody emitted"
     total = sum(seen.values())
     return Arrivals(events=len(expected), requests=total, repeats=total - len(expected))
+
+
+def wait_all_succeeded(expected: int, timeout: float, what: str) -> None:
+    """Waits for every delivery to succeed; on a timeout, says where the others are."""
+    succeeded = Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED)
+    try:
+        wait_until(lambda: succeeded.count() == expected, timeout=timeout, what=what)
+    except AssertionError as timed_out:
+        stuck = Delivery.objects.exclude(status=DeliveryStatus.SUCCEEDED).values(
+            "pk", "status", "attempts", "next_attempt_at", "enqueued_at", "lease_expires_at"
+        )
+        raise AssertionError(
+            f"{timed_out}; deliveries by status {dict(delivery_statuses())}; "
+            f"some not succeeded: {list(stuck[:5])}; now {timezone.now()}"
+        ) from None
 
 
 def delivery_statuses() -> Counter[str]:

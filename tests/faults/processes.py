@@ -7,12 +7,14 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import requests
 
 from tests.conftest import wait_until
+from tests.helpers import worker_process
 
 DRIVER = [sys.executable, "-m", "tests.faults.driver"]
 
@@ -87,3 +89,30 @@ def _answers(url: str) -> bool:
     with contextlib.suppress(requests.RequestException):
         return requests.get(url, timeout=1).status_code == 200
     return False
+
+
+@contextlib.contextmanager
+def supervised_worker(extra_env: dict[str, str]) -> Iterator[list[int | None]]:
+    """A `celery worker` process started again whenever it exits, as a process supervisor
+    does in production (systemd `Restart=always`, compose `restart: unless-stopped`).
+
+    Yields the exit codes of the workers that died, so a test can tell that one did.
+    """
+    exits: list[int | None] = []
+    stopping = threading.Event()
+
+    def supervise() -> None:
+        while not stopping.is_set():
+            with worker_process(extra_env) as worker:
+                while worker.poll() is None and not stopping.wait(0.2):
+                    pass
+                if not stopping.is_set():
+                    exits.append(worker.returncode)
+
+    supervisor = threading.Thread(target=supervise, daemon=True)
+    supervisor.start()
+    try:
+        yield exits
+    finally:
+        stopping.set()
+        supervisor.join()
