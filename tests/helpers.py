@@ -60,15 +60,17 @@ def sweeping_in_background(
         sweeper.join()
 
 
+def database_url() -> str:
+    """The test database, for processes started by a test."""
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 @contextlib.contextmanager
 def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A separate `celery worker` process on the test database and broker."""
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        **extra_env,
-    }
+    """A separate `celery worker` process on the test database and broker
+    (``extra_env`` may point it elsewhere: DATABASE_URL, CELERY_BROKER_URL)."""
+    env = {**os.environ, "DATABASE_URL": database_url(), **extra_env}
     queues = ",".join(ALL_QUEUES)
     command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "worker"]
     command += ["--pool", "threads", "-c", "4", "-Q", queues, "-l", "WARNING"]

@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 that plays the webhook receiver in tests."""
 
 import contextlib
+import socket
 import threading
 import time
 from collections import deque
@@ -36,6 +37,8 @@ class Receiver:
         self._arrived = threading.Condition(self._lock)
         self.handler: Callable[[ReceivedRequest], Reply] | None = None
         self.port = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
 
     @property
     def url(self) -> str:
@@ -69,9 +72,35 @@ class Receiver:
     @contextlib.contextmanager
     def running(cls) -> Iterator["Receiver"]:
         receiver = cls()
+        receiver._start()
+        try:
+            yield receiver
+        finally:
+            receiver._stop()
+
+    @contextlib.contextmanager
+    def down(self) -> Iterator[None]:
+        """The peer is gone (connections refused) until the block ends, then it listens
+        again on the same port."""
+        self._stop()
+        try:
+            yield
+        finally:
+            self._start()
+
+    def _start(self) -> None:
+        receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                receiver._connections.add(self.connection)
+
+            def finish(self) -> None:
+                receiver._connections.discard(self.connection)
+                super().finish()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
@@ -95,13 +124,18 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
-        receiver.port = server.server_address[1]
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield receiver
-        finally:
-            server.shutdown()
-            server.server_close()
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def _stop(self) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+        # Kept-alive connections outlive the listening socket; a peer that is down
+        # answers none of them.
+        for open_connection in list(self._connections):
+            with contextlib.suppress(OSError):
+                open_connection.shutdown(socket.SHUT_RDWR)

@@ -10,6 +10,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from webhooks_project import unavailable
+
 logger = logging.getLogger(__name__)
 
 
@@ -22,6 +24,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response
+    if unavailable.is_database_outage(exc):
+        logger.warning("database unavailable: API answered 503")
+        return Response(
+            {"detail": unavailable.DETAIL},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(unavailable.RETRY_AFTER_SECONDS)},
+        )
     logger.exception("unhandled API error", exc_info=exc)
     return Response(
         {"detail": "Internal error; it has been logged."},

@@ -26,8 +26,8 @@ from deliveries.models import (
 from deliveries.services.endpoints import _add_secret
 from deliveries.signals import endpoint_suspended
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, worker_process
-from tests.helpers import sweeping_in_background
+from tests.deliveries.test_pipeline import make_endpoint
+from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,7 +1,9 @@
 """Property-based bad input: random headers and bodies never crash anything.
 
-Every answer to garbage is a 4xx, an unsigned request stores nothing, and the API never
-answers 5xx. Runs in-process against the real database.
+Every answer to garbage is a 4xx, an unsigned request stores nothing, a correctly signed
+body that is not an event stores nothing either, and the API never answers 5xx (503 while
+the database is down: tests/webhooks_project/test_database_unavailable.py).
+Runs in-process against the real database.
 """
 
 import json
@@ -16,6 +18,7 @@ from deliveries import signing
 from deliveries.models import ApiToken, Endpoint, Event
 from receivers import services as receiver_services
 from receivers.models import InboxEvent
+from tests.receivers.helpers import sign_ours
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
@@ -70,6 +73,28 @@ def test_unsigned_garbage_is_refused_and_nothing_is_stored(client: Client, schem
     def check(raw_headers: dict[str, str], body: bytes) -> None:
         response = client.generic(
             "POST", f"/receivers/fuzz-{scheme}/", data=body, **as_meta(raw_headers)
+        )
+        assert 400 <= response.status_code < 500, response.content[:200]
+        assert b"Traceback" not in response.content
+
+    check()
+    assert not InboxEvent.objects.exists()
+
+
+def test_signed_garbage_is_refused_as_malformed_and_nothing_is_stored(client: Client) -> None:
+    # Past the signature check the body is trusted to be ours; parsing it must still
+    # never turn into a 5xx or a half-written row.
+    _, secret = receiver_services.source_create(slug="fuzz-signed", scheme="ours")
+
+    @FUZZ
+    @given(body=bodies)
+    def check(body: bytes) -> None:
+        response = client.generic(
+            "POST",
+            "/receivers/fuzz-signed/",
+            data=body,
+            content_type="application/json",
+            **as_meta(sign_ours([secret], body)),
         )
         assert 400 <= response.status_code < 500, response.content[:200]
         assert b"Traceback" not in response.content

@@ -1,8 +1,11 @@
-"""Processing on the real stack: Redis, a real worker, PostgreSQL; failures from 003."""
+"""Processing on the real stack: Redis, a real worker, PostgreSQL; failures from 003.
+
+Concurrent duplicates and a real SIGKILL after the business effect are in the
+fault-injection suite (tests/faults/test_receiving.py).
+"""
 
 import os
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,7 +14,6 @@ from typing import Any
 
 import pytest
 import redis
-import requests
 from django.test import Client
 from django.utils import timezone
 
@@ -118,36 +120,6 @@ def test_sequential_duplicate_two_2xx_one_effect(
     assert InboxEvent.objects.filter(event_id=event_id).get().attempts == 1
     assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
     assert Payment.objects.count() == 1
-
-
-@worker
-def test_concurrent_duplicates_one_row_one_effect_all_2xx(
-    celery_worker: object, live_server: Any, make_source: MakeSource, order: Order
-) -> None:
-    source, secret = make_source()
-    client = Client()
-    send(client, source, secret, "payment.created", **payment_data(1))
-    body = ours_event("payment.succeeded", payment_data(2), event_id="evt-concurrent")
-    headers = {**sign_ours([secret], body), "Content-Type": "application/json"}
-    url = f"{live_server.url}/receivers/{source.slug}/"
-    parallel = 24
-    barrier = threading.Barrier(parallel)
-    statuses: list[int] = []
-
-    def deliver() -> None:
-        barrier.wait()
-        statuses.append(requests.post(url, data=body, headers=headers, timeout=30).status_code)
-
-    threads = [threading.Thread(target=deliver) for _ in range(parallel)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert statuses == [200] * parallel
-    assert InboxEvent.objects.filter(event_id="evt-concurrent").count() == 1
-    wait_status(source, "evt-concurrent", InboxStatus.PROCESSED)
-    assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
 
 
 @worker
