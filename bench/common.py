@@ -2,6 +2,7 @@
 environment), starting and stopping processes, free ports, percentiles, the result table."""
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ ENV = {
     "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
-    # The benchmark's event types (bench.bulk, bench.api, bench.paced) are declared there.
+    # The benchmark's event types (bench.load and the isolation ones) are declared there.
     "WEBHOOKS_EVENT_TYPE_MODULES": "bench.event_types",
     # The bench's receiver is on loopback, over plain http.
     "WEBHOOKS_ALLOWED_NETWORKS": "127.0.0.0/8,::1",
@@ -40,12 +41,49 @@ class Results:
     def add(self, name: str, value: str) -> None:
         self.rows.append((name, value))
         print(f"  {name}: {value}", flush=True)
+        # `python -m bench` runs the other benchmarks as processes and reads their rows here.
+        rows_file = os.environ.get("BENCH_ROWS_FILE")
+        if rows_file:
+            with open(rows_file, "a") as out:
+                out.write(json.dumps([name, value]) + "\n")
 
     def table(self) -> str:
         width = max(len(name) for name, _ in self.rows)
         lines = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
         lines += [f"| {name.ljust(width)} | {value} |" for name, value in self.rows]
         return "\n".join(lines)
+
+
+@dataclass
+class Row:
+    """One line of the side-by-side table; `met` is None where there is no target."""
+
+    measure: str
+    ours: str
+    peer: str = "-"
+    target: str = ""
+    met: bool | None = None
+
+
+def side_by_side(rows: list[Row]) -> str:
+    header = ("measure", "ours", "peer", "ratio / target", "met?")
+    cells = [header] + [
+        (
+            row.measure,
+            row.ours,
+            row.peer,
+            row.target,
+            "" if row.met is None else ("yes" if row.met else "NO"),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"
+        for line in cells
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
 
 
 def free_port() -> int:
