@@ -27,7 +27,7 @@ from bench import scenarios
 from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
 from bench.scenarios import Measured, Receiver, System
 
-SCENARIOS = ("ceilings", "throughput", "latency", "flaky", "rollback", "memory")
+SCENARIOS = ("ceilings", "throughput", "latency", "flaky", "rollback", "refused", "memory")
 EXTERNAL = ("isolation", "receiving")
 # The sizes, and a smoke run's.
 FULL = {
@@ -100,8 +100,10 @@ def parse_args() -> argparse.Namespace:
 
 
 @contextmanager
-def receiver(workdir: Path, name: str, fail_rate: float = 0.0) -> Iterator[Receiver]:
-    port, log = free_port(), workdir / f"{name}.log"
+def receiver(
+    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None
+) -> Iterator[Receiver]:
+    port, log = port or free_port(), workdir / f"{name}.log"
     command = [sys.executable, "-m", "bench.peer", str(port), str(log), str(fail_rate)]
     with process(command):
         wait_for_port(port)
@@ -129,7 +131,7 @@ def run_system(
     out = Measured()
     chosen = set(args.chosen)
     print(f"\n== {system.name}", flush=True)
-    if chosen & {"throughput", "latency", "flaky", "rollback"}:
+    if chosen & {"throughput", "latency", "flaky", "rollback", "refused"}:
         with system.worker():
             if "throughput" in chosen:
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
@@ -145,6 +147,15 @@ def run_system(
             if "rollback" in chosen:
                 print(f"{system.name}: rolled-back transaction", flush=True)
                 out.rollback = scenarios.rollback(system, healthy, 100, wait=5.0)
+            if "refused" in chosen:
+                print(f"{system.name}: connection refused for 10 s, then back", flush=True)
+                out.refused = scenarios.refused(
+                    system,
+                    lambda port: receiver(healthy.log.parent, f"refused-{port}", port=port),
+                    100,
+                    10.0,
+                    min(args.timeout, 120.0),
+                )
     if "memory" in chosen:
         print(f"{system.name}: memory, {args.waiting} waiting retries", flush=True)
         out.memory = scenarios.memory(system, healthy, args.waiting, args.memory_seconds)
@@ -328,6 +339,21 @@ def table_rows(
                 cell(peer.rollback, str, dash),
                 "0",
                 None if ours.rollback is None else ours.rollback == 0,
+            )
+        )
+    if ours.refused or peer.refused:
+
+        def refused(r: scenarios.Refused) -> str:
+            after = f" (last {r.seconds_after_back:.0f} s after)" if r.arrived else ""
+            return f"{r.arrived} / {r.count}{after}"
+
+        rows.append(
+            Row(
+                "connection refused for 10 s, 100 events: arrived once it is back",
+                cell(ours.refused, refused),
+                cell(peer.refused, refused, dash),
+                "all, within 120 s",
+                None if ours.refused is None else ours.refused.arrived == ours.refused.count,
             )
         )
     if ours.memory or peer.memory:

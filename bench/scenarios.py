@@ -7,13 +7,13 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench.common import percentile
+from bench.common import free_port, percentile
 
 
 class System(Protocol):
@@ -188,6 +188,35 @@ def rollback(system: System, receiver: Receiver, count: int, wait: float) -> int
 
 
 @dataclass
+class Refused:
+    count: int
+    arrived: int
+    seconds_down: float
+    seconds_after_back: float  # to the last arrival
+
+
+def refused(
+    system: System,
+    receiver_at: Callable[[int], AbstractContextManager[Receiver]],
+    count: int,
+    seconds_down: float,
+    timeout: float,
+) -> Refused:
+    """Events to an endpoint whose port refuses connections for `seconds_down`, then a
+    receiver starts on that port: how many arrive once it is back (all should)."""
+    port = free_port()
+    path = f"/{system.name}/refused"
+    system.subscribe(f"http://127.0.0.1:{port}{path}")
+    committed = system.emit(count, count)
+    time.sleep(seconds_down)
+    with receiver_at(port) as back:
+        back_at = time.time()
+        arrived = wait_arrivals(back, path, set(committed), timeout)
+    last = max((min(times) for times in arrived.values()), default=float("nan"))
+    return Refused(count, len(arrived), seconds_down, last - back_at)
+
+
+@dataclass
 class Memory:
     waiting: int
     idle: float
@@ -219,4 +248,5 @@ class Measured:
     latency: Latency | None = None
     flaky: Flaky | None = None
     rollback: int | None = None
+    refused: Refused | None = None
     memory: Memory | None = None
