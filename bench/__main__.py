@@ -293,11 +293,16 @@ def table_rows(
                     met,
                 )
             )
+
+        def offered(lat: scenarios.Latency) -> str:
+            return f"{lat.arrived} / {lat.offered} at {lat.achieved_rate:.0f}/s"
+
         rows.append(
             Row(
-                "latency: arrived / offered",
-                cell(mine_l, lambda lat: f"{lat.arrived} / {lat.offered}"),
-                cell(peer_l, lambda lat: f"{lat.arrived} / {lat.offered}", dash),
+                "latency: arrived / offered, at the rate achieved",
+                cell(mine_l, offered),
+                cell(peer_l, offered, dash),
+                f"{args.rate:g}/s asked",
             )
         )
     if ours.flaky or peer.flaky:

@@ -56,6 +56,9 @@ async def serve(port: int, log_path: str, fail_rate: float, seed: int) -> None:
                 writer.write(FAIL if failed else OK)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            # Stopping with keep-alive connections still open: nothing left to answer.
+            pass
         finally:
             writer.close()
 

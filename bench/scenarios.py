@@ -136,6 +136,8 @@ class Latency:
     p50: float
     p95: float
     p99: float
+    # Events/s the emitting loop achieved: below the asked rate when a commit is too slow.
+    achieved_rate: float = 0.0
 
 
 def latency(
@@ -146,14 +148,18 @@ def latency(
     committed = system.paced(rate, seconds)
     arrived = wait_arrivals(receiver, path, set(committed), timeout)
     ms = [(min(times) - committed[hook_id]) * 1000 for hook_id, times in arrived.items()]
+    span = max(committed.values(), default=0.0) - min(committed.values(), default=0.0)
+    achieved = (len(committed) - 1) / span if span > 0 else 0.0
     if not ms:
-        return Latency(len(committed), 0, float("nan"), float("nan"), float("nan"))
+        nan = float("nan")
+        return Latency(len(committed), 0, nan, nan, nan, achieved)
     return Latency(
         len(committed),
         len(arrived),
         percentile(ms, 50),
         percentile(ms, 95),
         percentile(ms, 99),
+        achieved,
     )
 
 
