@@ -55,37 +55,43 @@ QUICK = {
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=(__doc__ or "").splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     every = ",".join(SCENARIOS + EXTERNAL)
     parser.add_argument("--scenarios", default=every, help=f"comma-separated, of: {every}")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     peer = parser.add_mutually_exclusive_group()
-    peer.add_argument("--peer", dest="peer", action="store_true", default=True)
+    peer.add_argument(
+        "--peer", dest="peer", action="store_true", default=True, help="run the peer (default)"
+    )
     peer.add_argument("--no-peer", dest="peer", action="store_false", help="ours only")
-    sizes = parser.add_argument_group("sizes (default: the issue's; --quick: small)")
-    sizes.add_argument("--events", type=int, help=f"throughput events [{FULL['events']}]")
-    sizes.add_argument("--rate", type=float, help=f"latency: events/s offered [{FULL['rate']}]")
-    sizes.add_argument("--seconds", type=float, help=f"latency: length [{FULL['seconds']}]")
-    sizes.add_argument("--flaky-events", type=int, help=f"[{FULL['flaky_events']}]")
-    sizes.add_argument("--waiting", type=int, help=f"memory: retries [{FULL['waiting']}]")
-    sizes.add_argument("--memory-seconds", type=float, help=f"[{FULL['memory_seconds']}]")
-    sizes.add_argument("--isolation-rate", type=float, help=f"[{FULL['isolation_rate']}]")
-    sizes.add_argument("--isolation-seconds", type=float, help=f"[{FULL['isolation_seconds']}]")
-    sizes.add_argument("--receiving-events", type=int, help=f"[{FULL['receiving_events']}]")
-    parser.add_argument("--fail-rate", type=float, default=0.3, help="flaky: share of 500s")
+    sizes = parser.add_argument_group("sizes [the issue's; --quick]")
+    for name, kind, what in (
+        ("events", int, "throughput: events"),
+        ("rate", float, "latency: events/s offered"),
+        ("seconds", float, "latency: for how long"),
+        ("flaky_events", int, "events to the receiver answering 500s"),
+        ("waiting", int, "memory: retries waiting"),
+        ("memory_seconds", float, "memory: how long the worker runs over them"),
+        ("isolation_rate", float, "python -m bench.isolation --rate"),
+        ("isolation_seconds", float, "python -m bench.isolation --seconds"),
+        ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
+    ):
+        sizes.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            help=f"{what} [{FULL[name]:g}; {QUICK[name]:g}]",
+        )
+    parser.add_argument("--fail-rate", type=float, default=0.3, help="share of 500s [0.3]")
     parser.add_argument(
         "--retry-scale",
         type=float,
         default=0.01,
         help="every retry delay times this, for both (ours: 10 s base, 900 s max, 24 h "
-        "window; django-webhook: a fixed 60 s)",
+        "window; django-webhook: a fixed 60 s) [0.01]",
     )
-    parser.add_argument("--pool", default="threads", help="Celery pool, both workers")
-    parser.add_argument("--concurrency", type=int, default=16, help="both workers")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="limit of each wait (s)")
+    parser.add_argument("--pool", default="threads", help="both Celery workers' pool [threads]")
+    parser.add_argument("--concurrency", type=int, default=16, help="both workers [16]")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="limit of each wait [1800 s]")
     args = parser.parse_args()
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
