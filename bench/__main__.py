@@ -27,7 +27,7 @@ from bench import scenarios
 from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
 from bench.scenarios import Measured, Receiver, System
 
-SCENARIOS = ("ceilings", "throughput", "latency", "flaky", "rollback", "refused", "memory")
+SCENARIOS = ("ceilings", "throughput", "api", "latency", "flaky", "rollback", "refused", "memory")
 EXTERNAL = ("isolation", "receiving")
 # The sizes, and a smoke run's.
 FULL = {
@@ -40,6 +40,7 @@ FULL = {
     "isolation_rate": 20.0,
     "isolation_seconds": 20.0,
     "receiving_events": 10_000,
+    "api_events": 500,
 }
 QUICK = {
     "events": 300,
@@ -51,6 +52,7 @@ QUICK = {
     "isolation_rate": 5.0,
     "isolation_seconds": 5.0,
     "receiving_events": 300,
+    "api_events": 100,
 }
 
 
@@ -75,6 +77,7 @@ def parse_args() -> argparse.Namespace:
         ("isolation_rate", float, "python -m bench.isolation --rate"),
         ("isolation_seconds", float, "python -m bench.isolation --seconds"),
         ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
+        ("api_events", int, "ours: events POSTed to the API"),
     ):
         sizes.add_argument(
             "--" + name.replace("_", "-"),
@@ -149,7 +152,10 @@ def run_system(
                 )
             if "flaky" in chosen:
                 print(f"{system.name}: {args.fail_rate:.0%} of answers 500", flush=True)
-                out.flaky = scenarios.flaky(system, failing, args.flaky_events, args.timeout)
+                # Quiet for 60 s: longer than any retry delay at the default scale (ours
+                # 900 s x 0.01, django-webhook 60 s x 0.01), or 2x the longest one.
+                quiet = max(60.0, 2 * 900 * args.retry_scale)
+                out.flaky = scenarios.flaky(system, failing, args.flaky_events, args.timeout, quiet)
             if "rollback" in chosen:
                 print(f"{system.name}: rolled-back transaction", flush=True)
                 out.rollback = scenarios.rollback(system, healthy, 100, wait=5.0)
@@ -452,6 +458,7 @@ def main() -> None:
         flush=True,
     )
     ceilings: tuple[float, float] | None = None
+    api_rate: float | None = None
     ours, peer = Measured(), Measured()
     peer_note = "" if args.peer else "not run"
     external: dict[str, dict[str, str]] = {}
@@ -476,6 +483,11 @@ def main() -> None:
                 failing,
                 args,
             )
+            if "api" in chosen:
+                from bench.ours import api_accept_rate
+
+                print(f"ours: {args.api_events} events over the API", flush=True)
+                api_rate = api_accept_rate(args.api_events)
             from django.db import connections
 
             # The isolation and receiving benchmarks recreate this database.
@@ -503,7 +515,12 @@ def main() -> None:
             "bench.receiving", ["--events", events, "--noop-requests", events], args.timeout
         )
     print(f"\nbench: finished in {(time.monotonic() - began) / 60:.1f} min\n")
-    print(side_by_side(table_rows(args, ceilings, ours, peer, external, peer_note)))
+    rows = table_rows(args, ceilings, ours, peer, external, peer_note)
+    if api_rate is not None:
+        # Beside emit(); django-webhook has no API to send events through.
+        at = next((i + 1 for i, row in enumerate(rows) if row.measure.startswith("emit")), 0)
+        rows.insert(at, Row("API: events/s accepted (4 clients, gunicorn 2 x 4)", fmt(api_rate)))
+    print(side_by_side(rows))
 
 
 if __name__ == "__main__":

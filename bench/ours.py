@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BROKER_URL, ENV, QUEUES, process, recreate_database
+from bench.common import (
+    BROKER_URL,
+    ENV,
+    QUEUES,
+    free_port,
+    process,
+    recreate_database,
+    wait_for_port,
+)
 
 EVENT_TYPE = "bench.load"
 # The product's defaults (deliveries/models.py), which --retry-scale shrinks for the bench.
@@ -168,3 +176,33 @@ class OurSystem:
                 time.sleep(0.2)
             time.sleep(1.0)
             yield worker.pid
+
+
+def api_accept_rate(count: int, clients: int = 4) -> float:
+    """Events/s our HTTP API accepts (POST /api/v1/events) from `clients` threads, served by
+    gunicorn as the Procfile does. Django must be set up (an `OurSystem` exists)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from deliveries.models import ApiToken
+
+    _, token = ApiToken.issue("bench")
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi", "--bind"]
+    command += [f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning"]
+    with process(command), requests.Session() as api:
+        wait_for_port(port)
+        api.headers["Authorization"] = f"Bearer {token}"
+        url = f"http://127.0.0.1:{port}/api/v1/events"
+
+        def post_event(n: int) -> None:
+            api.post(
+                url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10
+            ).raise_for_status()
+
+        post_event(-1)  # the first request imports and connects
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            list(pool.map(post_event, range(count)))
+        return count / (time.perf_counter() - started)

@@ -51,17 +51,25 @@ def read_arrivals(log: Path) -> dict[tuple[str, str], list[float]]:
 
 
 def wait_arrivals(
-    receiver: Receiver, path: str, ids: set[str], timeout: float
+    receiver: Receiver, path: str, ids: set[str], timeout: float, quiet: float | None = None
 ) -> dict[str, list[float]]:
-    """Arrival times per event id at `path`, once all `ids` arrived or at the timeout."""
+    """Arrival times per event id at `path`, once all `ids` arrived, at the timeout, or
+    (with `quiet`) once nothing new arrived for that long: a sender that gave up on some
+    events (django-webhook drops an event after 6 attempts) would otherwise hold the run
+    until the timeout."""
     deadline = time.monotonic() + timeout
+    seen, changed_at = -1, time.monotonic()
     while True:
         arrived = {
             hook_id: times
             for (at_path, hook_id), times in read_arrivals(receiver.log).items()
             if at_path == path and hook_id in ids
         }
-        if len(arrived) >= len(ids) or time.monotonic() > deadline:
+        now = time.monotonic()
+        if len(arrived) != seen:
+            seen, changed_at = len(arrived), now
+        settled = quiet is not None and now - changed_at > quiet
+        if len(arrived) >= len(ids) or now > deadline or settled:
             return arrived
         time.sleep(0.5)
 
@@ -171,13 +179,16 @@ class Flaky:
     recorded: tuple[int, int, int]
 
 
-def flaky(system: System, receiver: Receiver, count: int, timeout: float) -> Flaky:
+def flaky(
+    system: System, receiver: Receiver, count: int, timeout: float, quiet: float = 60.0
+) -> Flaky:
     """Events to a receiver answering 500 to a share of requests; the wait ends when all
-    arrived or at `timeout` (what is missing then counts as lost)."""
+    arrived, at `timeout`, or after `quiet` seconds without a new arrival (longer than
+    either scaled retry delay); what is missing then counts as lost."""
     path = f"/{system.name}/flaky"
     system.subscribe(receiver.url + path)
     committed = system.emit(count, 100)
-    arrived = wait_arrivals(receiver, path, set(committed), timeout)
+    arrived = wait_arrivals(receiver, path, set(committed), timeout, quiet)
     last = max((min(times) for times in arrived.values()), default=float("nan"))
     return Flaky(
         count, len(arrived), last - min(committed.values()), system.recorded(list(committed))
