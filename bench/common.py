@@ -8,7 +8,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,3 +131,35 @@ def process(
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def run_paced(
+    rate: float,
+    seconds: float,
+    action: Callable[[int], str],
+    *,
+    lanes: int = 4,
+    on_lane_exit: Callable[[], None] = lambda: None,
+) -> dict[str, float]:
+    """Call `action(n)` at a steady `rate` for `seconds`; returns the time each call's id
+    was committed. Several lanes (threads) share the schedule, so that one slow commit does
+    not lower the offered rate; `on_lane_exit` runs in each lane's thread at its end (e.g.
+    closing its database connection)."""
+    total = int(rate * seconds)
+    began = time.monotonic()
+    committed: dict[str, float] = {}
+
+    def lane(first: int) -> None:
+        try:
+            for n in range(first, total, lanes):
+                pause = began + n / rate - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                ref = action(n)
+                committed[ref] = time.time()
+        finally:
+            on_lane_exit()
+
+    with ThreadPoolExecutor(max_workers=lanes) as pool:
+        list(pool.map(lane, range(lanes)))
+    return committed

@@ -18,6 +18,7 @@ from bench.common import (
     free_port,
     process,
     recreate_database,
+    run_paced,
     wait_for_port,
 )
 
@@ -81,20 +82,15 @@ class OurSystem:
         return committed
 
     def paced(self, rate: float, seconds: float) -> dict[str, float]:
-        from django.db import transaction
+        from django.db import connection, transaction
 
         from deliveries import services
 
-        committed: dict[str, float] = {}
-        began = time.monotonic()
-        for n in range(int(rate * seconds)):
-            pause = began + n / rate - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
+        def emit_one(n: int) -> str:
             with transaction.atomic():
-                event = services.emit(EVENT_TYPE, {"n": n})
-            committed[str(event.id)] = time.time()
-        return committed
+                return str(services.emit(EVENT_TYPE, {"n": n}).id)
+
+        return run_paced(rate, seconds, emit_one, on_lane_exit=connection.close)
 
     def recorded(self, ids: list[str]) -> tuple[int, int, int]:
         """Events, succeeded deliveries and attempts stored for these event ids."""

@@ -64,16 +64,17 @@ def main(argv: list[str]) -> object:
             json.dump(committed, file)
         return {"emitted": count, "seconds": seconds}
     if command == "paced":
+        from django.db import connection
+
+        from bench.common import run_paced
+
         rate, seconds, out = float(args[0]), float(args[1]), args[2]
-        committed = {}
-        began = time.monotonic()
-        for n in range(int(rate * seconds)):
-            pause = began + n / rate - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
+
+        def create_one(n: int) -> str:
             with transaction.atomic():
-                ref = str(Order.objects.create(n=n).ref)
-            committed[ref] = time.time()
+                return str(Order.objects.create(n=n).ref)
+
+        committed = run_paced(rate, seconds, create_one, on_lane_exit=connection.close)
         with open(out, "w") as file:
             json.dump(committed, file)
         return {"emitted": len(committed)}

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from bench.__main__ import FULL, external_rows
-from bench.common import Row, side_by_side
+from bench.common import Row, run_paced, side_by_side
 from bench.peer import id_from_body
 from bench.scenarios import read_arrivals
 
@@ -81,3 +81,14 @@ def test_rows_of_the_isolation_and_receiving_benchmarks_become_verdicts() -> Non
     assert rows["receiver: latency p99 (ms)"].ours == "43.8"
     assert rows["receiver: latency p99 (ms)"].met is True
     assert rows["receiver: lost / duplicated"].met is True
+
+
+def test_paced_calls_share_one_schedule_across_lanes() -> None:
+    exits: list[int] = []
+
+    committed = run_paced(
+        200, 0.1, lambda n: f"id-{n}", lanes=4, on_lane_exit=lambda: exits.append(1)
+    )
+
+    assert sorted(committed) == sorted(f"id-{n}" for n in range(20))
+    assert len(exits) == 4
