@@ -134,10 +134,14 @@ def ceiling(url: str, count: int, keep_alive: bool) -> float:
 
 
 def run_system(
-    system: System, healthy: Receiver, failing: Receiver, args: argparse.Namespace
+    system: System,
+    healthy: Receiver,
+    failing: Receiver,
+    args: argparse.Namespace,
+    out: Measured,
 ) -> Measured:
-    """The scenarios that need a worker, then memory with a fresh one."""
-    out = Measured()
+    """The scenarios that need a worker, then memory with a fresh one. `out` fills as they
+    end, so what was measured before a failure is kept."""
     chosen = set(args.chosen)
     print(f"\n== {system.name}", flush=True)
     if chosen & {"throughput", "latency", "flaky", "rollback", "refused"}:
@@ -475,13 +479,14 @@ def main() -> None:
         if needs_worker:
             from bench.ours import OurSystem
 
-            ours = run_system(
+            run_system(
                 OurSystem(
                     pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
                 ),
                 healthy,
                 failing,
                 args,
+                ours,
             )
             if "api" in chosen:
                 from bench.ours import api_accept_rate
@@ -499,9 +504,9 @@ def main() -> None:
                 system = PeerSystem(
                     pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
                 )
-                peer = run_system(system, healthy, failing, args)
+                run_system(system, healthy, failing, args, peer)
             except PeerUnavailable as error:
-                peer_note = "unavailable"
+                peer_note = "failed" if peer != Measured() else "unavailable"
                 print(f"\npeer: not run ({error}); carrying on with ours only", flush=True)
     if "isolation" in chosen:
         external["isolation"] = run_external(

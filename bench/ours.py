@@ -82,7 +82,7 @@ class OurSystem:
         return committed
 
     def paced(self, rate: float, seconds: float) -> dict[str, float]:
-        from django.db import connection, transaction
+        from django.db import connections, transaction
 
         from deliveries import services
 
@@ -90,7 +90,7 @@ class OurSystem:
             with transaction.atomic():
                 return str(services.emit(EVENT_TYPE, {"n": n}).id)
 
-        return run_paced(rate, seconds, emit_one, on_lane_exit=connection.close)
+        return run_paced(rate, seconds, emit_one, on_lane_exit=connections.close_all)
 
     def recorded(self, ids: list[str]) -> tuple[int, int, int]:
         """Events, succeeded deliveries and attempts stored for these event ids."""

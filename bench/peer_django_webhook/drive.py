@@ -64,7 +64,7 @@ def main(argv: list[str]) -> object:
             json.dump(committed, file)
         return {"emitted": count, "seconds": seconds}
     if command == "paced":
-        from django.db import connection
+        from django.db import connections
 
         from bench.common import run_paced
 
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> object:
             with transaction.atomic():
                 return str(Order.objects.create(n=n).ref)
 
-        committed = run_paced(rate, seconds, create_one, on_lane_exit=connection.close)
+        committed = run_paced(rate, seconds, create_one, on_lane_exit=connections.close_all)
         with open(out, "w") as file:
             json.dump(committed, file)
         return {"emitted": len(committed)}
