@@ -23,5 +23,6 @@ lint: setup
 	.venv/bin/mypy .
 	DEBUG=true .venv/bin/python manage.py makemigrations --check --dry-run
 
+# Issue 9's scenarios, ours beside django-webhook: `make bench BENCH_ARGS="--quick --no-peer"`.
 bench: setup
 	.venv/bin/python -m bench $(BENCH_ARGS)

@@ -1,67 +1,122 @@
-"""Benchmark of the sending pipeline on loopback: `make bench` (or `python -m bench`).
+"""Benchmarks of issue 9, ours beside the peer django-webhook: `make bench` (`python -m bench`).
 
-Starts what it needs (a fresh PostgreSQL database, a Redis database, a fast receiver, a
-Celery worker process and gunicorn), sends events to K endpoints and prints a table:
-events/s accepted by `emit` and by the API, deliveries/s end to end, latency from commit to
-arrival, lost and duplicated deliveries, and the worker's memory. Everything stays on
-127.0.0.1 and every loop is bounded in count and time.
+Starts what it needs on 127.0.0.1 (fresh PostgreSQL databases, a Redis database, the fast
+receiver `bench.peer`, Celery workers), runs the chosen scenarios against our project and,
+with --peer, against django-webhook 0.0.15 in its own virtualenv, then runs the isolation and
+receiving benchmarks as their own processes, and prints one table:
+measure | ours | peer | ratio / target | met?
+
+Every wait is bounded (--timeout per scenario); `--quick` is a smoke run with small sizes.
 """
 
 import argparse
-import contextlib
+import json
 import os
-import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import requests
 
-from bench.common import (
-    BROKER_URL,
-    ENV,
-    QUEUES,
-    Results,
-    free_port,
-    percentile,
-    process,
-    recreate_database,
-    wait_for_port,
-)
+from bench import scenarios
+from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
+from bench.scenarios import Measured, Receiver, System
+
+SCENARIOS = ("ceilings", "throughput", "api", "latency", "flaky", "rollback", "refused", "memory")
+EXTERNAL = ("isolation", "receiving")
+# The issue's sizes, and a smoke run's.
+FULL = {
+    "events": 10_000,
+    "rate": 100.0,
+    "seconds": 60.0,
+    "flaky_events": 3_000,
+    "waiting": 100_000,
+    "memory_seconds": 60.0,
+    "isolation_rate": 20.0,
+    "isolation_seconds": 20.0,
+    "receiving_events": 10_000,
+    "api_events": 500,
+}
+QUICK = {
+    "events": 300,
+    "rate": 20.0,
+    "seconds": 5.0,
+    "flaky_events": 200,
+    "waiting": 5_000,
+    "memory_seconds": 15.0,
+    "isolation_rate": 5.0,
+    "isolation_seconds": 5.0,
+    "receiving_events": 300,
+    "api_events": 100,
+}
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children, in MB."""
-    total = 0
-    pids = [pid]
-    with contextlib.suppress(OSError):
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(child) for child in children]
-    for each in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{each}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total / 1024
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    every = ",".join(SCENARIOS + EXTERNAL)
+    parser.add_argument("--scenarios", default=every, help=f"comma-separated, of: {every}")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    peer = parser.add_mutually_exclusive_group()
+    peer.add_argument(
+        "--peer", dest="peer", action="store_true", default=True, help="run the peer (default)"
+    )
+    peer.add_argument("--no-peer", dest="peer", action="store_false", help="ours only")
+    sizes = parser.add_argument_group("sizes [the issue's; --quick]")
+    for name, kind, what in (
+        ("events", int, "throughput: events"),
+        ("rate", float, "latency: events/s offered"),
+        ("seconds", float, "latency: for how long"),
+        ("flaky_events", int, "events to the receiver answering 500s"),
+        ("waiting", int, "memory: retries waiting"),
+        ("memory_seconds", float, "memory: how long the worker runs over them"),
+        ("isolation_rate", float, "python -m bench.isolation --rate"),
+        ("isolation_seconds", float, "python -m bench.isolation --seconds"),
+        ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
+        ("api_events", int, "ours: events POSTed to the API"),
+    ):
+        sizes.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            help=f"{what} [{FULL[name]:g}; {QUICK[name]:g}]",
+        )
+    parser.add_argument("--fail-rate", type=float, default=0.3, help="share of 500s [0.3]")
+    parser.add_argument(
+        "--retry-scale",
+        type=float,
+        default=0.01,
+        help="every retry delay times this, for both (ours: 10 s base, 900 s max, 24 h "
+        "window; django-webhook: a fixed 60 s) [0.01]",
+    )
+    parser.add_argument("--pool", default="threads", help="both Celery workers' pool [threads]")
+    parser.add_argument("--concurrency", type=int, default=16, help="both workers [16]")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="limit of each wait [1800 s]")
+    args = parser.parse_args()
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    args.chosen = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+    unknown = set(args.chosen) - set(SCENARIOS + EXTERNAL)
+    if unknown:
+        parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    if not 0 <= args.fail_rate < 1:
+        parser.error("--fail-rate must be in [0, 1)")
+    return args
 
 
-class PeakSampler(threading.Thread):
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak, self._stop_event = pid, 0.0, threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.wait(0.2):
-            self.peak = max(self.peak, rss_mb(self.pid))
-
-    def stop(self) -> float:
-        self._stop_event.set()
-        self.join()
-        return self.peak
+@contextmanager
+def receiver(
+    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None
+) -> Iterator[Receiver]:
+    port, log = port or free_port(), workdir / f"{name}.log"
+    command = [sys.executable, "-m", "bench.peer", str(port), str(log), str(fail_rate)]
+    with process(command):
+        wait_for_port(port)
+        yield Receiver(f"http://127.0.0.1:{port}", log)
 
 
 def ceiling(url: str, count: int, keep_alive: bool) -> float:
@@ -78,209 +133,399 @@ def ceiling(url: str, count: int, keep_alive: bool) -> float:
     return count / (time.perf_counter() - started)
 
 
-def read_arrivals(log: Path) -> dict[tuple[str, str], list[float]]:
-    arrivals: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for line in log.read_text().splitlines():
-        at, path, hook_id, status = line.split()
-        if status == "200" and hook_id != "ceiling":
-            arrivals[(path, hook_id)].append(float(at))
-    return arrivals
+def run_system(
+    system: System,
+    healthy: Receiver,
+    failing: Receiver,
+    args: argparse.Namespace,
+    out: Measured,
+) -> Measured:
+    """The scenarios that need a worker, then memory with a fresh one. `out` fills as they
+    end, so what was measured before a failure is kept."""
+    chosen = set(args.chosen)
+    print(f"\n== {system.name}", flush=True)
+    if chosen & {"throughput", "latency", "flaky", "rollback", "refused"}:
+        with system.worker():
+            if "throughput" in chosen:
+                print(f"{system.name}: throughput, {args.events} events", flush=True)
+                out.throughput = scenarios.throughput(system, healthy, args.events, args.timeout)
+            if "latency" in chosen:
+                print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
+                out.latency = scenarios.latency(
+                    system, healthy, args.rate, args.seconds, args.timeout
+                )
+            if "flaky" in chosen:
+                print(f"{system.name}: {args.fail_rate:.0%} of answers 500", flush=True)
+                # Quiet for 60 s: longer than any retry delay at the default scale (ours
+                # 900 s x 0.01, django-webhook 60 s x 0.01), or 2x the longest one.
+                quiet = max(60.0, 2 * 900 * args.retry_scale)
+                out.flaky = scenarios.flaky(system, failing, args.flaky_events, args.timeout, quiet)
+            if "rollback" in chosen:
+                print(f"{system.name}: rolled-back transaction", flush=True)
+                out.rollback = scenarios.rollback(system, healthy, 100, wait=5.0)
+            if "refused" in chosen:
+                print(f"{system.name}: connection refused for 10 s, then back", flush=True)
+                out.refused = scenarios.refused(
+                    system,
+                    lambda port: receiver(healthy.log.parent, f"refused-{port}", port=port),
+                    100,
+                    10.0,
+                    min(args.timeout, 120.0),
+                )
+    if "memory" in chosen:
+        print(f"{system.name}: memory, {args.waiting} waiting retries", flush=True)
+        out.memory = scenarios.memory(system, healthy, args.waiting, args.memory_seconds)
+    print(f"  {out}", flush=True)
+    return out
 
 
-def wait_delivered(expected: int, timeout: float) -> float:
-    from deliveries.models import Delivery, DeliveryStatus
+def run_external(module: str, options: list[str], timeout: float) -> dict[str, str]:
+    """Another benchmark run alone as a process; its rows (name -> value) via BENCH_ROWS_FILE."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as rows_file:
+        path = Path(rows_file.name)
+    print(f"\n== python -m {module} {' '.join(options)}", flush=True)
+    env = {**os.environ, "BENCH_ROWS_FILE": str(path)}
+    try:
+        subprocess.run(
+            [sys.executable, "-m", module, *options],
+            cwd=ROOT,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"{module}: stopped after {timeout:.0f}s", flush=True)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.unlink()
+    return {name: value for name, value in rows}
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count()
-        if done >= expected:
-            return time.time()
-        time.sleep(0.25)
-    raise RuntimeError(f"only {done} of {expected} deliveries succeeded within {timeout}s")
+
+def find(rows: dict[str, str], *words: str) -> str | None:
+    """The value of the first row whose name contains every word (names may be reworded)."""
+    for name, value in rows.items():
+        if all(word in name for word in words):
+            return value
+    return None
+
+
+def numbers(text: str | None) -> list[float]:
+    found = []
+    for part in (text or "").replace("/", " ").replace("x", " ").split():
+        try:
+            found.append(float(part))
+        except ValueError:
+            continue
+    return found
+
+
+def fmt(value: float, digits: int = 0) -> str:
+    return f"{value:.{digits}f}"
+
+
+T = TypeVar("T")
+
+
+def cell(value: T | None, show: Callable[[T], str], missing: str = "-") -> str:
+    return missing if value is None else show(value)
+
+
+def vs_peer(mine: float, theirs: float | None, what: str = "peer") -> str:
+    if theirs is None or theirs != theirs or theirs == 0:
+        return ""
+    return f"{mine / theirs:.2f}x {what}"
+
+
+def table_rows(
+    args: argparse.Namespace,
+    ceilings: tuple[float, float] | None,
+    ours: Measured,
+    peer: Measured,
+    external: dict[str, dict[str, str]],
+    peer_note: str,
+) -> list[Row]:
+    rows: list[Row] = []
+    dash = peer_note or "-"
+    if ceilings:
+        rows.append(Row("ceiling: requests keep-alive, 1 process (req/s)", fmt(ceilings[0])))
+        rows.append(Row("ceiling: requests new connection (req/s)", fmt(ceilings[1])))
+    if ours.throughput or peer.throughput:
+        mine_t, peer_t = ours.throughput, peer.throughput
+        rows.append(
+            Row(
+                "emit: events/s accepted (100 per transaction)",
+                cell(mine_t, lambda t: fmt(t.emit_rate)),
+                cell(peer_t, lambda t: fmt(t.emit_rate), dash),
+            )
+        )
+        target, met = "", None
+        if mine_t and ceilings:
+            share = mine_t.rate / ceilings[0]
+            target = f"{share:.2f} of keep-alive ceiling (>= 0.60)"
+            extra = vs_peer(mine_t.rate, peer_t.rate if peer_t else None)
+            target += f"; {extra}" if extra else ""
+            met = share >= 0.60
+        rows.append(
+            Row(
+                f"throughput, {args.events} events: deliveries/s",
+                cell(mine_t, lambda t: fmt(t.rate)),
+                cell(peer_t, lambda t: fmt(t.rate), dash),
+                target,
+                met,
+            )
+        )
+
+        def recorded(t: scenarios.Throughput) -> str:
+            return f"{t.arrived} / " + " / ".join(map(str, t.recorded))
+
+        rows.append(
+            Row(
+                "throughput: arrived / stored events, deliveries ok, attempts",
+                cell(mine_t, recorded),
+                cell(peer_t, recorded, dash),
+                f"all {args.events}",
+                None
+                if mine_t is None
+                else mine_t.arrived == mine_t.count and min(mine_t.recorded) >= mine_t.count,
+            )
+        )
+    if ours.latency or peer.latency:
+        mine_l, peer_l = ours.latency, peer.latency
+        name = f"latency, {args.rate:g}/s for {args.seconds:g}s: commit->arrival"
+        bounds = (("p50", 20.0), ("p95", None), ("p99", 100.0))
+        for label, bound in bounds:
+
+            def show(lat: scenarios.Latency, attr: str = label) -> str:
+                return fmt(getattr(lat, attr))
+
+            met = None
+            if bound is not None and mine_l is not None:
+                met = getattr(mine_l, label) <= bound and mine_l.arrived == mine_l.offered
+            rows.append(
+                Row(
+                    f"{name} {label} (ms)",
+                    cell(mine_l, show),
+                    cell(peer_l, show, dash),
+                    f"<= {bound:g} ms" if bound else "",
+                    met,
+                )
+            )
+
+        def offered(lat: scenarios.Latency) -> str:
+            return f"{lat.arrived} / {lat.offered} at {lat.achieved_rate:.0f}/s"
+
+        rows.append(
+            Row(
+                "latency: arrived / offered, at the rate achieved",
+                cell(mine_l, offered),
+                cell(peer_l, offered, dash),
+                f"{args.rate:g}/s asked",
+            )
+        )
+    if ours.flaky or peer.flaky:
+        mine_f, peer_f = ours.flaky, peer.flaky
+        name = f"{args.fail_rate:.0%} answered 500, {args.flaky_events} events"
+        rows.append(
+            Row(
+                f"{name}: delivered / sent",
+                cell(mine_f, lambda f: f"{f.arrived} / {f.count}"),
+                cell(peer_f, lambda f: f"{f.arrived} / {f.count}", dash),
+                "100 %",
+                None if mine_f is None else mine_f.arrived == mine_f.count,
+            )
+        )
+        rows.append(
+            Row(
+                f"{name}: time to last arrival (s), retry delays x{args.retry_scale:g}",
+                cell(mine_f, lambda f: fmt(f.seconds_to_last, 1)),
+                cell(peer_f, lambda f: fmt(f.seconds_to_last, 1), dash),
+                vs_peer(
+                    mine_f.seconds_to_last if mine_f else 0.0,
+                    peer_f.seconds_to_last if peer_f and mine_f else None,
+                    "peer's time",
+                ),
+            )
+        )
+        rows.append(
+            Row(
+                f"{name}: attempts stored",
+                cell(mine_f, lambda f: str(f.recorded[2])),
+                cell(peer_f, lambda f: str(f.recorded[2]), dash),
+            )
+        )
+    if ours.rollback is not None or peer.rollback is not None:
+        rows.append(
+            Row(
+                "rolled-back transaction of 100 events: webhooks sent",
+                cell(ours.rollback, str),
+                cell(peer.rollback, str, dash),
+                "0",
+                None if ours.rollback is None else ours.rollback == 0,
+            )
+        )
+    if ours.refused or peer.refused:
+
+        def refused(r: scenarios.Refused) -> str:
+            after = f" (last {r.seconds_after_back:.0f} s after)" if r.arrived else ""
+            return f"{r.arrived} / {r.count}{after}"
+
+        rows.append(
+            Row(
+                "connection refused for 10 s, 100 events: arrived once it is back",
+                cell(ours.refused, refused),
+                cell(peer.refused, refused, dash),
+                "all, within 120 s",
+                None if ours.refused is None else ours.refused.arrived == ours.refused.count,
+            )
+        )
+    if ours.memory or peer.memory:
+
+        def rss(m: scenarios.Memory) -> str:
+            return f"{m.idle:.0f} -> {m.peak:.0f} ({m.ratio:.2f}x)"
+
+        rows.append(
+            Row(
+                f"memory: worker RSS idle -> peak (MB), {args.waiting} waiting retries",
+                cell(ours.memory, rss),
+                cell(peer.memory, rss, dash),
+                "<= 1.2x idle",
+                None if ours.memory is None else ours.memory.ratio <= 1.2,
+            )
+        )
+    rows += external_rows(args, external)
+    return rows
+
+
+def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]]) -> list[Row]:
+    rows: list[Row] = []
+    isolation = external.get("isolation")
+    if isolation is not None:
+        ratio = numbers(find(isolation, "p99 beside"))
+        rows.append(
+            Row(
+                "isolation: healthy p50/p95/p99 alone (ms)",
+                find(isolation, "healthy alone") or "no figure",
+            )
+        )
+        rows.append(
+            Row(
+                "isolation: healthy p50/p95/p99 beside a dead endpoint (ms)",
+                find(isolation, "healthy beside") or "no figure",
+            )
+        )
+        rows.append(
+            Row(
+                "isolation: p99 beside / alone",
+                f"{ratio[0]:.2f}x" if ratio else "no figure",
+                "",
+                "<= 2x",
+                bool(ratio) and ratio[0] <= 2,
+            )
+        )
+    receiving = external.get("receiving")
+    if receiving is not None:
+        trivial = numbers(find(receiving, "trivial", "requests/s"))
+        accepted = numbers(find(receiving, "receiver", "requests/s"))
+        p99 = numbers(find(receiving, "receiver", "p99"))
+        if trivial and accepted:
+            share = accepted[0] / trivial[0] if trivial[0] else 0.0
+            rows.append(
+                Row(
+                    f"receiver, {args.receiving_events} signed events: req/s (trivial view)",
+                    f"{accepted[0]:.0f} ({trivial[0]:.0f})",
+                    "",
+                    f"{share:.2f} of trivial view (>= 0.50)",
+                    share >= 0.5,
+                )
+            )
+        else:
+            rows.append(Row("receiver: req/s", "no figure", "", ">= 0.50 of trivial", False))
+        if p99:
+            rows.append(
+                Row("receiver: latency p99 (ms)", fmt(p99[-1], 1), "", "<= 50 ms", p99[-1] <= 50)
+            )
+        lost = find(receiving, "lost")
+        if lost:
+            rows.append(
+                Row("receiver: lost / duplicated", lost, "", "0 / 0", numbers(lost) == [0, 0])
+            )
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=2000, help="events in the bulk phase")
-    parser.add_argument("--endpoints", type=int, default=2, help="endpoints subscribed to all")
-    parser.add_argument("--api-events", type=int, default=500)
-    parser.add_argument("--rate", type=float, default=50.0, help="paced phase, events/s")
-    parser.add_argument("--seconds", type=float, default=10.0, help="paced phase length")
-    parser.add_argument("--pool", default="threads")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--timeout", type=float, default=600.0)
-    args = parser.parse_args()
-
-    os.environ.update(ENV)
-    recreate_database()
-    import django
-
-    django.setup()
-    import redis
-    from django.core.management import call_command
-    from django.db import transaction
-
-    from deliveries import services
-    from deliveries.models import ApiToken
-    from webhooks_project.models import WorkerHeartbeat
-    from webhooks_project.tasks import heartbeat
-
-    call_command("migrate", verbosity=0)
-    redis.Redis.from_url(BROKER_URL).flushdb()
-    results = Results()
+    args = parse_args()
+    began = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="webhooks-bench-"))
-    peer_log = workdir / "arrivals.log"
-    peer_port, web_port = free_port(), free_port()
-
+    chosen = set(args.chosen)
     print(
-        f"bench: {args.events} events x {args.endpoints} endpoints, pool={args.pool} "
-        f"concurrency={args.concurrency}",
+        f"bench: {', '.join(args.chosen)}; peer {'on' if args.peer else 'off'}; "
+        f"{'quick' if args.quick else 'full'} sizes; logs in {workdir}",
         flush=True,
     )
-    with process([sys.executable, "-m", "bench.peer", str(peer_port), str(peer_log)]):
-        wait_for_port(peer_port)
-        peer = f"http://127.0.0.1:{peer_port}"
-        results.add(
-            "ceiling: requests keep-alive, 1 process (req/s)",
-            f"{ceiling(peer + '/ceiling', 2000, True):.0f}",
-        )
-        results.add(
-            "ceiling: requests new connection (req/s)",
-            f"{ceiling(peer + '/ceiling', 500, False):.0f}",
-        )
-        for k in range(args.endpoints):
-            services.endpoint_create(url=f"{peer}/e/{k}", event_types=["*"])
-
-        worker_cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "webhooks_project",
-            "worker",
-            "--pool",
-            args.pool,
-            "--concurrency",
-            str(args.concurrency),
-            "-Q",
-            QUEUES,
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-        ]
-        web_cmd = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "webhooks_project.wsgi",
-            "--bind",
-            f"127.0.0.1:{web_port}",
-            "--workers",
-            "2",
-            "--threads",
-            "4",
-            "--log-level",
-            "warning",
-        ]
-        with process(worker_cmd) as worker, process(web_cmd):
-            heartbeat.delay("bench")
-            deadline = time.monotonic() + 60
-            while not WorkerHeartbeat.objects.filter(hostname="bench").exists():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the worker did not start")
-                time.sleep(0.2)
-            time.sleep(1.0)
-            idle_rss = rss_mb(worker.pid)
-            sampler = PeakSampler(worker.pid)
-            sampler.start()
-
-            # Bulk: emit as fast as the product can, 100 events per transaction.
-            commit_at: dict[str, float] = {}
-            started = time.perf_counter()
-            for offset in range(0, args.events, 100):
-                with transaction.atomic():
-                    batch = [
-                        services.emit("bench.bulk", {"n": n, "text": "x" * 200})
-                        for n in range(offset, min(offset + 100, args.events))
-                    ]
-                now = time.time()
-                commit_at.update((str(event.id), now) for event in batch)
-            emit_rate = args.events / (time.perf_counter() - started)
-            results.add("emit(): events/s accepted (100 per transaction)", f"{emit_rate:.0f}")
-            first_commit = min(commit_at.values())
-            expected = args.events * args.endpoints
-            wait_delivered(expected, args.timeout)
-            arrivals = read_arrivals(peer_log) if peer_log.exists() else {}
-            bulk_last = max((min(times) for times in arrivals.values()), default=first_commit)
-            results.add(
-                "bulk: deliveries/s end to end", f"{expected / (bulk_last - first_commit):.0f}"
+    ceilings: tuple[float, float] | None = None
+    api_rate: float | None = None
+    ours, peer = Measured(), Measured()
+    peer_note = "" if args.peer else "not run"
+    external: dict[str, dict[str, str]] = {}
+    needs_worker = chosen & set(SCENARIOS) - {"ceilings"}
+    with (
+        receiver(workdir, "healthy") as healthy,
+        receiver(workdir, "flaky", args.fail_rate) as failing,
+    ):
+        if "ceilings" in chosen:
+            ceilings = (
+                ceiling(healthy.url + "/ceiling", 2000, True),
+                ceiling(healthy.url + "/ceiling", 500, False),
             )
-            bulk_latency = [
-                min(t) - commit_at[hid] for (_, hid), t in arrivals.items() if hid in commit_at
-            ]
+        if needs_worker:
+            from bench.ours import OurSystem
 
-            # API: events/s accepted over HTTP by gunicorn, 4 client threads.
-            _, token = ApiToken.issue("bench")
-            wait_for_port(web_port)
-            api = requests.Session()
-            api.headers["Authorization"] = f"Bearer {token}"
-            url = f"http://127.0.0.1:{web_port}/api/v1/events"
-
-            def post_event(n: int) -> None:
-                api.post(
-                    url, json={"type": "bench.api", "data": {"n": n}}, timeout=10
-                ).raise_for_status()
-
-            started = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                list(pool.map(post_event, range(args.api_events)))
-            results.add(
-                "API: events/s accepted (4 clients)",
-                f"{args.api_events / (time.perf_counter() - started):.0f}",
+            run_system(
+                OurSystem(
+                    pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
+                ),
+                healthy,
+                failing,
+                args,
+                ours,
             )
-            expected += args.api_events * args.endpoints
-            wait_delivered(expected, args.timeout)
+            if "api" in chosen:
+                from bench.ours import api_accept_rate
 
-            # Paced: latency from commit to arrival when the offered load is steady.
-            paced_commit: dict[str, float] = {}
-            total = int(args.rate * args.seconds)
-            began = time.monotonic()
-            for n in range(total):
-                target = began + n / args.rate
-                pause = target - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
-                with transaction.atomic():
-                    event = services.emit("bench.paced", {"n": n})
-                paced_commit[str(event.id)] = time.time()
-            expected += total * args.endpoints
-            wait_delivered(expected, args.timeout)
-            peak_rss = sampler.stop()
+                print(f"ours: {args.api_events} events over the API", flush=True)
+                api_rate = api_accept_rate(args.api_events)
+            from django.db import connections
 
-    time.sleep(0.5)
-    arrivals = read_arrivals(peer_log)
-    paced_latency = [
-        min(t) - paced_commit[hid] for (_, hid), t in arrivals.items() if hid in paced_commit
-    ]
-    for name, values in (("bulk", bulk_latency), (f"paced {args.rate:.0f}/s", paced_latency)):
-        ms = [v * 1000 for v in values]
-        results.add(
-            f"{name}: commit->arrival p50/p95/p99 (ms)",
-            f"{percentile(ms, 50):.0f} / {percentile(ms, 95):.0f} / {percentile(ms, 99):.0f}",
+            # The isolation and receiving benchmarks recreate this database.
+            connections.close_all()
+        if needs_worker and args.peer:
+            from bench.peer_side import PeerSystem, PeerUnavailable
+
+            try:
+                system = PeerSystem(
+                    pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
+                )
+                run_system(system, healthy, failing, args, peer)
+            except PeerUnavailable as error:
+                peer_note = "failed" if peer != Measured() else "unavailable"
+                print(f"\npeer: not run ({error}); carrying on with ours only", flush=True)
+    if "isolation" in chosen:
+        external["isolation"] = run_external(
+            "bench.isolation",
+            ["--rate", f"{args.isolation_rate:g}", "--seconds", f"{args.isolation_seconds:g}"],
+            args.timeout,
         )
-    unique = len(arrivals)
-    duplicates = sum(len(times) - 1 for times in arrivals.values())
-    results.add("deliveries expected / arrived", f"{expected} / {unique}")
-    results.add("lost / duplicated", f"{expected - unique} / {duplicates}")
-    results.add("worker RSS idle / peak (MB)", f"{idle_rss:.0f} / {peak_rss:.0f}")
-    print()
-    print(results.table())
-    print(
-        f"\n(mean bulk latency {statistics.fmean(bulk_latency) * 1000:.0f} ms; "
-        f"arrival log {peer_log})"
-    )
+    if "receiving" in chosen:
+        events = str(args.receiving_events)
+        external["receiving"] = run_external(
+            "bench.receiving", ["--events", events, "--noop-requests", events], args.timeout
+        )
+    print(f"\nbench: finished in {(time.monotonic() - began) / 60:.1f} min\n")
+    rows = table_rows(args, ceilings, ours, peer, external, peer_note)
+    if api_rate is not None:
+        # Beside emit(); django-webhook has no API to send events through.
+        at = next((i + 1 for i, row in enumerate(rows) if row.measure.startswith("emit")), 0)
+        rows.insert(at, Row("API: events/s accepted (4 clients, gunicorn 2 x 4)", fmt(api_rate)))
+    print(side_by_side(rows))
 
 
 if __name__ == "__main__":

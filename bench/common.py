@@ -2,12 +2,14 @@
 environment), starting and stopping processes, free ports, percentiles, the result table."""
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +27,7 @@ ENV = {
     "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
-    # The benchmark's event types (bench.bulk, bench.api, bench.paced) are declared there.
+    # The benchmark's event types (bench.load and the isolation ones) are declared there.
     "WEBHOOKS_EVENT_TYPE_MODULES": "bench.event_types",
     # The bench's receiver is on loopback, over plain http.
     "WEBHOOKS_ALLOWED_NETWORKS": "127.0.0.0/8,::1",
@@ -40,12 +42,49 @@ class Results:
     def add(self, name: str, value: str) -> None:
         self.rows.append((name, value))
         print(f"  {name}: {value}", flush=True)
+        # `python -m bench` runs the other benchmarks as processes and reads their rows here.
+        rows_file = os.environ.get("BENCH_ROWS_FILE")
+        if rows_file:
+            with open(rows_file, "a") as out:
+                out.write(json.dumps([name, value]) + "\n")
 
     def table(self) -> str:
         width = max(len(name) for name, _ in self.rows)
         lines = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
         lines += [f"| {name.ljust(width)} | {value} |" for name, value in self.rows]
         return "\n".join(lines)
+
+
+@dataclass
+class Row:
+    """One line of the side-by-side table; `met` is None where there is no target."""
+
+    measure: str
+    ours: str
+    peer: str = "-"
+    target: str = ""
+    met: bool | None = None
+
+
+def side_by_side(rows: list[Row]) -> str:
+    header = ("measure", "ours", "peer", "ratio / target", "met?")
+    cells = [header] + [
+        (
+            row.measure,
+            row.ours,
+            row.peer,
+            row.target,
+            "" if row.met is None else ("yes" if row.met else "NO"),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"
+        for line in cells
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
 
 
 def free_port() -> int:
@@ -92,3 +131,35 @@ def process(
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def run_paced(
+    rate: float,
+    seconds: float,
+    action: Callable[[int], str],
+    *,
+    lanes: int = 4,
+    on_lane_exit: Callable[[], None] = lambda: None,
+) -> dict[str, float]:
+    """Call `action(n)` at a steady `rate` for `seconds`; returns the time each call's id
+    was committed. Several lanes (threads) share the schedule, so that one slow commit does
+    not lower the offered rate; `on_lane_exit` runs in each lane's thread at its end (e.g.
+    closing its database connection)."""
+    total = int(rate * seconds)
+    began = time.monotonic()
+    committed: dict[str, float] = {}
+
+    def lane(first: int) -> None:
+        try:
+            for n in range(first, total, lanes):
+                pause = began + n / rate - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                ref = action(n)
+                committed[ref] = time.time()
+        finally:
+            on_lane_exit()
+
+    with ThreadPoolExecutor(max_workers=lanes) as pool:
+        list(pool.map(lane, range(lanes)))
+    return committed

@@ -2,7 +2,7 @@
 
 from deliveries.catalogue import Version, declare
 
-for name in ("bench.bulk", "bench.api", "bench.paced", "bench.alone", "bench.beside_dead"):
+for name in ("bench.load", "bench.alone", "bench.beside_dead"):
     declare(
         name,
         description=f"{name}: benchmark load",

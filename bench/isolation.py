@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.__main__ import read_arrivals
 from bench.common import (
     BROKER_URL,
     ENV,
@@ -34,6 +33,7 @@ from bench.common import (
     recreate_database,
     wait_for_port,
 )
+from bench.scenarios import read_arrivals
 
 HEALTHY_PATH = "/healthy"
 

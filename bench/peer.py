@@ -1,11 +1,17 @@
 """A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, stdlib only.
 
-Run as a separate process: `python -m bench.peer PORT LOGFILE [FAIL_RATE]`. It appends one
-line per request, `<unix time> <path> <X-Webhook-Id>`, and answers 200 (or 500 for a
-random FAIL_RATE share of requests). SIGTERM flushes the log and exits.
+Run as a separate process: `python -m bench.peer PORT LOGFILE [FAIL_RATE [SEED]]`. It appends
+one line per request, `<unix time> <path> <event id> <status>`, and answers 200, or 500 for a
+FAIL_RATE share of requests drawn from a random generator seeded with SEED (default 1), so
+that two runs fail the same request numbers. SIGTERM flushes the log and exits.
+
+The event id is our `X-Webhook-Id` header. Senders without such a header (django-webhook, the
+peer we compare with) are identified by `object.ref` in the JSON body: the bench's model there
+carries its own id in that field.
 """
 
 import asyncio
+import json
 import random
 import signal
 import sys
@@ -15,8 +21,17 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\no
 FAIL = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nfail"
 
 
-async def serve(port: int, log_path: str, fail_rate: float) -> None:
+def id_from_body(body: bytes) -> str:
+    try:
+        document = json.loads(body)
+        return str(document["object"]["ref"])
+    except (ValueError, KeyError, TypeError):
+        return "-"
+
+
+async def serve(port: int, log_path: str, fail_rate: float, seed: int) -> None:
     log = open(log_path, "a", buffering=1024 * 1024)  # noqa: SIM115 (closed on exit)
+    draw = random.Random(seed).random
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -24,7 +39,7 @@ async def serve(port: int, log_path: str, fail_rate: float) -> None:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1]
-                length, hook_id = 0, "-"
+                length, hook_id = 0, ""
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
                     lowered = name.strip().lower()
@@ -32,12 +47,17 @@ async def serve(port: int, log_path: str, fail_rate: float) -> None:
                         length = int(value)
                     elif lowered == "x-webhook-id":
                         hook_id = value.strip()
-                if length:
-                    await reader.readexactly(length)
-                failed = fail_rate and random.random() < fail_rate
+                body = await reader.readexactly(length) if length else b""
+                if not hook_id:
+                    hook_id = id_from_body(body)
+                # One draw per request, in arrival order: the same seed fails the same numbers.
+                failed = fail_rate > 0 and draw() < fail_rate
                 log.write(f"{time.time():.6f} {path} {hook_id} {500 if failed else 200}\n")
                 writer.write(FAIL if failed else OK)
         except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            # Stopping with keep-alive connections still open: nothing left to answer.
             pass
         finally:
             writer.close()
@@ -62,4 +82,5 @@ async def serve(port: int, log_path: str, fail_rate: float) -> None:
 
 if __name__ == "__main__":
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
-    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], rate))
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], rate, seed))

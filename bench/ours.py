@@ -1,0 +1,204 @@
+"""Our side of `python -m bench`: the project's Django in this process (emit, counts), a
+`celery worker` and `celery beat` as processes. Same operations as `peer_side.PeerSystem`."""
+
+import contextlib
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+from bench.common import (
+    BROKER_URL,
+    ENV,
+    QUEUES,
+    free_port,
+    process,
+    recreate_database,
+    run_paced,
+    wait_for_port,
+)
+
+EVENT_TYPE = "bench.load"
+# The product's defaults (deliveries/models.py), which --retry-scale shrinks for the bench.
+DEFAULT_BACKOFF_BASE_SECONDS = 10.0
+DEFAULT_BACKOFF_MAX_SECONDS = 900.0
+DEFAULT_RETRY_WINDOW_SECONDS = 24 * 3600.0
+
+
+class OurSystem:
+    name = "ours"
+    emit_seconds = 0.0
+
+    def __init__(self, *, pool: str, concurrency: int, retry_scale: float) -> None:
+        self.pool, self.concurrency, self.retry_scale = pool, concurrency, retry_scale
+        self.workdir = Path(tempfile.mkdtemp(prefix="webhooks-bench-ours-"))
+        # Beat sweeps every 2 s, as a deployment with a short interval would.
+        os.environ.update({**ENV, "WEBHOOKS_SWEEP_INTERVAL_SECONDS": "2"})
+        recreate_database()
+        import django
+
+        django.setup()
+        import redis
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        redis.Redis.from_url(BROKER_URL).flushdb()
+
+    def subscribe(self, url: str) -> None:
+        """The only endpoint from now on: earlier ones are disabled (they get nothing)."""
+        from deliveries import services
+        from deliveries.models import Endpoint, EndpointState
+
+        Endpoint.objects.update(state=EndpointState.DISABLED)
+        scale = self.retry_scale
+        services.endpoint_create(
+            url=url,
+            event_types=[EVENT_TYPE],
+            backoff_base_seconds=DEFAULT_BACKOFF_BASE_SECONDS * scale,
+            backoff_max_seconds=DEFAULT_BACKOFF_MAX_SECONDS * scale,
+            retry_window_seconds=DEFAULT_RETRY_WINDOW_SECONDS * scale,
+        )
+
+    def emit(self, count: int, per_transaction: int) -> dict[str, float]:
+        from django.db import transaction
+
+        from deliveries import services
+
+        committed: dict[str, float] = {}
+        started = time.perf_counter()
+        for offset in range(0, count, per_transaction):
+            with transaction.atomic():
+                ids = [
+                    str(services.emit(EVENT_TYPE, {"n": n, "text": "x" * 200}).id)
+                    for n in range(offset, min(offset + per_transaction, count))
+                ]
+            now = time.time()
+            committed.update((event_id, now) for event_id in ids)
+        self.emit_seconds = time.perf_counter() - started
+        return committed
+
+    def paced(self, rate: float, seconds: float) -> dict[str, float]:
+        from django.db import connections, transaction
+
+        from deliveries import services
+
+        def emit_one(n: int) -> str:
+            with transaction.atomic():
+                return str(services.emit(EVENT_TYPE, {"n": n}).id)
+
+        return run_paced(rate, seconds, emit_one, on_lane_exit=connections.close_all)
+
+    def recorded(self, ids: list[str]) -> tuple[int, int, int]:
+        """Events, succeeded deliveries and attempts stored for these event ids."""
+        from deliveries.models import Attempt, Delivery, DeliveryStatus, Event
+
+        events = deliveries = attempts = 0
+        for start in range(0, len(ids), 5000):
+            chunk = ids[start : start + 5000]
+            events += Event.objects.filter(id__in=chunk).count()
+            deliveries += Delivery.objects.filter(
+                event_id__in=chunk, status=DeliveryStatus.SUCCEEDED
+            ).count()
+            attempts += Attempt.objects.filter(delivery__event_id__in=chunk).count()
+        return events, deliveries, attempts
+
+    def rollback(self, count: int) -> list[str]:
+        from django.db import transaction
+
+        from deliveries import services
+
+        ids: list[str] = []
+        with contextlib.suppress(RuntimeError), transaction.atomic():
+            ids = [str(services.emit(EVENT_TYPE, {"n": n}).id) for n in range(count)]
+            raise RuntimeError("roll back")
+        return ids
+
+    def park(self, count: int, low: float, high: float) -> None:
+        """`count` deliveries waiting for their next attempt in `low`..`high` seconds, written
+        in bulk as a failed first attempt leaves them (the database holds long waits)."""
+        from django.utils import timezone
+
+        from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+
+        endpoint = Endpoint.objects.get(state=EndpointState.ACTIVE)
+        now = timezone.now()
+        draw = random.Random(7).uniform
+        for start in range(0, count, 5000):
+            size = min(5000, count - start)
+            events = Event.objects.bulk_create(
+                [
+                    Event(type=EVENT_TYPE, occurred_at=now, data={"n": n}, fanned_out_at=now)
+                    for n in range(start, start + size)
+                ]
+            )
+            Delivery.objects.bulk_create(
+                [
+                    Delivery(
+                        event=event,
+                        endpoint=endpoint,
+                        status=DeliveryStatus.PENDING,
+                        attempts=1,
+                        first_attempt_at=now,
+                        last_status_code=500,
+                        next_attempt_at=now + timedelta(seconds=draw(low, high)),
+                    )
+                    for event in events
+                ]
+            )
+
+    @contextlib.contextmanager
+    def worker(self) -> Iterator[int]:
+        """A worker (and beat for the sweeper); yields the worker's pid once it runs tasks."""
+        from webhooks_project.models import WorkerHeartbeat
+        from webhooks_project.tasks import heartbeat
+
+        worker_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "worker"]
+        worker_cmd += ["--pool", self.pool, "--concurrency", str(self.concurrency), "-Q", QUEUES]
+        worker_cmd += ["--loglevel", "WARNING", "--without-heartbeat", "--without-mingle"]
+        worker_cmd += ["--without-gossip"]
+        beat_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "beat"]
+        beat_cmd += ["--loglevel", "WARNING", "--schedule", str(self.workdir / "beat-schedule")]
+        with process(worker_cmd) as worker, process(beat_cmd):
+            marker = f"bench-{worker.pid}"
+            heartbeat.delay(marker)
+            deadline = time.monotonic() + 60
+            while not WorkerHeartbeat.objects.filter(hostname=marker).exists():
+                if time.monotonic() > deadline or worker.poll() is not None:
+                    raise RuntimeError("our worker did not start")
+                time.sleep(0.2)
+            time.sleep(1.0)
+            yield worker.pid
+
+
+def api_accept_rate(count: int, clients: int = 4) -> float:
+    """Events/s our HTTP API accepts (POST /api/v1/events) from `clients` threads, served by
+    gunicorn as the Procfile does. Django must be set up (an `OurSystem` exists)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    from deliveries.models import ApiToken
+
+    _, token = ApiToken.issue("bench")
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi", "--bind"]
+    command += [f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning"]
+    with process(command), requests.Session() as api:
+        wait_for_port(port)
+        api.headers["Authorization"] = f"Bearer {token}"
+        url = f"http://127.0.0.1:{port}/api/v1/events"
+
+        def post_event(n: int) -> None:
+            api.post(
+                url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10
+            ).raise_for_status()
+
+        post_event(-1)  # the first request imports and connects
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            list(pool.map(post_event, range(count)))
+        return count / (time.perf_counter() - started)
