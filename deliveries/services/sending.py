@@ -186,8 +186,11 @@ def _send_in_turn(
         results.append(result)
         if result.attempt is not None and result.status_code is None:
             # No answer at all (timeout, refused): the others would most likely wait as
-            # long for nothing. They go back to the queue, and to the breaker's judgement.
-            return results, PutOff(waiting[index + 1 :], conf.health().defer_seconds)
+            # long for nothing. They go back to the queue for about as long as such a
+            # request takes (sooner, they would only meet the same in-flight requests),
+            # and to the breaker's judgement.
+            wait = max(conf.health().defer_seconds, request_seconds)
+            return results, PutOff(waiting[index + 1 :], wait)
     return results, PutOff([])
 
 
