@@ -79,10 +79,16 @@ def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
+
+
+def stop_process(process: "subprocess.Popen[bytes]", grace_seconds: float = 20) -> None:
+    """SIGTERM, and SIGKILL if it has not exited after the grace period."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -21,17 +21,13 @@ from deliveries.models import (
     Endpoint,
 )
 from deliveries.services.recording import Outcome
+from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FAST: dict[str, Any] = {
-    "backoff_base_seconds": 0.05,
-    "backoff_max_seconds": 0.2,
-    "connect_timeout_seconds": 1.0,
-    "read_timeout_seconds": 1.0,
-    "event_types": ["*"],
-}
+# Below the 1.5 s reply that must time out; connect (1 s) + read (1 s) exceed half of a 2 s lease.
+READ_TIMEOUT = {"read_timeout_seconds": 1.0}
 
 
 def deliveries_of(count: int, endpoint: Endpoint) -> list[int]:
@@ -45,7 +41,7 @@ def deliveries_of(count: int, endpoint: Endpoint) -> list[int]:
 
 
 def test_a_batch_costs_a_few_statements_not_a_few_per_delivery(receiver: Receiver) -> None:
-    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
     ids = deliveries_of(20, endpoint)
 
     from django.db import connection
@@ -64,7 +60,7 @@ def test_a_batch_costs_a_few_statements_not_a_few_per_delivery(receiver: Receive
 
 
 def test_mixed_answers_are_recorded_one_by_one(receiver: Receiver) -> None:
-    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
     ids = deliveries_of(4, endpoint)
     receiver.script(200, 500, 200, 500)
 
@@ -85,7 +81,7 @@ def test_mixed_answers_are_recorded_one_by_one(receiver: Receiver) -> None:
 
 
 def test_no_answer_stops_the_batch_and_the_rest_spend_no_attempt(receiver: Receiver) -> None:
-    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
     ids = deliveries_of(5, endpoint)
     receiver.script(Reply(delay_seconds=1.5))  # beyond the read timeout
 
@@ -102,7 +98,7 @@ def test_a_batch_starts_no_request_its_lease_might_not_cover(
     receiver: Receiver, settings: Any
 ) -> None:
     settings.WEBHOOKS_LEASE_SECONDS = 2.0  # half of it is spent by one request's timeouts
-    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
     ids = deliveries_of(3, endpoint)
 
     outcomes = services.deliveries_attempt(delivery_ids=ids)
@@ -113,7 +109,7 @@ def test_a_batch_starts_no_request_its_lease_might_not_cover(
 
 
 def test_an_open_circuit_parks_new_deliveries_without_a_message(receiver: Receiver) -> None:
-    endpoint, _ = services.endpoint_create(url=receiver.url, **FAST)
+    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
     opened_at = timezone.now()
     Endpoint.objects.filter(pk=endpoint.pk).update(
         circuit_state=CircuitState.OPEN, circuit_changed_at=opened_at

@@ -14,7 +14,7 @@ from typing import Any
 import requests
 
 from tests.conftest import wait_until
-from tests.helpers import worker_process
+from tests.helpers import stop_process, worker_process
 
 DRIVER = [sys.executable, "-m", "tests.faults.driver"]
 
@@ -46,12 +46,7 @@ def driver_running(args: list[str], extra_env: dict[str, str]) -> Iterator[None]
     try:
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def free_port() -> int:
