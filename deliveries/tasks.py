@@ -6,6 +6,7 @@ from dataclasses import asdict
 from celery import shared_task
 
 from . import services
+from .services.enqueue import enqueue_delivery_groups
 
 # A message that started this much after it was due waited in a backlog.
 LATE_SECONDS = 0.05
@@ -27,6 +28,11 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
 
 @shared_task(name="deliveries.tasks.deliver_batch")
 def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
+    wait = services.deliveries_busy_wait(delivery_ids=delivery_ids) if delivery_ids else 0.0
+    if wait:
+        # The same message, later; the rows are untouched (still pending, still enqueued).
+        enqueue_delivery_groups([delivery_ids], countdown=wait)
+        return {}
     outcomes = services.deliveries_attempt(delivery_ids=delivery_ids, top_up=_late(due))
     return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}
 

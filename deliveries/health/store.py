@@ -42,6 +42,10 @@ class HealthStore(Protocol):
 
     def release_slot(self, endpoint: str, token: str) -> None: ...
 
+    def slot_free(self, endpoint: str, limit: int) -> bool:
+        """Whether fewer than `limit` slots are held now (a hint: `acquire_slot` decides)."""
+        ...
+
     def record_outcomes(
         self, endpoint: str, attempts: int, failures: int, window: float
     ) -> tuple[int, int]:
@@ -85,6 +89,10 @@ class RedisHealthStore:
     def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool:
         key = f"{KEY_PREFIX}inflight:{endpoint}"
         return bool(self._acquire(keys=[key], args=[limit, ttl, token]))
+
+    def slot_free(self, endpoint: str, limit: int) -> bool:
+        key = f"{KEY_PREFIX}inflight:{endpoint}"
+        return int(self.client.zcount(key, f"({time.time()}", "+inf")) < limit
 
     def release_slot(self, endpoint: str, token: str) -> None:
         self.client.zrem(f"{KEY_PREFIX}inflight:{endpoint}", token)
@@ -144,6 +152,11 @@ class LocalHealthStore:
                 return False
             slots[token] = now + ttl
             return True
+
+    def slot_free(self, endpoint: str, limit: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for expires in self._slots[endpoint].values() if expires > now) < limit
 
     def release_slot(self, endpoint: str, token: str) -> None:
         with self._lock:

@@ -211,6 +211,27 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str) -> Admission:
     )
 
 
+def endpoint_busy_wait(*, endpoint_id: UUID, max_in_flight: int | None) -> float:
+    """Seconds a batch for this endpoint should wait before it is even claimed: 0 when an
+    in-flight slot is free (a hint; `endpoint_admit` decides). A saturated endpoint's
+    messages are then put back in the queue without touching the database, which is what
+    an endpoint that never answers costs the others while its circuit is still closed."""
+    settings = conf.health()
+    limit = settings.endpoint_max_in_flight if max_in_flight is None else max_in_flight
+    if not limit:
+        return 0.0
+    key = str(endpoint_id)
+    try:
+        store = _store()
+        if store.slot_free(key, limit):
+            return 0.0
+        queued = store.note_denial(key)
+    except redis.RedisError:
+        return 0.0
+    wait = min(settings.defer_seconds * max(1.0, queued / limit), MAX_DEFER_SECONDS)
+    return _refuse("in_flight", wait).retry_in_seconds
+
+
 def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int) -> None:
     """After a batch's attempts, inside their transaction (the endpoint row is already
     locked by the caller's update of its counters): move the circuit breaker, suspend an

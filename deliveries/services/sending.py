@@ -26,7 +26,7 @@ from .. import conf, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
-from .health import Admission, endpoint_admit
+from .health import Admission, endpoint_admit, endpoint_busy_wait
 from .recording import Claim, Outcome, PutOff, Result, give_back, record
 from .wire import build_headers, redact_headers, render_body
 
@@ -36,6 +36,7 @@ __all__ = [
     "Outcome",
     "build_headers",
     "deliveries_attempt",
+    "deliveries_busy_wait",
     "deliveries_claim",
     "delivery_attempt",
     "delivery_retry",
@@ -101,6 +102,19 @@ def _claimed(ids: list[int], token: uuid.UUID) -> list[Delivery]:
     for delivery in deliveries:
         delivery.endpoint = endpoints.setdefault(delivery.endpoint_id, delivery.endpoint)
     return deliveries
+
+
+def deliveries_busy_wait(*, delivery_ids: Collection[int]) -> float:
+    """How long a batch's message should wait before claiming: its endpoint's in-flight
+    slots are all taken (see `endpoint_busy_wait`); 0 to go ahead."""
+    row = (
+        Delivery.objects.filter(pk=min(delivery_ids))
+        .values_list("endpoint_id", "endpoint__max_in_flight")
+        .first()
+    )
+    if row is None:
+        return 0.0
+    return endpoint_busy_wait(endpoint_id=row[0], max_in_flight=row[1])
 
 
 def delivery_attempt(*, delivery_id: int) -> str:

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from deliveries import services
+from deliveries import conf, services
 from deliveries.models import (
     Attempt,
     CircuitState,
@@ -123,3 +123,27 @@ def test_an_open_circuit_parks_new_deliveries_without_a_message(receiver: Receiv
     assert parked.next_attempt_at is not None
     assert parked.next_attempt_at >= opened_at + timedelta(seconds=1)
     assert services.deliveries_attempt(delivery_ids=[delivery_id]) == {}  # not due yet
+
+
+def test_a_saturated_endpoint_s_message_goes_back_without_a_claim(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    from deliveries.health.store import get_store
+    from deliveries.tasks import deliver_batch
+
+    redis_client.flushdb()
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, **READ_TIMEOUT)
+    [delivery_id] = deliveries_of(1, endpoint)
+    store = get_store(conf.health().redis_url)
+    assert store.acquire_slot(str(endpoint.pk), "another-batch", 1, 60)  # a hung request
+
+    assert deliver_batch(delivery_ids=[delivery_id]) == {}
+
+    untouched = Delivery.objects.get(pk=delivery_id)
+    assert (untouched.status, untouched.attempts) == (DeliveryStatus.PENDING, 0)
+    assert receiver.requests == []
+    store.release_slot(str(endpoint.pk), "another-batch")
+    assert services.deliveries_busy_wait(delivery_ids=[delivery_id]) == 0.0
+    assert services.deliveries_attempt(delivery_ids=[delivery_id]) == {
+        delivery_id: Outcome.SUCCEEDED
+    }
