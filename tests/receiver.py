@@ -104,10 +104,16 @@ class Receiver:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    # The sender went away mid-request (a killed worker): like any server,
+                    # drop the truncated request unanswered; it did not arrive.
+                    self.close_connection = True
+                    return
                 request = ReceivedRequest(
                     path=self.path,
                     headers={k: v for k, v in self.headers.items()},
-                    body=self.rfile.read(length),
+                    body=body,
                     received_at=time.time(),
                 )
                 reply = receiver._reply_for(request)
