@@ -82,14 +82,18 @@ class Result:
     attempt: Attempt | None = None
 
 
-def give_back(claim: Claim, deliveries: list[Delivery], *, status: str) -> None:
-    """Release claimed deliveries untouched, returning the attempt the claim counted."""
-    Delivery.objects.filter(pk__in=[d.pk for d in deliveries], lease_token=claim.token).update(
+def give_back(claim: Claim, deliveries: list[Delivery], *, status: str, **fields: object) -> int:
+    """Release claimed deliveries unsent, returning the attempt the claim counted (and
+    setting `fields`); returns how many were still this claim's."""
+    return Delivery.objects.filter(
+        pk__in=[d.pk for d in deliveries], lease_token=claim.token
+    ).update(
         status=status,
         lease_token=None,
         lease_expires_at=None,
         attempts=F("attempts") - 1,
         updated_at=timezone.now(),
+        **fields,
     )
 
 
@@ -256,14 +260,12 @@ def _put_off(claim: Claim, put_off: PutOff) -> None:
     delay = put_off.seconds
     short_wait = not put_off.park and delay <= conf.get().max_countdown_seconds
     ids = [delivery.pk for delivery in put_off.deliveries]
-    updated = Delivery.objects.filter(pk__in=ids, lease_token=claim.token).update(
+    updated = give_back(
+        claim,
+        put_off.deliveries,
         status=DeliveryStatus.PENDING,
-        lease_token=None,
-        lease_expires_at=None,
-        attempts=F("attempts") - 1,
         next_attempt_at=now + timedelta(seconds=delay),
         enqueued_at=now if short_wait else None,
-        updated_at=now,
     )
     if updated and short_wait:
         # robust: if the broker is down the rows are safe anyway; the sweeper enqueues them.
