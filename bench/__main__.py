@@ -27,7 +27,17 @@ from bench import scenarios
 from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
 from bench.scenarios import Measured, Receiver, System
 
-SCENARIOS = ("ceilings", "throughput", "api", "latency", "flaky", "rollback", "refused", "memory")
+SCENARIOS = (
+    "ceilings",
+    "throughput",
+    "slow",
+    "api",
+    "latency",
+    "flaky",
+    "rollback",
+    "refused",
+    "memory",
+)
 EXTERNAL = ("isolation", "receiving")
 # The issue's sizes, and a smoke run's.
 FULL = {
@@ -41,6 +51,7 @@ FULL = {
     "isolation_seconds": 20.0,
     "receiving_events": 10_000,
     "api_events": 500,
+    "slow": "20x100,200x50",
 }
 QUICK = {
     "events": 300,
@@ -53,6 +64,7 @@ QUICK = {
     "isolation_seconds": 5.0,
     "receiving_events": 300,
     "api_events": 100,
+    "slow": "20x20,50x20",
 }
 
 
@@ -78,12 +90,14 @@ def parse_args() -> argparse.Namespace:
         ("isolation_seconds", float, "python -m bench.isolation --seconds"),
         ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
         ("api_events", int, "ours: events POSTed to the API"),
+        ("slow", str, "slow receiver: ENDPOINTSxEVENTS runs, comma-separated"),
     ):
-        sizes.add_argument(
-            "--" + name.replace("_", "-"),
-            type=kind,
-            help=f"{what} [{FULL[name]:g}; {QUICK[name]:g}]",
-        )
+        full, quick = FULL[name], QUICK[name]
+        shown = f"{full}; {quick}" if isinstance(full, str) else f"{full:g}; {quick:g}"
+        sizes.add_argument("--" + name.replace("_", "-"), type=kind, help=f"{what} [{shown}]")
+    parser.add_argument(
+        "--slow-delay", type=float, default=0.2, help="slow receiver: answer delay [0.2 s]"
+    )
     parser.add_argument("--fail-rate", type=float, default=0.3, help="share of 500s [0.3]")
     parser.add_argument(
         "--retry-scale",
@@ -103,6 +117,14 @@ def parse_args() -> argparse.Namespace:
     unknown = set(args.chosen) - set(SCENARIOS + EXTERNAL)
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    try:
+        args.slow_runs = [
+            tuple(int(n) for n in run.lower().split("x", 1))
+            for run in args.slow.split(",")
+            if run.strip()
+        ]
+    except ValueError:
+        parser.error("--slow takes ENDPOINTSxEVENTS[,ENDPOINTSxEVENTS...], e.g. 20x100")
     if not 0 <= args.fail_rate < 1:
         parser.error("--fail-rate must be in [0, 1)")
     return args
@@ -110,10 +132,11 @@ def parse_args() -> argparse.Namespace:
 
 @contextmanager
 def receiver(
-    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None
+    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None, delay: float = 0.0
 ) -> Iterator[Receiver]:
     port, log = port or free_port(), workdir / f"{name}.log"
     command = [sys.executable, "-m", "bench.peer", str(port), str(log), str(fail_rate)]
+    command += ["1", str(delay)]
     with process(command):
         wait_for_port(port)
         yield Receiver(f"http://127.0.0.1:{port}", log)
@@ -137,6 +160,7 @@ def run_system(
     system: System,
     healthy: Receiver,
     failing: Receiver,
+    slow: Receiver,
     args: argparse.Namespace,
     out: Measured,
 ) -> Measured:
@@ -144,11 +168,20 @@ def run_system(
     end, so what was measured before a failure is kept."""
     chosen = set(args.chosen)
     print(f"\n== {system.name}", flush=True)
-    if chosen & {"throughput", "latency", "flaky", "rollback", "refused"}:
+    if chosen & {"throughput", "slow", "latency", "flaky", "rollback", "refused"}:
         with system.worker():
             if "throughput" in chosen:
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
                 out.throughput = scenarios.throughput(system, healthy, args.events, args.timeout)
+            for endpoints, events in args.slow_runs if "slow" in chosen else []:
+                print(
+                    f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
+                    f"{endpoints} endpoints x {events} events",
+                    flush=True,
+                )
+                out.slow.append(
+                    scenarios.slow(system, slow, endpoints, events, args.slow_delay, args.timeout)
+                )
             if "latency" in chosen:
                 print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
                 out.latency = scenarios.latency(
@@ -288,6 +321,38 @@ def table_rows(
                 else mine_t.arrived == mine_t.count and min(mine_t.recorded) >= mine_t.count,
             )
         )
+    peer_slow = {(s.endpoints, s.events): s for s in peer.slow}
+    for mine_s in ours.slow:
+        theirs = peer_slow.get((mine_s.endpoints, mine_s.events))
+        # 0.8 of what the default in-flight limits (4 per endpoint) allow, at most 800/s.
+        allowed = mine_s.endpoints * 4 / args.slow_delay
+        bound = min(0.8 * allowed, 800.0)
+        deliveries = mine_s.endpoints * mine_s.events
+        target = f">= {bound:.0f}/s"
+        met = mine_s.rate >= bound and mine_s.arrived == deliveries
+        if mine_s.endpoints <= 20:
+            target += "; >= 4x peer"
+            if theirs is not None:
+                met = met and mine_s.rate >= 4 * theirs.rate
+        extra = vs_peer(mine_s.rate, theirs.rate if theirs else None)
+        rows.append(
+            Row(
+                f"slow receiver ({args.slow_delay * 1000:g} ms), {mine_s.endpoints} endpoints, "
+                f"{deliveries} deliveries: deliveries/s (in flight)",
+                f"{mine_s.rate:.0f} ({mine_s.in_flight:.0f})",
+                cell(theirs, lambda t: f"{t.rate:.0f} ({t.in_flight:.0f})", dash),
+                f"{target}{'; ' + extra if extra else ''}",
+                met,
+            )
+        )
+        if mine_s.arrived != deliveries or (theirs and theirs.arrived != deliveries):
+            rows.append(
+                Row(
+                    f"slow receiver, {mine_s.endpoints} endpoints: arrived",
+                    f"{mine_s.arrived} / {deliveries}",
+                    f"{theirs.arrived} / {deliveries}" if theirs else dash,
+                )
+            )
     if ours.latency or peer.latency:
         mine_l, peer_l = ours.latency, peer.latency
         name = f"latency, {args.rate:g}/s for {args.seconds:g}s: commit->arrival"
@@ -470,6 +535,7 @@ def main() -> None:
     with (
         receiver(workdir, "healthy") as healthy,
         receiver(workdir, "flaky", args.fail_rate) as failing,
+        receiver(workdir, "slow", delay=args.slow_delay) as slow,
     ):
         if "ceilings" in chosen:
             ceilings = (
@@ -485,6 +551,7 @@ def main() -> None:
                 ),
                 healthy,
                 failing,
+                slow,
                 args,
                 ours,
             )
@@ -504,7 +571,7 @@ def main() -> None:
                 system = PeerSystem(
                     pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
                 )
-                run_system(system, healthy, failing, args, peer)
+                run_system(system, healthy, failing, slow, args, peer)
             except PeerUnavailable as error:
                 peer_note = "failed" if peer != Measured() else "unavailable"
                 print(f"\npeer: not run ({error}); carrying on with ours only", flush=True)

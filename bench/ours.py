@@ -50,18 +50,24 @@ class OurSystem:
 
     def subscribe(self, url: str) -> None:
         """The only endpoint from now on: earlier ones are disabled (they get nothing)."""
+        self.subscribe_many([url])
+
+    def subscribe_many(self, urls: list[str]) -> None:
+        """The only endpoints from now on, each with the product's defaults (in-flight
+        limit included); earlier ones are disabled."""
         from deliveries import services
         from deliveries.models import Endpoint, EndpointState
 
         Endpoint.objects.update(state=EndpointState.DISABLED)
         scale = self.retry_scale
-        services.endpoint_create(
-            url=url,
-            event_types=[EVENT_TYPE],
-            backoff_base_seconds=DEFAULT_BACKOFF_BASE_SECONDS * scale,
-            backoff_max_seconds=DEFAULT_BACKOFF_MAX_SECONDS * scale,
-            retry_window_seconds=DEFAULT_RETRY_WINDOW_SECONDS * scale,
-        )
+        for url in urls:
+            services.endpoint_create(
+                url=url,
+                event_types=[EVENT_TYPE],
+                backoff_base_seconds=DEFAULT_BACKOFF_BASE_SECONDS * scale,
+                backoff_max_seconds=DEFAULT_BACKOFF_MAX_SECONDS * scale,
+                retry_window_seconds=DEFAULT_RETRY_WINDOW_SECONDS * scale,
+            )
 
     def emit(self, count: int, per_transaction: int) -> dict[str, float]:
         from django.db import transaction

@@ -177,6 +177,9 @@ class PeerSystem:
     def subscribe(self, url: str) -> None:
         self.stack.drive("subscribe", url)
 
+    def subscribe_many(self, urls: list[str]) -> None:
+        self.stack.drive("subscribe", *urls)
+
     def emit(self, count: int, per_transaction: int) -> dict[str, float]:
         self._before = self._totals()
         out = self.workdir / "committed.json"

@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +21,7 @@ class System(Protocol):
     emit_seconds: float  # how long the last `emit` took
 
     def subscribe(self, url: str) -> None: ...
+    def subscribe_many(self, urls: list[str]) -> None: ...
     def emit(self, count: int, per_transaction: int) -> dict[str, float]: ...
     def paced(self, rate: float, seconds: float) -> dict[str, float]: ...
     def recorded(self, ids: list[str]) -> tuple[int, int, int]: ...
@@ -135,6 +136,41 @@ def throughput(
         recorded = system.recorded(list(committed))
     rate = len(arrived) / span if span > 0 else 0.0
     return Throughput(count, emit_rate, len(arrived), rate, recorded)
+
+
+@dataclass
+class Slow:
+    endpoints: int
+    events: int
+    arrived: int
+    rate: float
+    # Requests the receiver had in flight on average: rate x its answer delay.
+    in_flight: float
+
+
+def slow(
+    system: System, receiver: Receiver, endpoints: int, events: int, delay: float, timeout: float
+) -> Slow:
+    """`events` events (100 per transaction) to `endpoints` endpoints of a receiver that
+    answers each request after `delay` seconds: deliveries/s from the first commit to the
+    last arrival, when the bound is concurrency, not CPU."""
+    base = f"/{system.name}/slow{endpoints}"
+    paths = [f"{base}/{n}" for n in range(endpoints)]
+    system.subscribe_many([receiver.url + path for path in paths])
+    committed = system.emit(events, 100)
+    expected = {(path, event_id) for path in paths for event_id in committed}
+    deadline = time.monotonic() + timeout
+    while True:
+        arrived = {
+            key: times for key, times in read_arrivals(receiver.log).items() if key in expected
+        }
+        if len(arrived) >= len(expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    last = max((min(times) for times in arrived.values()), default=0.0)
+    span = last - min(committed.values())
+    rate = len(arrived) / span if span > 0 else 0.0
+    return Slow(endpoints, events, len(arrived), rate, rate * delay)
 
 
 @dataclass
@@ -262,6 +298,7 @@ class Measured:
     """What one system measured; None where a scenario was not run."""
 
     throughput: Throughput | None = None
+    slow: list[Slow] = field(default_factory=list)
     latency: Latency | None = None
     flaky: Flaky | None = None
     rollback: int | None = None

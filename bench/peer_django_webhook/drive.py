@@ -3,7 +3,7 @@ virtualenv: `python -m bench.peer_django_webhook.drive COMMAND ...`. Each comman
 JSON document on its last line of output.
 
   setup                    migrate (the shop app has no migrations: --run-syncdb)
-  subscribe URL            a webhook on shop.Order/create to URL; every other one inactive
+  subscribe URL [URL...]   a webhook on shop.Order/create to each URL; every other one inactive
   emit N PER_TX OUT        N orders, PER_TX per transaction; OUT gets {ref: commit time}
   paced RATE SECONDS OUT   one order per transaction at a steady rate; same OUT
   rollback N               N orders in a transaction that rolls back
@@ -43,10 +43,14 @@ def main(argv: list[str]) -> object:
         return {"topics": WebhookTopic.objects.count()}
     if command == "subscribe":
         Webhook.objects.update(active=False)
-        webhook = Webhook.objects.create(url=args[0])
-        webhook.topics.add(WebhookTopic.objects.get(name="shop.Order/create"))
-        WebhookSecret.objects.create(webhook=webhook, token="peer-bench-secret-" + "x" * 16)
-        return {"webhook": webhook.id}
+        topic = WebhookTopic.objects.get(name="shop.Order/create")
+        ids = []
+        for url in args:
+            webhook = Webhook.objects.create(url=url)
+            webhook.topics.add(topic)
+            WebhookSecret.objects.create(webhook=webhook, token="peer-bench-secret-" + "x" * 16)
+            ids.append(webhook.id)
+        return {"webhooks": ids}
     if command == "emit":
         count, per_tx, out = int(args[0]), int(args[1]), args[2]
         committed: dict[str, float] = {}
