@@ -56,7 +56,7 @@ class Endpoint(models.Model):
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
 
-    # Health and isolation (deliveries/services/health.py). Empty per-endpoint limits
+    # Health and isolation (deliveries/services/admission.py). Empty per-endpoint limits
     # take the global WEBHOOKS_* defaults.
     suspend_after_failures = models.PositiveIntegerField(null=True, blank=True)
     suspend_window_seconds = models.FloatField(null=True, blank=True)

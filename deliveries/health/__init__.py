@@ -1,4 +1,5 @@
 """Endpoint health and isolation: the pure rules, the shared counters, the metrics.
 
-The services that apply them live in `deliveries/services/health.py`.
+The services that apply them live in `deliveries/services/` (`admission`, `breaker`,
+`suspension`).
 """

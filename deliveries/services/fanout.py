@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from .. import event_types, operational, ordering, payloads
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from .breaker import circuit_reopens_at
 from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
-from .health import circuit_reopens_at
 
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:

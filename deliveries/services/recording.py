@@ -14,9 +14,10 @@ from django.utils import timezone
 from .. import conf, observability
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
+from .breaker import endpoint_record_attempts
 from .enqueue import enqueue_deliveries
 from .finished import on_delivery_outcome
-from .health import endpoint_record_attempts, endpoint_suspend_automatically
+from .suspension import endpoint_suspend_automatically
 
 # The retry window runs from the first request actually made in the current cycle (a
 # manual retry starts a new one), not from a claim that found the endpoint suspended. The
@@ -57,7 +58,7 @@ class Outcome:
     RETRY_SCHEDULED = "retry_scheduled"
     DEAD_LETTERED = "dead_lettered"
     LEASE_LOST = "lease_lost"
-    # Put off without spending an attempt: breaker open, in-flight or rate limit reached.
+    # Deferred without spending an attempt: breaker open, in-flight or rate limit reached.
     DEFERRED = "deferred"
 
 
@@ -82,7 +83,9 @@ class Result:
     attempt: Attempt | None = None
 
 
-def give_back(claim: Claim, deliveries: list[Delivery], *, status: str, **fields: object) -> int:
+def release_claim(
+    claim: Claim, deliveries: list[Delivery], *, status: str, **fields: object
+) -> int:
     """Release claimed deliveries unsent, returning the attempt the claim counted (and
     setting `fields`); returns how many were still this claim's."""
     return Delivery.objects.filter(
@@ -98,19 +101,22 @@ def give_back(claim: Claim, deliveries: list[Delivery], *, status: str, **fields
 
 
 @dataclass(frozen=True)
-class PutOff:
-    """Claimed deliveries given back unsent, due again after `seconds`; `park`ed ones
-    (behind an open circuit or a probe) wait in the database for the sweeper."""
+class Deferral:
+    """Claimed deliveries not sent now and released without spending an attempt, due
+    again after `seconds`. Those deferred `to_sweeper` (behind an open circuit or a probe)
+    wait in the database with no task message; those `due_now` (no free in-flight slot)
+    stay due for the batch holding the slots, their message coming after `seconds`."""
 
     deliveries: list[Delivery]
     seconds: float = 0.0
-    park: bool = False
+    to_sweeper: bool = False
+    due_now: bool = False
 
 
 def record(
-    claim: Claim, endpoint: Endpoint, results: list[Result], put_off: PutOff
+    claim: Claim, endpoint: Endpoint, results: list[Result], deferral: Deferral
 ) -> dict[int, str]:
-    """Record one endpoint's results and put off the deliveries that were not sent.
+    """Record one endpoint's results and defer the deliveries that were not sent.
 
     Returns each delivery's outcome (`LEASE_LOST` where another worker took it over).
     """
@@ -170,9 +176,9 @@ def record(
                 endpoint_id=endpoint.pk,
                 reason=f"receiver answered {gone.status_code} (Gone)",
             )
-        if put_off.deliveries:
-            _put_off(claim, put_off)
-            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in put_off.deliveries)
+        if deferral.deliveries:
+            _defer(claim, deferral)
+            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in deferral.deliveries)
         if retries:
             transaction.on_commit(lambda: _enqueue_retries(retries), robust=True)
     for result in results:
@@ -248,23 +254,24 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
     endpoint_record_attempts(endpoint=endpoint, attempts=len(sent), failures=failures)
 
 
-def _put_off(claim: Claim, put_off: PutOff) -> None:
-    """Give claimed deliveries back without spending an attempt.
+def _defer(claim: Claim, deferral: Deferral) -> None:
+    """Release claimed deliveries without spending an attempt.
 
-    A short wait has a countdown message. A parked delivery, or one waiting longer than
-    countdowns may, waits in the database and the sweeper enqueues it when due: workers
-    hold countdown messages in memory and run them in turn with fresh ones, so a dead
-    endpoint's refused backlog must not live there.
+    A short wait has a countdown message. A delivery deferred to the sweeper, or one
+    waiting longer than countdowns may, waits in the database and the sweeper enqueues it
+    when due: workers hold countdown messages in memory and run them in turn with fresh
+    ones, so a dead endpoint's refused backlog must not live there.
     """
     now = timezone.now()
-    delay = put_off.seconds
-    short_wait = not put_off.park and delay <= conf.get().max_countdown_seconds
-    ids = [delivery.pk for delivery in put_off.deliveries]
-    updated = give_back(
+    delay = deferral.seconds
+    short_wait = not deferral.to_sweeper and delay <= conf.get().max_countdown_seconds
+    ids = [delivery.pk for delivery in deferral.deliveries]
+    due_at = now if deferral.due_now and short_wait else now + timedelta(seconds=delay)
+    updated = release_claim(
         claim,
-        put_off.deliveries,
+        deferral.deliveries,
         status=DeliveryStatus.PENDING,
-        next_attempt_at=now + timedelta(seconds=delay),
+        next_attempt_at=due_at,
         enqueued_at=now if short_wait else None,
     )
     if updated and short_wait:

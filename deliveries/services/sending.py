@@ -1,4 +1,4 @@
-"""Sending deliveries: claim a batch, send its requests, record the outcomes.
+"""Attempting deliveries: claim a batch, send its requests, record the outcomes.
 
 A task message names a few deliveries. The claim is one conditional UPDATE for all of them,
 so of two messages naming the same delivery (a duplicate from the broker, a sweeper
@@ -6,28 +6,38 @@ re-enqueue) only one sends it; the other finds nothing to claim. The lease token
 by the claim guards the write-back: a worker whose lease expired and was taken over cannot
 overwrite the newer outcome.
 
-A batch's deliveries to one endpoint pass the admission gate once, hold one in-flight
-slot, go out one after another over a kept-alive connection and are recorded in one
-transaction (see `recording`): a handful of statements per batch, not ten per delivery.
+A batch's deliveries to one endpoint pass the admission gate once and take up to the
+endpoint's in-flight limit of slots; that many requests go out at once (each over a
+kept-alive connection), and the batch is recorded in one transaction (see `recording`): a
+handful of statements per batch, not ten per delivery. While every request of a batch
+succeeds and its time budget lasts, the batch keeps its slots and claims the endpoint's
+next due deliveries, so a backlog (and the deliveries refused a slot meanwhile, which
+stay due) flows through the slots without waiting for a countdown.
+
+No database connection is held while requests are out when the connections are pooled
+(`DATABASES[...]["OPTIONS"]["pool"]`): hundreds of requests in flight in one gevent worker
+share a few connections.
 """
 
+import threading
 import time
 import uuid
-from collections.abc import Collection
-from datetime import timedelta
+from collections import deque
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
 from itertools import groupby
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from .. import conf, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
+from .admission import Admission, endpoint_admit, endpoint_busy_wait
 from .enqueue import enqueue_deliveries
-from .health import Admission, endpoint_admit, endpoint_busy_wait
-from .recording import Claim, Outcome, PutOff, Result, give_back, record
+from .recording import Claim, Deferral, Outcome, Result, record, release_claim
 from .wire import build_headers, redact_headers, render_body
 
 __all__ = [
@@ -44,6 +54,28 @@ __all__ = [
 ]
 
 
+def _due() -> Q:
+    now = timezone.now()
+    return Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
+        status=DeliveryStatus.SENDING, lease_expires_at__lt=now
+    )
+
+
+def _taken(token: uuid.UUID, now: datetime) -> dict[str, object]:
+    return {
+        "status": DeliveryStatus.SENDING,
+        "lease_token": token,
+        "lease_expires_at": now + timedelta(seconds=conf.get().lease_seconds),
+        "attempts": F("attempts") + 1,
+        "updated_at": now,
+    }
+
+
+def _new_claim(deliveries: list[Delivery], token: uuid.UUID, now: datetime) -> Claim:
+    lease = timedelta(seconds=conf.get().lease_seconds)
+    return Claim(deliveries=deliveries, token=token, now=now, lease_expires_at=now + lease)
+
+
 def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> Claim:
     """Take the due rows among these for this worker; the others are not due or taken.
 
@@ -53,19 +85,8 @@ def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> 
     """
     now = timezone.now()
     token = uuid.uuid4()
-    settings = conf.get()
-    lease = timedelta(seconds=settings.lease_seconds)
-    due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
-        status=DeliveryStatus.SENDING, lease_expires_at__lt=now
-    )
+    due, taken = _due(), _taken(token, now)
     ids = sorted(set(delivery_ids))
-    taken = {
-        "status": DeliveryStatus.SENDING,
-        "lease_token": token,
-        "lease_expires_at": now + lease,
-        "attempts": F("attempts") + 1,
-        "updated_at": now,
-    }
     # Most deliveries have no ordering key, and their claim need not pay for the
     # subqueries that find an ordered delivery's place in line.
     claimed = Delivery.objects.filter(due, pk__in=ids, ordering_key__isnull=True).update(**taken)
@@ -73,22 +94,28 @@ def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> 
         ordered = due & Q(ordering_key__isnull=False) & ordering.claimable_in_order()
         claimed += Delivery.objects.filter(ordered, pk__in=ids).update(**taken)
     deliveries = _claimed(ids, token) if claimed else []
-    room = settings.batch_size - len(deliveries)
+    room = conf.get().batch_size - len(deliveries)
     if top_up and deliveries and room > 0:
-        endpoint_id = deliveries[0].endpoint_id
-        more = Delivery.objects.filter(
-            status=DeliveryStatus.PENDING,
-            next_attempt_at__lte=now,
-            endpoint_id=endpoint_id,
-            ordering_key__isnull=True,
-            enqueued_at__isnull=False,
-        ).order_by("next_attempt_at")
-        extra = list(more.values_list("pk", flat=True)[:room])
-        if extra and Delivery.objects.filter(due, pk__in=extra).update(**taken):
-            deliveries = sorted(
-                deliveries + _claimed(extra, token), key=lambda d: (str(d.endpoint_id), d.pk)
-            )
-    return Claim(deliveries=deliveries, token=token, now=now, lease_expires_at=now + lease)
+        extra = _claim_due_of(deliveries[0].endpoint_id, room, token, now)
+        if extra:
+            deliveries = sorted(deliveries + extra, key=lambda d: (str(d.endpoint_id), d.pk))
+    return _new_claim(deliveries, token, now)
+
+
+def _claim_due_of(endpoint_id: UUID, room: int, token: uuid.UUID, now: datetime) -> list[Delivery]:
+    """Claim up to `room` other due deliveries of the endpoint that have a task message
+    out (that message then finds nothing left); ordered ones keep to their own line."""
+    more = Delivery.objects.filter(
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=now,
+        endpoint_id=endpoint_id,
+        ordering_key__isnull=True,
+        enqueued_at__isnull=False,
+    ).order_by("next_attempt_at")
+    extra = list(more.values_list("pk", flat=True)[:room])
+    if extra and Delivery.objects.filter(_due(), pk__in=extra).update(**_taken(token, now)):
+        return _claimed(extra, token)
+    return []
 
 
 def _claimed(ids: list[int], token: uuid.UUID) -> list[Delivery]:
@@ -109,12 +136,20 @@ def deliveries_busy_wait(*, delivery_ids: Collection[int]) -> float:
     slots are all taken (see `endpoint_busy_wait`); 0 to go ahead."""
     row = (
         Delivery.objects.filter(pk=min(delivery_ids))
-        .values_list("endpoint_id", "endpoint__max_in_flight")
+        .values_list(
+            "endpoint_id",
+            "endpoint__max_in_flight",
+            "endpoint__connect_timeout_seconds",
+            "endpoint__read_timeout_seconds",
+        )
         .first()
     )
     if row is None:
         return 0.0
-    return endpoint_busy_wait(endpoint_id=row[0], max_in_flight=row[1])
+    endpoint_id, max_in_flight, connect, read = row
+    return endpoint_busy_wait(
+        endpoint_id=endpoint_id, max_in_flight=max_in_flight, request_seconds=connect + read
+    )
 
 
 def delivery_attempt(*, delivery_id: int) -> str:
@@ -134,78 +169,153 @@ def deliveries_attempt(*, delivery_ids: Collection[int], top_up: bool = False) -
 
 
 def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
-    """The claimed deliveries of one endpoint."""
+    """The claimed deliveries of one endpoint, then, while the batch goes well, the
+    endpoint's next due ones through the same slots."""
     endpoint = group[0].endpoint
     if endpoint.state != EndpointState.ACTIVE:
-        give_back(claim, group, status=DeliveryStatus.HELD)
+        release_claim(claim, group, status=DeliveryStatus.HELD)
         return {delivery.pk: Outcome.HELD for delivery in group}
-
-    results: list[Result] = []
-    waiting: list[Delivery] = []
-    for delivery in group:
-        if delivery.attempts_in_cycle > endpoint.max_attempts:
-            # Only reachable when workers died during earlier attempts and leases expired.
-            decision = Decision(Verdict.DEAD_LETTER, reason="attempts exhausted (worker lost)")
-            results.append(Result(delivery, decision, error="worker lost during the last attempt"))
-        else:
-            waiting.append(delivery)
-    put_off = PutOff([])
-    if waiting:
-        # Before any costly work: a refused batch is put off cheaply, spending no attempt.
-        admission = endpoint_admit(endpoint=endpoint, token=claim.token)
-        if not admission.admitted:
-            put_off = PutOff(waiting, admission.retry_in_seconds, park=admission.park)
-        else:
-            try:
-                sent, put_off = _send_in_turn(claim, waiting, admission)
-            finally:
-                admission.release()
-            results += sent
-    return record(claim, endpoint, results, put_off)
-
-
-def _send_in_turn(
-    claim: Claim, waiting: list[Delivery], admission: Admission
-) -> tuple[list[Result], PutOff]:
-    """Send the deliveries one after another while the gate, the time budget and the
-    endpoint allow; returns the results and the deliveries put off."""
-    endpoint = waiting[0].endpoint
-    secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
-    if not secrets:
-        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
-        error = "no unexpired signing secret"
-        return [Result(delivery, decision, error=error) for delivery in waiting], PutOff([])
-
+    results, waiting = _exhausted(group)
+    if not waiting:
+        return record(claim, endpoint, results, Deferral([]))
+    # Before any costly work: a refused batch is deferred cheaply, spending no attempt.
+    admission = endpoint_admit(endpoint=endpoint, token=claim.token, wanted=len(waiting))
+    if not admission.admitted:
+        deferral = Deferral(
+            waiting,
+            admission.retry_in_seconds,
+            to_sweeper=admission.to_sweeper,
+            due_now=admission.due_now,
+        )
+        return record(claim, endpoint, results, deferral)
     settings = conf.get()
-    allowed = admission.how_many(len(waiting))
     # New requests start only while the batch's lease is safe: the last one may still take
     # its full timeouts, and an expired lease would let another worker send them again.
     request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
     budget = min(settings.batch_seconds, settings.lease_seconds / 2 - request_seconds)
     deadline = time.monotonic() + budget
-    results: list[Result] = []
-    for index, delivery in enumerate(waiting):
-        rest = waiting[index:]
-        if index >= allowed:
-            # Behind a probe they wait for its verdict in the database.
-            return results, PutOff(rest, admission.held_back_seconds, park=admission.probe)
-        if index:
-            # Other endpoints' batches wait for this thread: hand the rest to a new task.
+    outcomes: dict[int, str] = {}
+    try:
+        secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
+        while True:
+            sent, deferral = _send(claim, waiting, admission, secrets, deadline)
+            outcomes.update(record(claim, endpoint, results + sent, deferral))
+            going_well = sent and all(r.decision.verdict == Verdict.SUCCEEDED for r in sent)
+            if deferral.deliveries or not going_well or admission.share < 1 or admission.probe:
+                return outcomes
             if time.monotonic() > deadline:
-                return results, PutOff(rest)
-            wait = admission.next_request_wait()
-            if wait:
-                return results, PutOff(rest, wait)
-        result = _send_one(claim, delivery, secrets)
-        results.append(result)
-        if result.attempt is not None and result.status_code is None:
-            # No answer at all (timeout, refused): the others would most likely wait as
-            # long for nothing. They go back to the queue for about as long as such a
-            # request takes (sooner, they would only meet the same in-flight requests),
-            # and to the breaker's judgement.
-            wait = max(conf.health().defer_seconds, request_seconds)
-            return results, PutOff(waiting[index + 1 :], wait)
-    return results, PutOff([])
+                return outcomes
+            now = timezone.now()
+            token = claim.token
+            more = _claim_due_of(endpoint.pk, settings.batch_size, token, now)
+            if not more:
+                return outcomes
+            for delivery in more:
+                delivery.endpoint = endpoint
+            claim = _new_claim(more, token, now)
+            results, waiting = _exhausted(more)
+            if not waiting:
+                outcomes.update(record(claim, endpoint, results, Deferral([])))
+                return outcomes
+    finally:
+        admission.release()
+
+
+def _exhausted(group: list[Delivery]) -> tuple[list[Result], list[Delivery]]:
+    """Dead letters for deliveries whose attempts ran out while workers died during them
+    (leases expired), and the others."""
+    endpoint = group[0].endpoint
+    results: list[Result] = []
+    waiting: list[Delivery] = []
+    for delivery in group:
+        if delivery.attempts_in_cycle > endpoint.max_attempts:
+            decision = Decision(Verdict.DEAD_LETTER, reason="attempts exhausted (worker lost)")
+            results.append(Result(delivery, decision, error="worker lost during the last attempt"))
+        else:
+            waiting.append(delivery)
+    return results, waiting
+
+
+def _release_database_connection() -> None:
+    """Give a pooled connection back to the pool for as long as requests are out (the
+    write-back takes one again); an unpooled one is kept, as reconnecting costs more."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
+
+
+def _send(
+    claim: Claim,
+    waiting: list[Delivery],
+    admission: Admission,
+    secrets: list[str],
+    deadline: float,
+) -> tuple[list[Result], Deferral]:
+    """Send the deliveries, `admission.lanes` requests at a time, while the gate, the
+    time budget and the endpoint allow; returns the results (in the order the requests
+    ended) and the deliveries deferred."""
+    if not secrets:
+        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
+        error = "no unexpired signing secret"
+        return [Result(delivery, decision, error=error) for delivery in waiting], Deferral([])
+    allowed = admission.how_many(len(waiting))
+    queue = deque(waiting[:allowed])
+    held_back = waiting[allowed:]
+    endpoint = waiting[0].endpoint
+    request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
+    lock = threading.Lock()
+    results: list[Result] = []
+    # Seconds the rest waits once a lane stopped (a rate limit, no answer, the budget).
+    stopped: list[float] = []
+    first = [True]
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if stopped or not queue:
+                    return
+                if not first[0] and time.monotonic() > deadline:
+                    # Other endpoints' batches wait for this worker: the rest to a new task.
+                    stopped.append(0.0)
+                    return
+                delivery = queue.popleft()
+                # The admission took the first request from the rate limits.
+                rate_limited, first[0] = not first[0], False
+            if rate_limited:
+                wait = admission.next_request_wait()
+                if wait:
+                    with lock:
+                        queue.appendleft(delivery)
+                        stopped.append(wait)
+                    return
+            result = _send_one(claim, delivery, secrets)
+            with lock:
+                results.append(result)
+                if result.attempt is not None and result.status_code is None:
+                    # No answer at all (timeout, refused): the others would most likely
+                    # wait as long for nothing. They are deferred for about as long as
+                    # such a request takes (sooner, they would only meet the same
+                    # in-flight requests), and to the breaker's judgement.
+                    stopped.append(max(conf.health().defer_seconds, request_seconds))
+                    return
+
+    _release_database_connection()
+    _run_lanes(lane, min(admission.lanes, len(queue)))
+    if held_back:
+        # Behind a probe they wait for its verdict in the database.
+        rest = list(queue) + held_back
+        return results, Deferral(rest, admission.rest_wait_seconds, to_sweeper=admission.probe)
+    return results, Deferral(list(queue), max(stopped, default=0.0))
+
+
+def _run_lanes(lane: Callable[[], None], count: int) -> None:
+    """Run `lane` `count` times at once: in threads, which are greenlets in a gevent
+    worker (Celery's gevent pool patches `threading`); one lane runs in this thread."""
+    others = [threading.Thread(target=lane, daemon=True) for _ in range(count - 1)]
+    for thread in others:
+        thread.start()
+    lane()
+    for thread in others:
+        thread.join()
 
 
 def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:

@@ -4,6 +4,7 @@ The batch is run in this process (`deliveries_attempt`) against the real databas
 and an HTTP receiver on 127.0.0.1, so each test can look at one batch's effects.
 """
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -60,7 +61,8 @@ def test_a_batch_costs_a_few_statements_not_a_few_per_delivery(receiver: Receive
 
 
 def test_mixed_answers_are_recorded_one_by_one(receiver: Receiver) -> None:
-    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
+    # One request at a time, so that the scripted answers meet the deliveries in order.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, **READ_TIMEOUT)
     ids = deliveries_of(4, endpoint)
     receiver.script(200, 500, 200, 500)
 
@@ -81,7 +83,8 @@ def test_mixed_answers_are_recorded_one_by_one(receiver: Receiver) -> None:
 
 
 def test_no_answer_stops_the_batch_and_the_rest_spend_no_attempt(receiver: Receiver) -> None:
-    endpoint, _ = make_endpoint(receiver, **READ_TIMEOUT)
+    # One request at a time: with more, those already out when the first times out end too.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, **READ_TIMEOUT)
     ids = deliveries_of(5, endpoint)
     receiver.script(Reply(delay_seconds=1.5))  # beyond the read timeout
 
@@ -92,6 +95,49 @@ def test_no_answer_stops_the_batch_and_the_rest_spend_no_attempt(receiver: Recei
     rest = Delivery.objects.filter(pk__in=ids[1:])
     assert set(rest.values_list("status", "attempts")) == {(DeliveryStatus.PENDING, 0)}
     assert Attempt.objects.count() == 1
+
+
+def test_a_batch_sends_up_to_the_in_flight_limit_at_once(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver, max_in_flight=3)
+    ids = deliveries_of(9, endpoint)
+    receiver.default = Reply(delay_seconds=0.3)
+
+    started = time.monotonic()
+    outcomes = services.deliveries_attempt(delivery_ids=ids)
+    elapsed = time.monotonic() - started
+
+    assert set(outcomes.values()) == {Outcome.SUCCEEDED}
+    # Three at a time: about 0.9 s, where one after another would take 2.7 s.
+    assert elapsed < 2.0
+    arrivals = sorted(r.received_at for r in receiver.requests)
+    assert all(
+        later - earlier > 0.2 for earlier, later in zip(arrivals, arrivals[3:], strict=False)
+    )
+
+
+def test_a_batch_refused_a_slot_stays_due_for_the_batch_holding_it(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    from deliveries.health.store import get_store
+
+    redis_client.flushdb()
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    first, second = deliveries_of(2, endpoint)
+    store = get_store(conf.health().redis_url)
+    assert store.acquire_slots(str(endpoint.pk), "holder", 1, 60, 1) == 1
+    store.release_slots(str(endpoint.pk), "holder", 0, 0.4)  # it holds; its last took 0.4 s
+
+    assert services.deliveries_attempt(delivery_ids=[second]) == {second: Outcome.DEFERRED}
+
+    deferred = Delivery.objects.get(pk=second)
+    assert (deferred.status, deferred.attempts) == (DeliveryStatus.PENDING, 0)
+    assert deferred.next_attempt_at is not None
+    assert deferred.next_attempt_at <= timezone.now()  # due: the holder may take it along
+    store.release_slots(str(endpoint.pk), "holder", 1, 0.4)
+    # The next batch of the endpoint takes the deferred one along once its own succeeded.
+    outcomes = services.deliveries_attempt(delivery_ids=[first])
+    assert outcomes == {first: Outcome.SUCCEEDED, second: Outcome.SUCCEEDED}
+    assert len(receiver.requests) == 2
 
 
 def test_a_batch_starts_no_request_its_lease_might_not_cover(

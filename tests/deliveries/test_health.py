@@ -336,7 +336,7 @@ def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
     # the probe and the churn of claims slowed the healthy endpoints down.
     from django.utils import timezone
 
-    from deliveries.services.health import endpoint_admit
+    from deliveries.services.admission import endpoint_admit
 
     endpoint, _ = make_endpoint(receiver, connect_timeout_seconds=1.0, read_timeout_seconds=4.0)
     endpoint.circuit_state = "half_open"
@@ -352,7 +352,7 @@ def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
 def test_deliveries_refused_by_an_open_circuit_come_back_spread_out(receiver: Receiver) -> None:
     from django.utils import timezone
 
-    from deliveries.services.health import endpoint_admit
+    from deliveries.services.admission import endpoint_admit
 
     endpoint, _ = make_endpoint(receiver)
     endpoint.circuit_state = "open"

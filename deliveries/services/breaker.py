@@ -1,0 +1,136 @@
+"""The circuit breaker around each endpoint, moved by the outcomes of its attempts.
+
+While an endpoint's recent error rate is high (Redis counts a sliding window shared by all
+workers), its circuit opens: deliveries are deferred without spending attempts until a
+cool-down passes, then one probe tests the water (half-open), and after a successful probe
+traffic comes back gradually (see `health.rules` for the pure rules). The state lives on
+the endpoint's row, every transition in `CircuitTransition`.
+"""
+
+import logging
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import redis
+from django.db import transaction
+from django.utils import timezone
+
+from .. import conf
+from ..health import metrics, rules
+from ..health.store import HealthStore, get_store
+from ..models import CircuitState, CircuitTransition, Endpoint
+from .suspension import endpoint_suspend_if_failing
+
+logger = logging.getLogger(__name__)
+
+
+def breaker_settings() -> rules.BreakerSettings:
+    current = conf.health()
+    return rules.BreakerSettings(
+        error_rate=current.breaker_error_rate,
+        min_attempts=current.breaker_min_attempts,
+        window_seconds=current.breaker_window_seconds,
+        cooldown_seconds=current.breaker_cooldown_seconds,
+        ramp_seconds=current.breaker_ramp_seconds,
+        probe_timeout_seconds=conf.get().lease_seconds,
+    )
+
+
+def health_store() -> HealthStore:
+    return get_store(conf.health().redis_url)
+
+
+def circuit_reopens_at(endpoint: Endpoint) -> datetime | None:
+    """When an open circuit lets its probe through; None when the circuit is not open."""
+    if endpoint.circuit_state != CircuitState.OPEN or endpoint.circuit_changed_at is None:
+        return None
+    return endpoint.circuit_changed_at + timedelta(seconds=breaker_settings().cooldown_seconds)
+
+
+def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int) -> None:
+    """After a batch's attempts, inside their transaction (the endpoint row is already
+    locked by the caller's update of its counters): move the circuit breaker, suspend an
+    endpoint that keeps failing. `failures` of the `attempts` failed; when some failed and
+    some succeeded, the batch's last attempt decides a half-open breaker. `endpoint` is
+    as the batch's claim read it."""
+    endpoint_id = endpoint.pk
+    if not failures and endpoint.circuit_state == CircuitState.CLOSED:
+        # The common case: nothing can open or close, only the window counts.
+        try:
+            health_store().record_outcomes(
+                str(endpoint_id), attempts, 0, breaker_settings().window_seconds
+            )
+        except redis.RedisError:
+            logger.warning("health counters unavailable; the circuit breaker skips attempts")
+        return
+    row = Endpoint.objects.filter(pk=endpoint_id).values(
+        "state",
+        "circuit_state",
+        "consecutive_failures",
+        "failing_since",
+        "suspend_after_failures",
+        "suspend_window_seconds",
+    )[0]
+    _move_breaker(endpoint_id, row["circuit_state"], attempts, failures)
+    endpoint_suspend_if_failing(endpoint_id=endpoint_id, row=row)
+
+
+def _move_breaker(endpoint_id: UUID, state: str, attempts: int, failures: int) -> None:
+    breaker = breaker_settings()
+    total = failed = 0
+    if state == CircuitState.CLOSED:
+        try:
+            total, failed = health_store().record_outcomes(
+                str(endpoint_id), attempts, failures, breaker.window_seconds
+            )
+        except redis.RedisError:
+            logger.warning("health counters unavailable; the circuit breaker skips attempts")
+            return
+    next_state = rules.after_attempt(
+        state=state, succeeded=failures == 0, total=total, failed=failed, settings=breaker
+    )
+    if next_state is None:
+        return
+    if next_state == CircuitState.OPEN and state == CircuitState.CLOSED:
+        reason = f"{failed} of {total} attempts failed in {breaker.window_seconds:g}s"
+    elif next_state == CircuitState.OPEN:
+        reason = "the probe failed"
+    else:
+        reason = "the probe succeeded; traffic ramps up"
+    circuit_transition(
+        endpoint_id=endpoint_id, from_state=state, to_state=next_state, reason=reason
+    )
+
+
+def circuit_transition(
+    *,
+    endpoint_id: UUID,
+    from_state: str,
+    to_state: str,
+    reason: str,
+    seen_changed_at: datetime | None = None,
+) -> bool:
+    """Move the breaker if it is still where we saw it; of racing workers one wins."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = Endpoint.objects.filter(pk=endpoint_id, circuit_state=from_state)
+        if to_state == CircuitState.HALF_OPEN:
+            current = current.filter(circuit_changed_at=seen_changed_at)
+        if not current.update(circuit_state=to_state, circuit_changed_at=now):
+            return False
+        CircuitTransition.objects.create(
+            endpoint_id=endpoint_id,
+            from_state=from_state,
+            to_state=to_state,
+            reason=reason[:500],
+            at=now,
+        )
+    if to_state != CircuitState.HALF_OPEN:
+        # A fresh window after every open and close: old failures must not re-open it.
+        try:
+            health_store().reset_window(str(endpoint_id), breaker_settings().window_seconds)
+        except redis.RedisError:
+            logger.warning("health counters unavailable; breaker window not reset")
+    metrics.CIRCUIT_TRANSITIONS.labels(to_state=to_state).inc()
+    logger.info("endpoint %s circuit %s -> %s: %s", endpoint_id, from_state, to_state, reason)
+    return True
