@@ -106,8 +106,20 @@ def parse_args() -> argparse.Namespace:
         help="every retry delay times this, for both (ours: 10 s base, 900 s max, 24 h "
         "window; django-webhook: a fixed 60 s) [0.01]",
     )
-    parser.add_argument("--pool", default="threads", help="both Celery workers' pool [threads]")
-    parser.add_argument("--concurrency", type=int, default=16, help="both workers [16]")
+    parser.add_argument("--pool", default="threads", help="the peer's worker pool [threads]")
+    parser.add_argument("--concurrency", type=int, default=16, help="the peer's worker [16]")
+    parser.add_argument(
+        "--ours-pool",
+        default="gevent",
+        help="our worker's pool, as the Procfile's delivery worker [gevent]",
+    )
+    parser.add_argument("--ours-concurrency", type=int, default=200, help="our worker [200]")
+    parser.add_argument(
+        "--ours-db-pool",
+        type=int,
+        default=10,
+        help="our worker's pooled database connections (DATABASE_POOL_MAX_SIZE; 0: none) [10]",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="limit of each wait [1800 s]")
     args = parser.parse_args()
     for name, value in (QUICK if args.quick else FULL).items():
@@ -547,7 +559,10 @@ def main() -> None:
 
             run_system(
                 OurSystem(
-                    pool=args.pool, concurrency=args.concurrency, retry_scale=args.retry_scale
+                    pool=args.ours_pool,
+                    concurrency=args.ours_concurrency,
+                    retry_scale=args.retry_scale,
+                    db_pool=args.ours_db_pool,
                 ),
                 healthy,
                 failing,

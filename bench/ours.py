@@ -33,8 +33,11 @@ class OurSystem:
     name = "ours"
     emit_seconds = 0.0
 
-    def __init__(self, *, pool: str, concurrency: int, retry_scale: float) -> None:
+    def __init__(
+        self, *, pool: str, concurrency: int, retry_scale: float, db_pool: int = 0
+    ) -> None:
         self.pool, self.concurrency, self.retry_scale = pool, concurrency, retry_scale
+        self.db_pool = db_pool
         self.workdir = Path(tempfile.mkdtemp(prefix="webhooks-bench-ours-"))
         # Beat sweeps every 2 s, as a deployment with a short interval would.
         os.environ.update({**ENV, "WEBHOOKS_SWEEP_INTERVAL_SECONDS": "2"})
@@ -168,7 +171,8 @@ class OurSystem:
         worker_cmd += ["--without-gossip"]
         beat_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "beat"]
         beat_cmd += ["--loglevel", "WARNING", "--schedule", str(self.workdir / "beat-schedule")]
-        with process(worker_cmd) as worker, process(beat_cmd):
+        pooled = {"DATABASE_POOL_MAX_SIZE": str(self.db_pool)} if self.db_pool else {}
+        with process(worker_cmd, extra_env=pooled) as worker, process(beat_cmd):
             marker = f"bench-{worker.pid}"
             heartbeat.delay(marker)
             deadline = time.monotonic() + 60

@@ -93,6 +93,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+# psycopg's connection pool (Django's "pool" option), for a worker that runs many tasks at
+# once (the gevent delivery worker): its tasks share this many connections instead of
+# holding one each, and none is held while requests are out. 0: no pool (each thread
+# keeps its own connection, as gunicorn's threads and the thread-pool worker do).
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=0)
+if DATABASE_POOL_MAX_SIZE and USES_POSTGRES:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=30.0),
+    }
+    # A pooled connection goes back to the pool when closed; Django refuses both at once.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -142,6 +155,9 @@ CELERY_WORKER_SEND_TASK_EVENTS = True
 # cost more than a batch of deliveries. Before each task, connections that are broken or
 # older than CONN_MAX_AGE are still dropped (see celery.py); 0 closes after every task.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
+if DATABASES["default"].get("OPTIONS", {}).get("pool"):
+    # Pooled: every task gives its connection back (cheap), for the next task to take.
+    CELERY_DB_REUSE_MAX = 0
 # Publishing happens after commit; if the broker is unreachable, give up quickly: the row
 # is already safe in the database and the sweeper enqueues it later.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
