@@ -24,10 +24,11 @@ USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection
 # can be reused, never so much that a hostile receiver fills our memory.
 MAX_RESPONSE_READ_BYTES = 64 * 1024
-# Hosts with kept-alive connections, and idle connections kept per host. More requests to
-# one host at once than this still go out (on connections dropped after use).
+# Hosts with kept-alive connections, and idle connections kept per host (many endpoints may
+# share one host, each with its in-flight limit); more at once still go out, their
+# connections dropped after use.
 POOLED_HOSTS = 256
-CONNECTIONS_PER_HOST = 16
+CONNECTIONS_PER_HOST = 1024
 
 _managers: dict[AddressPolicy | None, urllib3.PoolManager] = {}
 _managers_lock = threading.Lock()

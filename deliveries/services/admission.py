@@ -113,12 +113,14 @@ def _probe_wait(endpoint: Endpoint) -> float:
     return max(rules.SHORT_WAIT_SECONDS, _request_seconds(endpoint))
 
 
-def _slot_wait(request_seconds: float, held_seconds: float | None) -> float:
+def _slot_wait(held_seconds: float | None) -> float:
     """How long a batch refused for want of a slot waits: about as long as the
     endpoint's last batch held its slots (a slot frees, on average, half-way through
-    that), or one request's timeouts when no batch has finished yet (a hung endpoint)."""
+    that), or `WEBHOOKS_DEFER_SECONDS` before any batch has finished. The deferred rows
+    stay due: the batch holding the slots takes them along or hands them on when it
+    ends, so this wait is only the fallback (a batch that died holding its slots)."""
     draw = random.uniform(0.5, 1.0)  # noqa: S311
-    wait = request_seconds if held_seconds is None else held_seconds * draw
+    wait = conf.health().defer_seconds if held_seconds is None else held_seconds * draw
     metrics.DELIVERIES_DEFERRED.labels(reason="in_flight").inc()
     return min(max(wait, MIN_SLOT_WAIT_SECONDS), MAX_SLOT_WAIT_SECONDS)
 
@@ -192,8 +194,7 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str, wanted: int = 1) ->
         if in_flight:
             lanes = store.acquire_slots(key, slot, in_flight, conf.get().lease_seconds, wanted)
             if not lanes:
-                held = store.slot_wait(key, in_flight)
-                wait = _slot_wait(_request_seconds(endpoint), held)
+                wait = _slot_wait(store.slot_wait(key, in_flight))
                 return Admission(False, wait, "in_flight", due_now=True)
             admitted.lanes = lanes
         wait = rate_limit_wait() if rate or global_rate else 0.0
@@ -212,9 +213,7 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str, wanted: int = 1) ->
     return admitted
 
 
-def endpoint_busy_wait(
-    *, endpoint_id: UUID, max_in_flight: int | None, request_seconds: float
-) -> float:
+def endpoint_busy_wait(*, endpoint_id: UUID, max_in_flight: int | None) -> float:
     """Seconds a batch for this endpoint should wait before it is even claimed: 0 when an
     in-flight slot is free (a hint; `endpoint_admit` decides). A saturated endpoint's
     messages are then put back in the queue without touching the database, which is what
@@ -227,4 +226,4 @@ def endpoint_busy_wait(
         held = health_store().slot_wait(str(endpoint_id), limit)
     except redis.RedisError:
         return 0.0
-    return 0.0 if held == 0.0 else _slot_wait(request_seconds, held)
+    return 0.0 if held == 0.0 else _slot_wait(held)

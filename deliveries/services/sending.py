@@ -136,20 +136,12 @@ def deliveries_busy_wait(*, delivery_ids: Collection[int]) -> float:
     slots are all taken (see `endpoint_busy_wait`); 0 to go ahead."""
     row = (
         Delivery.objects.filter(pk=min(delivery_ids))
-        .values_list(
-            "endpoint_id",
-            "endpoint__max_in_flight",
-            "endpoint__connect_timeout_seconds",
-            "endpoint__read_timeout_seconds",
-        )
+        .values_list("endpoint_id", "endpoint__max_in_flight")
         .first()
     )
     if row is None:
         return 0.0
-    endpoint_id, max_in_flight, connect, read = row
-    return endpoint_busy_wait(
-        endpoint_id=endpoint_id, max_in_flight=max_in_flight, request_seconds=connect + read
-    )
+    return endpoint_busy_wait(endpoint_id=row[0], max_in_flight=row[1])
 
 
 def delivery_attempt(*, delivery_id: int) -> str:
@@ -195,6 +187,7 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
     budget = min(settings.batch_seconds, settings.lease_seconds / 2 - request_seconds)
     deadline = time.monotonic() + budget
     outcomes: dict[int, str] = {}
+    hand_over = False
     try:
         secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
         while True:
@@ -204,6 +197,7 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
             if deferral.deliveries or not going_well or admission.share < 1 or admission.probe:
                 return outcomes
             if time.monotonic() > deadline:
+                hand_over = True
                 return outcomes
             now = timezone.now()
             token = claim.token
@@ -219,6 +213,24 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
                 return outcomes
     finally:
         admission.release()
+        if hand_over:
+            _hand_over(endpoint.pk)
+
+
+def _hand_over(endpoint_id: UUID) -> None:
+    """The batch's time is up while the endpoint has more due deliveries (some perhaps
+    refused a slot while it ran): a message for them now, behind the other endpoints'
+    messages, instead of each waiting out its own countdown."""
+    due = Delivery.objects.filter(
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=timezone.now(),
+        endpoint_id=endpoint_id,
+        ordering_key__isnull=True,
+        enqueued_at__isnull=False,
+    ).order_by("next_attempt_at")
+    ids = list(due.values_list("pk", flat=True)[: conf.get().batch_size])
+    if ids:
+        enqueue_deliveries(ids, one_endpoint=True)
 
 
 def _exhausted(group: list[Delivery]) -> tuple[list[Result], list[Delivery]]:
