@@ -540,6 +540,7 @@ def main() -> None:
     )
     ceilings: tuple[float, float] | None = None
     api_rate: float | None = None
+    api_waits: list[float] = []
     ours, peer = Measured(), Measured()
     peer_note = "" if args.peer else "not run"
     external: dict[str, dict[str, str]] = {}
@@ -557,24 +558,20 @@ def main() -> None:
         if needs_worker:
             from bench.ours import OurSystem
 
-            run_system(
-                OurSystem(
-                    pool=args.ours_pool,
-                    concurrency=args.ours_concurrency,
-                    retry_scale=args.retry_scale,
-                    db_pool=args.ours_db_pool,
-                ),
-                healthy,
-                failing,
-                slow,
-                args,
-                ours,
+            our_system = OurSystem(
+                pool=args.ours_pool,
+                concurrency=args.ours_concurrency,
+                retry_scale=args.retry_scale,
+                db_pool=args.ours_db_pool,
             )
+            run_system(our_system, healthy, failing, slow, args, ours)
             if "api" in chosen:
                 from bench.ours import api_accept_rate
 
                 print(f"ours: {args.api_events} events over the API", flush=True)
-                api_rate = api_accept_rate(args.api_events)
+                api_rate, api_waits = api_accept_rate(
+                    args.api_events, system=our_system, receiver=healthy
+                )
             from django.db import connections
 
             # The isolation and receiving benchmarks recreate this database.
@@ -607,6 +604,20 @@ def main() -> None:
         # Beside emit(); django-webhook has no API to send events through.
         at = next((i + 1 for i, row in enumerate(rows) if row.measure.startswith("emit")), 0)
         rows.insert(at, Row("API: events/s accepted (4 clients, gunicorn 2 x 4)", fmt(api_rate)))
+        if api_waits:
+            from bench.common import percentile
+
+            shown = " / ".join(f"{percentile(api_waits, pct) * 1000:.0f}" for pct in (50, 99, 100))
+            rows.insert(
+                at + 1,
+                Row(
+                    f"API: accepted->arrival p50 / p99 / max (ms), {len(api_waits)} arrived",
+                    shown,
+                    "",
+                    f"all {args.api_events}",
+                    len(api_waits) == args.api_events,
+                ),
+            )
     print(side_by_side(rows))
 
 

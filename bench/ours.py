@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from bench.common import (
     BROKER_URL,
@@ -165,14 +166,30 @@ class OurSystem:
         from webhooks_project.models import WorkerHeartbeat
         from webhooks_project.tasks import heartbeat
 
-        worker_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "worker"]
-        worker_cmd += ["--pool", self.pool, "--concurrency", str(self.concurrency), "-Q", QUEUES]
-        worker_cmd += ["--loglevel", "WARNING", "--without-heartbeat", "--without-mingle"]
-        worker_cmd += ["--without-gossip"]
+        def celery_worker(pool: str, concurrency: int, queues: str, name: str) -> list[str]:
+            command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet"]
+            command += ["worker", "--pool", pool, "--concurrency", str(concurrency)]
+            command += ["-Q", queues, "-n", f"{name}@%h"]
+            command += ["--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "WARNING")]
+            return [*command, "--without-heartbeat", "--without-mingle", "--without-gossip"]
+
+        # With gevent, as the Procfile runs it: the delivery queue in a gevent worker (the
+        # one measured), the other queues in a small thread-pool worker beside it.
+        split = self.pool == "gevent"
+        delivery_queue = "webhooks.delivery"
+        others = ",".join(q for q in QUEUES.split(",") if q != delivery_queue)
+        worker_cmd = celery_worker(
+            self.pool, self.concurrency, delivery_queue if split else QUEUES, "delivery"
+        )
+        other_cmd = celery_worker("threads", 4, others, "other") if split else None
         beat_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "beat"]
         beat_cmd += ["--loglevel", "WARNING", "--schedule", str(self.workdir / "beat-schedule")]
         pooled = {"DATABASE_POOL_MAX_SIZE": str(self.db_pool)} if self.db_pool else {}
-        with process(worker_cmd, extra_env=pooled) as worker, process(beat_cmd):
+        with (
+            process(worker_cmd, extra_env=pooled) as worker,
+            process(other_cmd) if other_cmd else contextlib.nullcontext(),
+            process(beat_cmd),
+        ):
             marker = f"bench-{worker.pid}"
             heartbeat.delay(marker)
             deadline = time.monotonic() + 60
@@ -184,9 +201,30 @@ class OurSystem:
             yield worker.pid
 
 
-def api_accept_rate(count: int, clients: int = 4) -> float:
+def api_accept_rate(
+    count: int, clients: int = 4, system: OurSystem | None = None, receiver: Any = None
+) -> tuple[float, list[float]]:
     """Events/s our HTTP API accepts (POST /api/v1/events) from `clients` threads, served by
-    gunicorn as the Procfile does. Django must be set up (an `OurSystem` exists)."""
+    gunicorn as the Procfile does. Django must be set up (an `OurSystem` exists). With a
+    `system` and a `receiver` (a `bench.scenarios.Receiver`), the events go to one endpoint
+    there with a worker running, and the seconds from each event's acceptance to its
+    arrival are returned too: waits for the endpoint's in-flight slots show there."""
+
+    from bench.scenarios import wait_arrivals
+
+    if system is None or receiver is None:
+        return _api_rate(count, clients, {}), []
+    path = "/ours/api"
+    system.subscribe(receiver.url + path)
+    accepted: dict[str, float] = {}
+    with system.worker():
+        rate = _api_rate(count, clients, accepted)
+        arrived = wait_arrivals(receiver, path, set(accepted), timeout=300)
+    waits = sorted(min(times) - accepted[ref] for ref, times in arrived.items())
+    return rate, waits
+
+
+def _api_rate(count: int, clients: int, accepted: dict[str, float]) -> float:
     from concurrent.futures import ThreadPoolExecutor
 
     import requests
@@ -203,9 +241,10 @@ def api_accept_rate(count: int, clients: int = 4) -> float:
         url = f"http://127.0.0.1:{port}/api/v1/events"
 
         def post_event(n: int) -> None:
-            api.post(
-                url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10
-            ).raise_for_status()
+            answer = api.post(url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10)
+            answer.raise_for_status()
+            if n >= 0:
+                accepted[str(answer.json()["id"])] = time.time()
 
         post_event(-1)  # the first request imports and connects
         started = time.perf_counter()

@@ -67,13 +67,16 @@ def database_url() -> str:
 
 
 @contextlib.contextmanager
-def worker_process(extra_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+def worker_process(
+    extra_env: dict[str, str], *, pool: str = "threads", concurrency: int = 4
+) -> Iterator[subprocess.Popen[bytes]]:
     """A separate `celery worker` process on the test database and broker
-    (``extra_env`` may point it elsewhere: DATABASE_URL, CELERY_BROKER_URL)."""
+    (``extra_env`` may point it elsewhere: DATABASE_URL, CELERY_BROKER_URL); `pool`
+    "gevent" runs it as the Procfile's delivery worker does."""
     env = {**os.environ, "DATABASE_URL": database_url(), **extra_env}
     queues = ",".join(ALL_QUEUES)
     command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "worker"]
-    command += ["--pool", "threads", "-c", "4", "-Q", queues, "-l", "WARNING"]
+    command += ["--pool", pool, "-c", str(concurrency), "-Q", queues, "-l", "WARNING"]
     command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
     process = subprocess.Popen(command, env=env)
     try:

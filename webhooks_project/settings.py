@@ -175,7 +175,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT,
-    "socket_timeout": 5,
+    # A gevent worker busy with hundreds of tasks may not read a reply for seconds; a read
+    # that times out after Redis popped a message loses that message until the sweeper
+    # re-enqueues it, so the delivery worker gets a longer timeout (Procfile).
+    "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT", default=5.0),
     "socket_connect_timeout": 5,
 }
 

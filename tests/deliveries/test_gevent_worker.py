@@ -1,0 +1,72 @@
+"""The delivery worker as the Procfile runs it: Celery's gevent pool, with pooled
+database connections. Hundreds of tasks at once in one process must keep every limit the
+thread-pool worker keeps, and hold no more database connections than the pool allows."""
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from deliveries import services
+from tests.conftest import wait_until
+from tests.deliveries.test_health import max_in_any_window, succeeded_count
+from tests.deliveries.test_pipeline import make_endpoint
+from tests.helpers import worker_process
+from tests.receiver import Receiver, Reply
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+POOL_SIZE = 3
+APP_NAME = "webhooks-gevent-worker-test"
+
+
+def worker_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [APP_NAME]
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_gevent_worker_sends_up_to_each_in_flight_limit_on_a_few_connections(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    redis_client.flushdb()
+    receiver.default = Reply(delay_seconds=0.4)
+    endpoints = [make_endpoint(receiver, max_in_flight=3)[0] for _ in range(3)]
+    count = 12
+    with transaction.atomic():
+        for n in range(count):
+            services.emit("order.created", {"n": n})
+
+    env = {"DATABASE_POOL_MAX_SIZE": str(POOL_SIZE), "PGAPPNAME": APP_NAME}
+    most_connections = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            most_connections[0] = max(most_connections[0], worker_connections())
+        connection.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        with worker_process(env, pool="gevent", concurrency=100):
+            wait_until(
+                lambda: all(succeeded_count(e) == count for e in endpoints),
+                timeout=90,
+                what="every delivery to every endpoint",
+            )
+    finally:
+        stop.set()
+        watcher.join()
+    redis_client.flushdb()
+
+    assert 0 < most_connections[0] <= POOL_SIZE
+    arrivals = sorted(r.received_at for r in receiver.requests)
+    assert len(arrivals) == count * len(endpoints)
+    # Each request is open for 0.4 s. Three endpoints with three slots each: up to nine at
+    # once, where the thread pool's four threads would allow four.
+    assert 4 < max_in_any_window(arrivals, 0.3) <= 9
