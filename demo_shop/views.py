@@ -1,8 +1,10 @@
 """The demo's receiver: our own `/receivers/demo-shop/`, behind a deliberately flaky door.
 
 The first request for every third event is answered 503, so a newcomer watching the
-admin sees a retry with backoff, and then the success. Every other request goes straight
-to the real receiving view (signature check, inbox, 200).
+admin sees a retry with backoff, and then the success; at most `MAX_REFUSALS` times in
+all, so that the demo endpoint never fails often enough to open its circuit breaker (half
+of 10 attempts), which would hold every demo delivery back for its cool-down. Every other
+request goes straight to the real receiving view (signature check, inbox, 200).
 """
 
 import threading
@@ -15,6 +17,7 @@ from receivers.views import receive
 
 from .handlers import DEMO_SOURCE
 
+MAX_REFUSALS = 3
 _refused_once: set[str] = set()
 _lock = threading.Lock()
 
@@ -23,7 +26,7 @@ def _refuse_first_try(event_id: str) -> bool:
     if zlib.crc32(event_id.encode()) % 3:
         return False
     with _lock:
-        if event_id in _refused_once:
+        if event_id in _refused_once or len(_refused_once) >= MAX_REFUSALS:
             return False
         _refused_once.add(event_id)
         return True

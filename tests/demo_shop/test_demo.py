@@ -51,3 +51,19 @@ def test_serve_seeds_the_demo_unless_told_not_to() -> None:
     parser = ServeCommand().create_parser("manage.py", "serve")
     assert parser.parse_args([]).no_demo is False
     assert parser.parse_args(["--no-demo"]).no_demo is True
+
+
+def test_the_demo_door_refuses_too_few_first_tries_to_open_the_breaker() -> None:
+    from uuid import uuid4
+
+    from deliveries import conf
+    from demo_shop import views
+
+    views._refused_once.clear()
+    refused = sum(views._refuse_first_try(str(uuid4())) for _ in range(60))
+
+    # Some, so that the demo shows a retry; fewer than half of the breaker's minimum
+    # window, so that it cannot open and hold every demo delivery back.
+    assert refused == views.MAX_REFUSALS
+    assert refused * 2 < conf.health().breaker_min_attempts
+    views._refused_once.clear()
