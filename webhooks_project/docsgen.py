@@ -52,50 +52,202 @@ class _Setting:
 # generator uses this list only for a module that has no SETTINGS attribute.
 _FALLBACK: dict[str, tuple[_Setting, ...]] = {
     "deliveries.conf": (
-        _Setting("WEBHOOKS_ENCRYPTION_KEY", "", "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` makes one."),  # noqa: E501
-        _Setting("WEBHOOKS_MAX_COUNTDOWN_SECONDS", 60.0, "Retries due sooner than this wait as Celery countdowns; later ones wait in the database for the sweeper. Keep it far below the broker's visibility timeout."),  # noqa: E501
-        _Setting("WEBHOOKS_LEASE_SECONDS", 120.0, "How long a worker owns a delivery it is sending; an expired lease is taken over by another worker."),  # noqa: E501
-        _Setting("WEBHOOKS_DELIVERY_BATCH_SIZE", 50, "Deliveries of one endpoint per task message, claimed, sent and recorded together."),  # noqa: E501
-        _Setting("WEBHOOKS_DELIVERY_BATCH_SECONDS", 5.0, "A batch starts no new request after this long (nor when its lease could not cover one more); the rest go back to the queue."),  # noqa: E501
-        _Setting("WEBHOOKS_FANOUT_GRACE_SECONDS", 30.0, "An event not fanned out after this long is fanned out by the sweeper."),  # noqa: E501
-        _Setting("WEBHOOKS_REQUEUE_GRACE_SECONDS", 120.0, "A due delivery whose task message has not been consumed after this long is enqueued again."),  # noqa: E501
-        _Setting("WEBHOOKS_SWEEP_BATCH_SIZE", 500, "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`)."),  # noqa: E501
-        _Setting("WEBHOOKS_SWEEP_INTERVAL_SECONDS", 15.0, "How often beat runs the sweepers (and resumes stalled replays)."),  # noqa: E501
-        _Setting("WEBHOOKS_REPLAY_BATCH_SIZE", 500, "Events per replay batch (one task, one transaction each)."),  # noqa: E501
-        _Setting("WEBHOOKS_REQUIRE_DECLARED_TYPES", True, "`emit` and the API refuse event types not declared in the catalogue, and endpoint filters that match none. Off: undeclared types pass unchecked (declared ones are still validated)."),  # noqa: E501
-        _Setting("WEBHOOKS_EVENT_TYPE_MODULES", (), "Modules imported at start-up to declare event types, besides every installed app's `webhook_events` module."),  # noqa: E501
-        _Setting("WEBHOOKS_ALLOWED_NETWORKS", (), "CIDR networks the SSRF guard admits besides public addresses."),  # noqa: E501
-        _Setting("WEBHOOKS_REQUIRE_HTTPS", True, "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is sent."),  # noqa: E501
-        _Setting("WEBHOOKS_SUSPEND_AFTER_FAILURES", 20, "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: `suspend_after_failures`; 0 = never)."),  # noqa: E501
-        _Setting("WEBHOOKS_SUSPEND_WINDOW_SECONDS", 3600.0, "... that span at least this long (per endpoint: `suspend_window_seconds`)."),  # noqa: E501
-        _Setting("WEBHOOKS_BREAKER_ERROR_RATE", 0.5, "The circuit opens when at least this share of the attempts in the window failed ..."),  # noqa: E501
-        _Setting("WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10, "... out of at least this many attempts ..."),  # noqa: E501
+        _Setting(
+            "WEBHOOKS_ENCRYPTION_KEY",
+            "",
+            "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` makes one.",
+        ),
+        _Setting(
+            "WEBHOOKS_MAX_COUNTDOWN_SECONDS",
+            60.0,
+            "Retries due sooner than this wait as Celery countdowns; later ones wait in the database for the sweeper. Keep it far below the broker's visibility timeout.",
+        ),
+        _Setting(
+            "WEBHOOKS_LEASE_SECONDS",
+            120.0,
+            "How long a worker owns a delivery it is sending; an expired lease is taken over by another worker.",
+        ),
+        _Setting(
+            "WEBHOOKS_DELIVERY_BATCH_SIZE",
+            50,
+            "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
+        ),
+        _Setting(
+            "WEBHOOKS_DELIVERY_BATCH_SECONDS",
+            5.0,
+            "A batch starts no new request after this long (nor when its lease could not cover one more); the rest go back to the queue.",
+        ),
+        _Setting(
+            "WEBHOOKS_FANOUT_GRACE_SECONDS",
+            30.0,
+            "An event not fanned out after this long is fanned out by the sweeper.",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUEUE_GRACE_SECONDS",
+            120.0,
+            "A due delivery whose task message has not been consumed after this long is enqueued again.",
+        ),
+        _Setting(
+            "WEBHOOKS_SWEEP_BATCH_SIZE",
+            500,
+            "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`).",
+        ),
+        _Setting(
+            "WEBHOOKS_SWEEP_INTERVAL_SECONDS",
+            15.0,
+            "How often beat runs the sweepers (and resumes stalled replays).",
+        ),
+        _Setting(
+            "WEBHOOKS_REPLAY_BATCH_SIZE",
+            500,
+            "Events per replay batch (one task, one transaction each).",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUIRE_DECLARED_TYPES",
+            True,
+            "`emit` and the API refuse event types not declared in the catalogue, and endpoint filters that match none. Off: undeclared types pass unchecked (declared ones are still validated).",
+        ),
+        _Setting(
+            "WEBHOOKS_EVENT_TYPE_MODULES",
+            (),
+            "Modules imported at start-up to declare event types, besides every installed app's `webhook_events` module.",
+        ),
+        _Setting(
+            "WEBHOOKS_ALLOWED_NETWORKS",
+            (),
+            "CIDR networks the SSRF guard admits besides public addresses.",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUIRE_HTTPS",
+            True,
+            "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is sent.",
+        ),
+        _Setting(
+            "WEBHOOKS_SUSPEND_AFTER_FAILURES",
+            20,
+            "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: `suspend_after_failures`; 0 = never).",
+        ),
+        _Setting(
+            "WEBHOOKS_SUSPEND_WINDOW_SECONDS",
+            3600.0,
+            "... that span at least this long (per endpoint: `suspend_window_seconds`).",
+        ),
+        _Setting(
+            "WEBHOOKS_BREAKER_ERROR_RATE",
+            0.5,
+            "The circuit opens when at least this share of the attempts in the window failed ...",
+        ),
+        _Setting("WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10, "... out of at least this many attempts ..."),
         _Setting("WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0, "... within this window."),
-        _Setting("WEBHOOKS_BREAKER_COOLDOWN_SECONDS", 30.0, "An open circuit lets one probe through after this cool-down."),  # noqa: E501
-        _Setting("WEBHOOKS_BREAKER_RAMP_SECONDS", 60.0, "After a good probe, traffic ramps from 10 % to 100 % over this long."),  # noqa: E501
-        _Setting("WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", 4, "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`)."),  # noqa: E501
-        _Setting("WEBHOOKS_ENDPOINT_RATE_LIMIT", 0, "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit."),  # noqa: E501
-        _Setting("WEBHOOKS_GLOBAL_RATE_LIMIT", 0, "Requests per second to all endpoints together; 0 = no limit."),  # noqa: E501
-        _Setting("WEBHOOKS_DEFER_SECONDS", 1.0, "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to 30 s)."),  # noqa: E501
-        _Setting("WEBHOOKS_HEALTH_REDIS_URL", "", "Redis holding the shared health counters (keys `webhooks:health:*`); empty: in-process memory (one process only)."),  # noqa: E501
-        _Setting("WEBHOOKS_EVENT_RETENTION_DAYS", 30, "Events (with their deliveries and attempts) are deleted after this, once every delivery is final."),  # noqa: E501
-        _Setting("WEBHOOKS_ATTEMPT_RETENTION_DAYS", 30, "Attempt rows are deleted after this (may be shorter than the events')."),  # noqa: E501
-        _Setting("WEBHOOKS_PURGE_BATCH_SIZE", 1000, "Rows per retention batch (one short transaction each)."),  # noqa: E501
-        _Setting("WEBHOOKS_PURGE_INTERVAL_SECONDS", 600.0, "How often beat runs the retention purge."),  # noqa: E501
-        _Setting("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES", 65536, "Event data whose compact JSON is larger than this is written through Django's storage API; the row keeps a reference and its SHA-256. 0 = always inline."),  # noqa: E501
-        _Setting("WEBHOOKS_PAYLOAD_STORAGE", "default", "Key of Django's `STORAGES` that large payloads go to."),  # noqa: E501
+        _Setting(
+            "WEBHOOKS_BREAKER_COOLDOWN_SECONDS",
+            30.0,
+            "An open circuit lets one probe through after this cool-down.",
+        ),
+        _Setting(
+            "WEBHOOKS_BREAKER_RAMP_SECONDS",
+            60.0,
+            "After a good probe, traffic ramps from 10 % to 100 % over this long.",
+        ),
+        _Setting(
+            "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT",
+            4,
+            "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`).",
+        ),
+        _Setting(
+            "WEBHOOKS_ENDPOINT_RATE_LIMIT",
+            0,
+            "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit.",
+        ),
+        _Setting(
+            "WEBHOOKS_GLOBAL_RATE_LIMIT",
+            0,
+            "Requests per second to all endpoints together; 0 = no limit.",
+        ),
+        _Setting(
+            "WEBHOOKS_DEFER_SECONDS",
+            1.0,
+            "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to 30 s).",
+        ),
+        _Setting(
+            "WEBHOOKS_HEALTH_REDIS_URL",
+            "",
+            "Redis holding the shared health counters (keys `webhooks:health:*`); empty: in-process memory (one process only).",
+        ),
+        _Setting(
+            "WEBHOOKS_EVENT_RETENTION_DAYS",
+            30,
+            "Events (with their deliveries and attempts) are deleted after this, once every delivery is final.",
+        ),
+        _Setting(
+            "WEBHOOKS_ATTEMPT_RETENTION_DAYS",
+            30,
+            "Attempt rows are deleted after this (may be shorter than the events').",
+        ),
+        _Setting(
+            "WEBHOOKS_PURGE_BATCH_SIZE",
+            1000,
+            "Rows per retention batch (one short transaction each).",
+        ),
+        _Setting(
+            "WEBHOOKS_PURGE_INTERVAL_SECONDS", 600.0, "How often beat runs the retention purge."
+        ),
+        _Setting(
+            "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES",
+            65536,
+            "Event data whose compact JSON is larger than this is written through Django's storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
+        ),
+        _Setting(
+            "WEBHOOKS_PAYLOAD_STORAGE",
+            "default",
+            "Key of Django's `STORAGES` that large payloads go to.",
+        ),
     ),
     "receivers.conf": (
-        _Setting("RECEIVERS_MAX_ATTEMPTS", 10, "Processing attempts per retry cycle before an inbox event is `failed`."),  # noqa: E501
-        _Setting("RECEIVERS_BACKOFF_BASE_SECONDS", 10.0, "Base of the processing backoff (`base·2^(n-1) + jitter`)."),  # noqa: E501
+        _Setting(
+            "RECEIVERS_MAX_ATTEMPTS",
+            10,
+            "Processing attempts per retry cycle before an inbox event is `failed`.",
+        ),
+        _Setting(
+            "RECEIVERS_BACKOFF_BASE_SECONDS",
+            10.0,
+            "Base of the processing backoff (`base·2^(n-1) + jitter`).",
+        ),
         _Setting("RECEIVERS_BACKOFF_MAX_SECONDS", 3600.0, "Cap of the processing backoff."),
-        _Setting("RECEIVERS_LEASE_SECONDS", 300.0, "How long a worker owns an inbox row it processes; after that the sweeper hands it to another."),  # noqa: E501
-        _Setting("RECEIVERS_REQUEUE_GRACE_SECONDS", 60.0, "How long a sent processing message may take before the sweeper sends another."),  # noqa: E501
-        _Setting("RECEIVERS_BODY_RETENTION_DAYS", 30, "Raw bodies of finished inbox events are cleared after this."),  # noqa: E501
-        _Setting("RECEIVERS_INBOX_RETENTION_DAYS", 90, "Processed and ignored inbox events are deleted after this; keep it above providers' redelivery windows (a system check warns below 7)."),  # noqa: E501
-        _Setting("RECEIVERS_HANDLER_MODULES", ["receivers.example.handlers"], "Modules imported at start-up to register inbox handlers."),  # noqa: E501
-        _Setting("RECEIVERS_RECONCILE_INTERVAL_SECONDS", 300.0, "How often beat starts reconciliation."),  # noqa: E501
-        _Setting("RECEIVERS_ENQUEUE_BATCH_SIZE", 20, "Most inbox ids in one processing message sent by the receiving view."),  # noqa: E501
+        _Setting(
+            "RECEIVERS_LEASE_SECONDS",
+            300.0,
+            "How long a worker owns an inbox row it processes; after that the sweeper hands it to another.",
+        ),
+        _Setting(
+            "RECEIVERS_REQUEUE_GRACE_SECONDS",
+            60.0,
+            "How long a sent processing message may take before the sweeper sends another.",
+        ),
+        _Setting(
+            "RECEIVERS_BODY_RETENTION_DAYS",
+            30,
+            "Raw bodies of finished inbox events are cleared after this.",
+        ),
+        _Setting(
+            "RECEIVERS_INBOX_RETENTION_DAYS",
+            90,
+            "Processed and ignored inbox events are deleted after this; keep it above providers' redelivery windows (a system check warns below 7).",
+        ),
+        _Setting(
+            "RECEIVERS_HANDLER_MODULES",
+            ["receivers.example.handlers"],
+            "Modules imported at start-up to register inbox handlers.",
+        ),
+        _Setting(
+            "RECEIVERS_RECONCILE_INTERVAL_SECONDS", 300.0, "How often beat starts reconciliation."
+        ),
+        _Setting(
+            "RECEIVERS_ENQUEUE_BATCH_SIZE",
+            20,
+            "Most inbox ids in one processing message sent by the receiving view.",
+        ),
     ),
 }
 # --- end of FALLBACK -------------------------------------------------------------------
@@ -104,33 +256,69 @@ _FALLBACK: dict[str, tuple[_Setting, ...]] = {
 # apps' settings above: name -> (default, meaning). The generator refuses to run when
 # settings.py reads a variable missing here, or this lists one it no longer reads.
 DEPLOYMENT: dict[str, tuple[str, str]] = {
-    "DATABASE_URL": ("SQLite in `var/db.sqlite3`", "e.g. `postgres://user:pass@host:5432/db` (psycopg 3)."),  # noqa: E501
-    "DATABASE_CONN_MAX_AGE": ("`60`", "Seconds a database connection is reused (always 0 on SQLite)."),  # noqa: E501
+    "DATABASE_URL": (
+        "SQLite in `var/db.sqlite3`",
+        "e.g. `postgres://user:pass@host:5432/db` (psycopg 3).",
+    ),
+    "DATABASE_CONN_MAX_AGE": (
+        "`60`",
+        "Seconds a database connection is reused (always 0 on SQLite).",
+    ),
     "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
-    "CELERY_BROKER_VISIBILITY_TIMEOUT": ("`3600`", "Seconds before Redis redelivers an unacknowledged message; must exceed every countdown (`WEBHOOKS_MAX_COUNTDOWN_SECONDS`)."),  # noqa: E501
+    "CELERY_BROKER_VISIBILITY_TIMEOUT": (
+        "`3600`",
+        "Seconds before Redis redelivers an unacknowledged message; must exceed every countdown (`WEBHOOKS_MAX_COUNTDOWN_SECONDS`).",
+    ),
     "CELERY_TASK_SOFT_TIME_LIMIT": ("`60`", "Soft time limit of a task, in seconds."),
     "CELERY_TASK_TIME_LIMIT": ("`90`", "Hard time limit of a task, in seconds."),
-    "CELERY_DB_REUSE_MAX": ("`1000`", "A worker thread keeps its database connection across this many tasks (one broken or older than `DATABASE_CONN_MAX_AGE` is still dropped before each task); `0` reconnects for every task."),  # noqa: E501
-    "SECRET_KEY": ("a development key", "Required outside DEBUG (system check `webhooks.E001`)."),  # noqa: E501
-    "DEBUG": ("on without `DATABASE_URL`, else off", "`check --deploy` refuses it (`webhooks.E003`)."),  # noqa: E501
+    "CELERY_DB_REUSE_MAX": (
+        "`1000`",
+        "A worker thread keeps its database connection across this many tasks (one broken or older than `DATABASE_CONN_MAX_AGE` is still dropped before each task); `0` reconnects for every task.",
+    ),
+    "SECRET_KEY": ("a development key", "Required outside DEBUG (system check `webhooks.E001`)."),
+    "DEBUG": (
+        "on without `DATABASE_URL`, else off",
+        "`check --deploy` refuses it (`webhooks.E003`).",
+    ),
     "ALLOWED_HOSTS": ("`localhost,127.0.0.1,[::1]`", "Comma-separated host names."),
-    "CSRF_TRUSTED_ORIGINS": ("empty", "Comma-separated origins, for the admin behind a proxy."),  # noqa: E501
+    "CSRF_TRUSTED_ORIGINS": ("empty", "Comma-separated origins, for the admin behind a proxy."),
     "SESSION_COOKIE_SECURE": ("on outside DEBUG", "Session cookie over HTTPS only."),
     "CSRF_COOKIE_SECURE": ("on outside DEBUG", "CSRF cookie over HTTPS only."),
-    "STATIC_ROOT": ("`var/static`", "Where `collectstatic` puts the admin's static files (WhiteNoise serves them)."),  # noqa: E501
-    "MEDIA_ROOT": ("`var/media`", "Where the file-system storage writes (offloaded payloads under `webhook-payloads/`; never served over HTTP)."),  # noqa: E501
-    "EMAIL_BACKEND": ("console backend", "Django email backend for endpoint owners' notifications."),  # noqa: E501
+    "STATIC_ROOT": (
+        "`var/static`",
+        "Where `collectstatic` puts the admin's static files (WhiteNoise serves them).",
+    ),
+    "MEDIA_ROOT": (
+        "`var/media`",
+        "Where the file-system storage writes (offloaded payloads under `webhook-payloads/`; never served over HTTP).",
+    ),
+    "EMAIL_BACKEND": (
+        "console backend",
+        "Django email backend for endpoint owners' notifications.",
+    ),
     "DEFAULT_FROM_EMAIL": ("`webhooks@localhost`", "Sender of those notifications."),
     "FLOWER_BASIC_AUTH": ("none (the Procfile requires it)", "`user:password` for Flower."),
     "LOG_LEVEL": ("`INFO`", "Root log level."),
-    "LOG_FORMAT": ("`json` (`console` in DEBUG)", "`json`: one JSON object per line; `console`: aligned `key=value` for people."),  # noqa: E501
+    "LOG_FORMAT": (
+        "`json` (`console` in DEBUG)",
+        "`json`: one JSON object per line; `console`: aligned `key=value` for people.",
+    ),
     "METRICS_TOKEN": ("none", "Bearer token that `GET /metrics` accepts."),
-    "METRICS_ALLOWED_IPS": ("none", "Comma-separated addresses or CIDR networks allowed to read `/metrics` without the token (the connecting address, never `X-Forwarded-For`). With neither set, `/metrics` answers `403`."),  # noqa: E501
+    "METRICS_ALLOWED_IPS": (
+        "none",
+        "Comma-separated addresses or CIDR networks allowed to read `/metrics` without the token (the connecting address, never `X-Forwarded-For`). With neither set, `/metrics` answers `403`.",
+    ),
 }
 # Read by other parts of the deployment than settings.py.
 OTHER_VARIABLES: dict[str, tuple[str, str]] = {
-    "PROMETHEUS_MULTIPROC_DIR": ("unset (one-process counters)", "An existing, writable directory shared by every web and worker process of the host; set it before they start, so `/metrics` adds up all their counters (read by prometheus-client)."),  # noqa: E501
-    "DJANGO_SUPERUSER_USERNAME": ("`admin`", "First superuser created by `make run` (`manage.py serve`)."),  # noqa: E501
+    "PROMETHEUS_MULTIPROC_DIR": (
+        "unset (one-process counters)",
+        "An existing, writable directory shared by every web and worker process of the host; set it before they start, so `/metrics` adds up all their counters (read by prometheus-client).",
+    ),
+    "DJANGO_SUPERUSER_USERNAME": (
+        "`admin`",
+        "First superuser created by `make run` (`manage.py serve`).",
+    ),
     "DJANGO_SUPERUSER_PASSWORD": ("generated, printed once", "Its password."),
 }
 # Variables the Procfile reads (`${NAME:-default}`).
@@ -193,6 +381,10 @@ def _env_reads(source: str) -> dict[str, ast.expr | None]:
     return reads
 
 
+def _settings_source() -> str:
+    return SETTINGS_SOURCE.read_text()
+
+
 def _procfile_reads(text: str) -> set[str]:
     return set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", text))
 
@@ -214,7 +406,7 @@ def _normalised(value: object) -> object:
 def render_configuration() -> str:
     sections = library_settings()
     library = {s.name: s for _, entries in sections for s in entries}
-    reads = _env_reads(SETTINGS_SOURCE.read_text())
+    reads = _env_reads(_settings_source())
     deployment_names = set(reads) - set(library)
     missing = sorted(deployment_names - set(DEPLOYMENT))
     stale = sorted(set(DEPLOYMENT) - deployment_names)
@@ -330,6 +522,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only report stale pages")
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webhooks_project.settings")
+    # Integer bounds in the schema come from the database backend: document the PostgreSQL
+    # deployment's, as the server serves it there. Nothing connects to this URL.
+    os.environ.setdefault("DATABASE_URL", "postgres://localhost/webhooks")
     import django
 
     django.setup()
