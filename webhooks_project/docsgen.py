@@ -396,7 +396,10 @@ def _cell(text: str) -> str:
 def _code(value: object) -> str:
     if isinstance(value, list):
         value = tuple(value)
-    return f"`{value!r}`"
+    text = repr(value)
+    if " at 0x" in text:  # a function or an object: its address would change every run
+        text = getattr(value, "__qualname__", type(value).__qualname__)
+    return f"`{_cell(text)}`"
 
 
 def _normalised(value: object) -> object:
