@@ -31,7 +31,7 @@ bench: setup
 # (configuration reference, OpenAPI schema), a broken link or anchor, or a page no menu reaches.
 docs: setup
 	DEBUG=true .venv/bin/python -m webhooks_project.docsgen --check
-	.venv/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 # Regenerate docs/configuration.md and docs/api/openapi.yaml from the code.
 docs-gen: setup
