@@ -58,7 +58,7 @@ class Admission:
     # While half-open only the probe goes; during a ramp only this share of a batch.
     probe: bool = False
     share: float = 1.0
-    # How long the part of a batch that the probe or the ramp held back is deferred.
+    # How long the part of a batch beyond the probe or the ramp's share is deferred.
     rest_wait_seconds: float = 0.0
     # Refused by the breaker: the batch is deferred to the sweeper, with no task message.
     to_sweeper: bool = False

@@ -95,7 +95,7 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         by_endpoint: dict[UUID, list[int]] = defaultdict(list)
         for delivery in deliveries:
-            # Held deliveries and those parked behind an open circuit have no message.
+            # Held deliveries and those deferred behind an open circuit have no message.
             if delivery.status == DeliveryStatus.PENDING and delivery.enqueued_at is not None:
                 by_endpoint[delivery.endpoint_id].append(delivery.pk)
         transaction.on_commit(

@@ -219,7 +219,7 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now
         replay.save()
-        # Deliveries parked behind an open circuit have no message; the sweeper has them.
+        # Deliveries deferred behind an open circuit have no message; the sweeper has them.
         pending = [d.pk for d in created if d.status == DeliveryStatus.PENDING and d.enqueued_at]
         transaction.on_commit(lambda: enqueue_deliveries(pending), robust=True)
         if more and enqueue_next:
