@@ -116,11 +116,14 @@ def _probe_wait(endpoint: Endpoint) -> float:
 def _slot_wait(held_seconds: float | None) -> float:
     """How long a batch refused for want of a slot waits: about as long as the
     endpoint's last batch held its slots (a slot frees, on average, half-way through
-    that), or `WEBHOOKS_DEFER_SECONDS` before any batch has finished. The deferred rows
-    stay due: the batch holding the slots takes them along or hands them on when it
-    ends, so this wait is only the fallback (a batch that died holding its slots)."""
+    that), and at least `WEBHOOKS_DEFER_SECONDS`. The deferred rows stay due: the batch
+    holding the slots takes them along or hands them on when it ends, so this wait is
+    only the fallback (for a batch that stopped early or died holding its slots); a
+    shorter one would only make the refused messages of a busy endpoint spin through
+    the worker."""
+    floor = conf.health().defer_seconds
     draw = random.uniform(0.5, 1.0)  # noqa: S311
-    wait = conf.health().defer_seconds if held_seconds is None else held_seconds * draw
+    wait = floor if held_seconds is None else max(floor, held_seconds * draw)
     metrics.DELIVERIES_DEFERRED.labels(reason="in_flight").inc()
     return min(max(wait, MIN_SLOT_WAIT_SECONDS), MAX_SLOT_WAIT_SECONDS)
 
