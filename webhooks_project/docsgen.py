@@ -167,7 +167,7 @@ _FALLBACK: dict[str, tuple[_Setting, ...]] = {
         _Setting(
             "WEBHOOKS_DEFER_SECONDS",
             1.0,
-            "Wait of a batch refused an in-flight slot before any batch of its endpoint has finished; after that it waits about as long as the last batch held its slots (it stays due meanwhile, for the batch holding them to take along).",
+            "Shortest wait of a batch refused an in-flight slot; it waits about as long as its endpoint's last batch held its slots, and stays due meanwhile for the batch holding them to take along.",
         ),
         _Setting(
             "WEBHOOKS_HEALTH_REDIS_URL",
