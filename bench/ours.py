@@ -185,6 +185,9 @@ class OurSystem:
         beat_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "beat"]
         beat_cmd += ["--loglevel", "WARNING", "--schedule", str(self.workdir / "beat-schedule")]
         pooled = {"DATABASE_POOL_MAX_SIZE": str(self.db_pool)} if self.db_pool else {}
+        if split:
+            # As the Procfile's delivery process (see docs/operations/deployment.md).
+            pooled["CELERY_BROKER_SOCKET_TIMEOUT"] = "30"
         with (
             process(worker_cmd, extra_env=pooled) as worker,
             process(other_cmd) if other_cmd else contextlib.nullcontext(),

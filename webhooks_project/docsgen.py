@@ -337,6 +337,7 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "CELERY_CONCURRENCY": "Threads of the `worker` process.",
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
     "DATABASE_POOL_MAX_SIZE": "Pooled database connections of the `delivery` process.",
+    "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",
     "FLOWER_BASIC_AUTH": "`user:password` for Flower (required).",

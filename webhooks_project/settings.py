@@ -176,8 +176,8 @@ CELERY_BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", d
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT,
     # A gevent worker busy with hundreds of tasks may not read a reply for seconds; a read
-    # that times out after Redis popped a message loses that message until the sweeper
-    # re-enqueues it, so the delivery worker gets a longer timeout (Procfile).
+    # that times out after Redis popped a message (BRPOP) loses that message until the
+    # sweeper re-enqueues it, so the delivery worker gets 30 s (Procfile).
     "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT", default=5.0),
     "socket_connect_timeout": 5,
 }
