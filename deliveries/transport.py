@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import urllib3
+from requests.utils import check_header_validity
 from urllib3.exceptions import HTTPError
 
 from .ssrf import AddressPolicy, scheme_refusal
@@ -93,19 +94,24 @@ def post(
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if refusal:
         return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", 0.0)
+    all_headers = {"User-Agent": USER_AGENT, **headers}
+    for header in all_headers.items():
+        # A value with a line break or leading whitespace is our error, not the
+        # endpoint's: this raises (`InvalidHeader`) before anything is sent.
+        check_header_validity(header)
     try:
         with address_policy(policy):
             response = _manager(policy).request(
                 "POST",
                 url,
                 body=body,
-                headers={"User-Agent": USER_AGENT, **headers},
+                headers=all_headers,
                 timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
                 redirect=False,
                 retries=False,
                 preload_content=False,
             )
-    except (HTTPError, OSError, ValueError) as exc:
+    except (HTTPError, OSError) as exc:
         return HttpResult(
             status_code=None,
             body_excerpt="",
