@@ -247,14 +247,14 @@ def test_an_unpadded_secret_signs_as_the_standard_webhooks_library_does() -> Non
 
 @pytest.mark.parametrize("secret", ["", "whsec_", "whsec_====", "whsec_a", "whsec_ab!d"])
 def test_an_empty_or_broken_standard_secret_is_refused_never_an_empty_key(secret: str) -> None:
-    with pytest.raises(ValueError, match="empty|base64"):
+    with pytest.raises(ValueError, match=r"empty|base64"):
         signing.standard_webhooks_key(secret)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"empty|base64"):
         signing.sign_standard(secret, MSG_ID, 1, BODY)
 
 
 def test_an_empty_secret_never_signs_v1() -> None:
     with pytest.raises(ValueError, match="empty"):
         signing.sign_v1("", 1, BODY)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="empty"):
         signing.signature_headers([""], msg_id=MSG_ID, timestamp=1, body=BODY)
