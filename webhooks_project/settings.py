@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # NUL in a query parameter or an unknown charset: 400, not a 500 (deliveries/middleware.py).
+    "deliveries.middleware.BadRequestMiddleware",
     # A database outage is a 503 with Retry-After, not a 500 (webhooks_project/unavailable.py).
     "webhooks_project.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
