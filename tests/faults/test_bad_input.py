@@ -239,3 +239,14 @@ def test_a_known_but_odd_charset_is_never_a_500(
         assert response.status_code < 500, (path, charset, response.content[:200])
         if media_type.endswith("urlencoded") and charset.lower() != "utf-8":
             assert response.status_code == 400, (path, charset)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/deliveries", "/api/v1/inbox", "/api/v1/events", "/api/v1/endpoints"],
+)
+def test_the_api_answers_nul_in_its_filters_without_a_500(client: Client, path: str) -> None:
+    _, token = ApiToken.issue("nul")
+    for name in ("status", "type", "source", "event_type", "endpoint", "event", "cursor", "limit"):
+        response = client.get(path, {name: "a\x00b"}, HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert response.status_code in (200, 400), (path, name, response.content[:200])
