@@ -11,7 +11,9 @@ they are only a client's mistake:
 
 Checking once here covers every URL: the admin, the API, the receivers and the host's own
 views. The API's views are left to check their query parameters themselves: they answer a
-400 that names the field (and ignore parameters they do not know). Add ``deliveries.middleware.BadRequestMiddleware`` near the top of ``MIDDLEWARE``.
+400 that names the field (and ignore parameters they do not know).
+
+Add ``deliveries.middleware.BadRequestMiddleware`` near the top of ``MIDDLEWARE``.
 """
 
 import codecs
