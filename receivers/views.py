@@ -9,6 +9,7 @@ committed; when the database cannot take it the answer is 503 so the provider re
 """
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 
@@ -27,6 +28,11 @@ logger = logging.getLogger(__name__)
 
 #: Never stored with the inbox row, whatever the scheme.
 ALWAYS_DROPPED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+#: Nor any header whose name says it carries a credential (X-Api-Key, X-Auth-Token, ...):
+#: a provider or a proxy may add one we have never heard of.
+CREDENTIAL_HEADER = re.compile(
+    r"api[-_]?key|token|secret|passw|auth|cookie|session|credential|signature", re.IGNORECASE
+)
 DB_RETRY_AFTER_SECONDS = 30
 
 
@@ -155,4 +161,8 @@ def stored_headers(
 ) -> dict[str, str]:
     """Request headers worth keeping: everything but signatures and credentials."""
     dropped = ALWAYS_DROPPED_HEADERS | {name.lower() for name in signature_headers}
-    return {name: value for name, value in headers.items() if name.lower() not in dropped}
+    return {
+        name: value
+        for name, value in headers.items()
+        if name.lower() not in dropped and not CREDENTIAL_HEADER.search(name)
+    }

@@ -429,3 +429,29 @@ def test_a_body_nested_256_levels_is_accepted(client: Client, make_source: MakeS
     body = b'{"id": "deep-ok", "type": "payment.created", "data": ' + nested(255) + b"}"
     response = post(client, source.slug, body, signed_headers(secret, body, "deep-ok"))
     assert response.status_code == 200, response.content
+
+
+def test_credential_like_headers_are_never_stored(client: Client, make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    credentials = {
+        "X-Api-Key": "k1",
+        "Api-Key": "k2",
+        "X-Auth-Token": "t1",
+        "X-Access-Token": "t2",
+        "Cookie": "sessionid=s1",
+        "Proxy-Authorization": "Basic cDpw",
+        "X-Client-Secret": "s2",
+        "X-Password": "p1",
+        "X-Amz-Security-Token": "t3",
+        "X-Session-Id": "s3",
+    }
+    kept = {"User-Agent": "provider/1.0", "X-Request-Id": "r1", "X-GitHub-Event": "push"}
+    post(client, source.slug, body, {**sign_ours([secret], body), **credentials, **kept})
+
+    stored = {k.lower(): v for k, v in InboxEvent.objects.get().headers.items()}
+    for name, value in credentials.items():
+        assert name.lower() not in stored
+        assert value not in json.dumps(stored)
+    for name, value in kept.items():
+        assert stored[name.lower()] == value
