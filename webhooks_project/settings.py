@@ -96,6 +96,27 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
 
+
+def _runs_on_greenlets() -> bool:
+    try:
+        from gevent.monkey import is_module_patched
+    except ImportError:
+        return False
+    return bool(is_module_patched("threading"))
+
+
+# The web process runs on gevent (Procfile): Django keeps a connection per thread, and there
+# a "thread" is one request, so persistent connections would pile up until PostgreSQL
+# refuses more. A pool shared by the process's greenlets bounds them instead; a request
+# waits up to DATABASE_POOL_TIMEOUT for a free connection, then answers 503.
+if USES_POSTGRES and _runs_on_greenlets():
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them open
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
