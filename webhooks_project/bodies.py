@@ -95,7 +95,7 @@ def _read(stream: IO[bytes], limit: int, *, allow_more: bool) -> IO[bytes]:
         raise _TooLarge
     if not allow_more and body.tell() < limit:
         raise _Incomplete
-    return body  # type: ignore[return-value]
+    return body
 
 
 def _answer(start_response: StartResponse, status: str, detail: str) -> Iterable[bytes]:

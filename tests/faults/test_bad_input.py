@@ -223,9 +223,7 @@ def test_an_unknown_charset_is_a_400_on_every_url(
 
 @pytest.mark.parametrize("charset", ["utf-16", "latin-1", "utf-32", "ascii", "UTF-8"])
 @pytest.mark.parametrize("path", ["/admin/login/", "/api/v1/events", "/receivers/fuzz-cs/"])
-def test_a_known_but_odd_charset_is_never_a_500(
-    client: Client, charset: str, path: str
-) -> None:
+def test_a_known_but_odd_charset_is_never_a_500(client: Client, charset: str, path: str) -> None:
     receiver_services.source_create(slug="fuzz-cs", scheme="ours")
     _, token = ApiToken.issue("charset")
     for media_type in ("application/x-www-form-urlencoded", "application/json"):

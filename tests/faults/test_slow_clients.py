@@ -11,25 +11,19 @@ The command is read from the Procfile so this test and production cannot drift; 
 change is the bind address (loopback instead of every interface).
 """
 
-import contextlib
-import os
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import requests
 
 from deliveries.models import ApiToken
 from receivers import services as receiver_services
-from tests.conftest import wait_until
-from tests.faults.processes import free_port
-from tests.helpers import database_url, stop_process
+from tests.faults.processes import procfile_web
+from tests.helpers import database_url
 from tests.receivers.helpers import ours_event, sign_ours
 
 pytestmark = [
@@ -38,7 +32,6 @@ pytestmark = [
     pytest.mark.timeout(180),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOW_CONNECTIONS = 200
 TRICKLE_INTERVAL_SECONDS = 2.0
 HOLD_SECONDS = 8.0
@@ -47,42 +40,6 @@ HOLD_SECONDS = 8.0
 # (minutes per request). Before the fix every probe timed out (5 s).
 USUAL_LATENCY_SECONDS = 0.25
 LATENCY_BOUND_SECONDS = 2.0
-
-
-def procfile_web_command() -> str:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == "web":
-            return command.strip().replace("0.0.0.0:", "127.0.0.1:")
-    raise AssertionError("the Procfile has no web process")
-
-
-@contextlib.contextmanager
-def procfile_web(env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    bin_dir = str(Path(sys.executable).parent)
-    full_env = {**os.environ, **env, "PORT": str(port)}
-    full_env["PATH"] = f"{bin_dir}:{full_env.get('PATH', '')}"
-    full_env.pop("WEB_CONCURRENCY", None)  # the Procfile's default, as in production
-    # Through sh as honcho runs it, so ${PORT:-8000} and the like expand the same way.
-    process = subprocess.Popen(
-        ["sh", "-c", "exec " + procfile_web_command()],
-        env=full_env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(f"{base}/healthz"), timeout=60, what="the web process")
-        yield base
-    finally:
-        stop_process(process)
-
-
-def _answers(url: str) -> bool:
-    with contextlib.suppress(requests.RequestException):
-        return requests.get(url, timeout=1).status_code == 200
-    return False
 
 
 class SlowClients:

@@ -4,6 +4,7 @@ import json
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 import psycopg
@@ -455,3 +456,57 @@ def test_credential_like_headers_are_never_stored(client: Client, make_source: M
         assert value not in json.dumps(stored)
     for name, value in kept.items():
         assert stored[name.lower()] == value
+
+
+# --- Transfer-Encoding: chunked (issue 13) ------------------------------------------------
+
+
+def chunked_request(slug: str, body: bytes, headers: dict[str, str], terminated: bool) -> Any:
+    """A request as gunicorn hands over a chunked body: no CONTENT_LENGTH, the decoded
+    bytes in wsgi.input, and wsgi.input_terminated set (the Django test client cannot)."""
+    import io
+
+    from django.core.handlers.wsgi import WSGIRequest
+    from django.test import RequestFactory
+
+    from receivers.views import receive
+
+    environ = (
+        RequestFactory()
+        .generic("POST", f"/receivers/{slug}/", data=b"", content_type="application/json")
+        .environ
+    )
+    environ.pop("CONTENT_LENGTH", None)
+    environ["HTTP_TRANSFER_ENCODING"] = "chunked"
+    environ["wsgi.input"] = io.BytesIO(body)
+    if terminated:
+        environ["wsgi.input_terminated"] = True
+    for name, value in headers.items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    return receive(WSGIRequest(environ), slug=slug)
+
+
+def test_a_signed_chunked_body_is_accepted(make_source: MakeSource) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    response = chunked_request(source.slug, body, sign_ours([secret], body), terminated=True)
+    assert response.status_code == 200, response.content
+    assert raw_of(InboxEvent.objects.get()) == body
+
+
+def test_a_chunked_body_over_the_source_limit_is_a_413(make_source: MakeSource) -> None:
+    source, secret = make_source(max_body_bytes=2048)
+    body = ours_event(data={"pad": "x" * 3000})
+    response = chunked_request(source.slug, body, sign_ours([secret], body), terminated=True)
+    assert response.status_code == 413
+    assert not InboxEvent.objects.exists()
+
+
+def test_a_chunked_body_on_a_server_that_cannot_end_it_is_a_411(
+    make_source: MakeSource,
+) -> None:
+    source, secret = make_source()
+    body = ours_event()
+    response = chunked_request(source.slug, body, sign_ours([secret], body), terminated=False)
+    assert response.status_code == 411
+    assert not InboxEvent.objects.exists()
