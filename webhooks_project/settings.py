@@ -5,6 +5,7 @@ default: SQLite and Celery's in-process ``memory://`` broker, so ``make run`` wo
 machine with no servers. Every variable is listed in the README's configuration table.
 """
 
+import sys
 from pathlib import Path
 
 import django_stubs_ext
@@ -98,11 +99,10 @@ USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.po
 
 
 def _runs_on_greenlets() -> bool:
-    try:
-        from gevent.monkey import is_module_patched
-    except ImportError:
-        return False
-    return bool(is_module_patched("threading"))
+    # gevent.monkey is imported by whoever patched (gunicorn's gevent worker); checking
+    # sys.modules first keeps every other process from importing gevent at all.
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey is not None and monkey.is_module_patched("threading"))
 
 
 # The web process runs on gevent (Procfile): Django keeps a connection per thread, and there
