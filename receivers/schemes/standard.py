@@ -24,6 +24,9 @@ from .base import (
     require_text,
 )
 
+# The specification asks for 24 to 64 bytes; 16 still refuses what is plainly a typo.
+MIN_KEY_BYTES = 16
+
 
 class StandardScheme(Scheme):
     name = "standard"
@@ -52,9 +55,15 @@ class StandardScheme(Scheme):
         if problem:
             return problem
         try:
-            signing.standard_webhooks_key(secret)
+            key = signing.standard_webhooks_key(secret)
         except ValueError:
             return "a Standard Webhooks secret is 'whsec_' followed by base64 (padding optional)"
+        if len(key) < MIN_KEY_BYTES:
+            # The libraries would sign with it, but a key this short can be guessed.
+            return (
+                f"a Standard Webhooks secret is 'whsec_' followed by the base64 of at least "
+                f"{MIN_KEY_BYTES} bytes (this one has {len(key)})"
+            )
         return None
 
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
