@@ -262,7 +262,16 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
     ),
     "DATABASE_CONN_MAX_AGE": (
         "`60`",
-        "Seconds a database connection is reused (always 0 on SQLite).",
+        "Seconds a database connection is reused (always 0 on SQLite; unused under gevent,"
+        " where a pool keeps the connections).",
+    ),
+    "DATABASE_POOL_MAX_SIZE": (
+        "`10` under gevent (the `web` and `delivery` processes), else `0`",
+        "Connections in each process's psycopg pool (Django's `OPTIONS[\"pool\"]`), shared by its greenlets; a delivery task gives its connection back while its requests are out. `0`: no pool.",
+    ),
+    "DATABASE_POOL_TIMEOUT": (
+        "`10.0`",
+        "Seconds a request or task waits for a pooled connection (a request then answers 503; a task fails and its rows wait for the sweeper).",
     ),
     "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
     "CELERY_BROKER_VISIBILITY_TIMEOUT": (
@@ -271,11 +280,6 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
     ),
     "CELERY_TASK_SOFT_TIME_LIMIT": ("`60`", "Soft time limit of a task, in seconds."),
     "CELERY_TASK_TIME_LIMIT": ("`90`", "Hard time limit of a task, in seconds."),
-    "DATABASE_POOL_MAX_SIZE": (
-        "`0` (no pool); the Procfile's `delivery` process: `10`",
-        "psycopg's connection pool (Django's `OPTIONS[\"pool\"]`) with at most this many connections per process, shared by its tasks; a task gives its connection back while its requests are out. For the gevent delivery worker.",
-    ),
-    "DATABASE_POOL_TIMEOUT": ("`30`", "Seconds a task waits for a pooled connection."),
     "CELERY_BROKER_SOCKET_TIMEOUT": (
         "`5`",
         "Seconds before a read from the broker's Redis times out.",
@@ -336,7 +340,6 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "WEB_CONCURRENCY": "gunicorn worker processes (4 threads each).",
     "CELERY_CONCURRENCY": "Threads of the `worker` process.",
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
-    "DATABASE_POOL_MAX_SIZE": "Pooled database connections of the `delivery` process.",
     "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",

@@ -5,6 +5,7 @@ default: SQLite and Celery's in-process ``memory://`` broker, so ``make run`` wo
 machine with no servers. Every variable is listed in the README's configuration table.
 """
 
+import sys
 from pathlib import Path
 
 import django_stubs_ext
@@ -47,6 +48,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # NUL in a query parameter or an unknown charset: 400, not a 500 (deliveries/middleware.py).
+    "deliveries.middleware.BadRequestMiddleware",
     # A database outage is a 503 with Retry-After, not a 500 (webhooks_project/unavailable.py).
     "webhooks_project.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
@@ -93,19 +96,32 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
-# psycopg's connection pool (Django's "pool" option), for a worker that runs many tasks at
-# once (the gevent delivery worker): its tasks share this many connections instead of
-# holding one each, and none is held while requests are out. 0: no pool (each thread
-# keeps its own connection, as gunicorn's threads and the thread-pool worker do).
-DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=0)
-if DATABASE_POOL_MAX_SIZE and USES_POSTGRES:
+
+
+def _runs_on_greenlets() -> bool:
+    # gevent.monkey is imported by whoever patched (gunicorn's gevent worker); checking
+    # sys.modules first keeps every other process from importing gevent at all.
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey is not None and monkey.is_module_patched("threading"))
+
+
+# The web process runs on gevent (Procfile): Django keeps a connection per thread, and there
+# a "thread" is one request, so persistent connections would pile up until PostgreSQL
+# refuses more. A pool shared by the process's greenlets bounds them instead; a request
+# waits up to DATABASE_POOL_TIMEOUT for a free connection, then answers 503.
+# The same holds for the gevent delivery worker (Procfile), whose tasks also give their
+# connection back while their requests are out. DATABASE_POOL_MAX_SIZE > 0 turns the pool
+# on in any process; 0 turns it off.
+DATABASE_POOL_MAX_SIZE = env.int(
+    "DATABASE_POOL_MAX_SIZE", default=10 if _runs_on_greenlets() else 0
+)
+if USES_POSTGRES and DATABASE_POOL_MAX_SIZE:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them open
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DATABASE_POOL_MAX_SIZE,
-        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=30.0),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
     }
-    # A pooled connection goes back to the pool when closed; Django refuses both at once.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
