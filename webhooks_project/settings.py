@@ -195,6 +195,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # that times out after Redis popped a message (BRPOP) loses that message until the
     # sweeper re-enqueues it, so the delivery worker gets 30 s (Procfile).
     "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT", default=5.0),
+    # Kombu's Redis connections per process (default 10): on gevent hundreds of tasks ack
+    # at once, and an ack that finds no free connection fails ("Too many connections"),
+    # leaving its message to come back after the visibility timeout.
+    "max_connections": 1000 if _runs_on_greenlets() else 10,
     "socket_connect_timeout": 5,
 }
 
