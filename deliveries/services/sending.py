@@ -248,7 +248,7 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
         number=delivery.attempts,
         started_at=started_at,
         duration_ms=response.duration_ms,
-        request_headers=redact_headers(headers),
+        request_headers=redact_headers(headers, endpoint.secret_header_names),
         response_status=response.status_code,
         response_body=response.body_excerpt,
         error=response.error,
