@@ -9,7 +9,9 @@ from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState,
 from ..services.endpoints import BOUNDS
 
 
-def _bounded(field: type[serializers.Field], name: str, **kwargs: Any) -> Any:
+def _bounded(
+    field: type[serializers.IntegerField] | type[serializers.FloatField], name: str, **kwargs: Any
+) -> Any:
     # The bounds are the service's rule; here they only shape the schema and the message.
     low, high = BOUNDS[name]
     return field(min_value=low, max_value=high, required=False, **kwargs)

@@ -9,6 +9,7 @@ from .endpoints import (
     endpoint_set_state,
     endpoint_suspend,
     endpoint_update,
+    endpoint_validate,
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
@@ -62,6 +63,7 @@ __all__ = [
     "endpoint_set_state",
     "endpoint_suspend",
     "endpoint_update",
+    "endpoint_validate",
     "event_fan_out",
     "events_fan_out",
     "purge_expired",

@@ -123,6 +123,22 @@ def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
     return endpoint
 
 
+def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> None:
+    """Raise `EndpointInvalid` if `endpoint_create` (no endpoint) or `endpoint_update`
+    would refuse these fields; writes nothing. Forms call it to show field errors."""
+    fields.pop("state", None)
+    unknown = set(fields) - EDITABLE
+    if unknown:
+        raise TypeError(f"endpoint_validate() got unexpected fields {sorted(unknown)}")
+    candidate = Endpoint.objects.get(pk=endpoint.pk) if endpoint and endpoint.pk else Endpoint()
+    custom = fields.pop("custom_headers", None)
+    marked = fields.pop("secret_headers", None)
+    for name, value in fields.items():
+        setattr(candidate, name, value)
+    changed = set(fields) if candidate.pk else {"url", "event_types", *fields}
+    _apply_and_validate(candidate, changed=changed, custom_headers=custom, secret_headers=marked)
+
+
 def _apply_and_validate(
     endpoint: Endpoint,
     *,
