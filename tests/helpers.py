@@ -92,3 +92,20 @@ def stop_process(process: "subprocess.Popen[bytes]", grace_seconds: float = 20) 
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def replay_one(event: Any, endpoint_id: Any) -> None:
+    """Send one delivered event to one endpoint again, the documented way (a replay)."""
+    from datetime import timedelta
+
+    from deliveries.services import ReplayFilters, replay_create
+
+    replay_create(
+        filters=ReplayFilters(
+            since=event.created_at - timedelta(seconds=1),
+            until=event.created_at + timedelta(seconds=1),
+            event_types=[event.type],
+            endpoint_ids=[endpoint_id],
+        ),
+        requested_via="tests",
+    )

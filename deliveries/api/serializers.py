@@ -14,7 +14,11 @@ def _bounded(
 ) -> Any:
     # The bounds are the service's rule; here they only shape the schema and the message.
     low, high = BOUNDS[name]
-    return field(min_value=low, max_value=high, required=False, **kwargs)
+    if field is serializers.IntegerField:
+        return serializers.IntegerField(
+            min_value=int(low), max_value=int(high), required=False, **kwargs
+        )
+    return serializers.FloatField(min_value=low, max_value=high, required=False, **kwargs)
 
 
 class EndpointSerializer(serializers.ModelSerializer):

@@ -11,6 +11,7 @@ slot, go out one after another over a kept-alive connection and are recorded in 
 transaction (see `recording`): a handful of statements per batch, not ten per delivery.
 """
 
+import logging
 import time
 import uuid
 from collections.abc import Collection
@@ -29,6 +30,8 @@ from .enqueue import enqueue_deliveries
 from .health import Admission, endpoint_admit, endpoint_busy_wait
 from .recording import Claim, Outcome, PutOff, Result, give_back, record
 from .wire import build_headers, redact_headers, render_body
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Claim",
@@ -158,6 +161,11 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
         else:
             try:
                 sent, put_off = _send_in_turn(claim, waiting, admission)
+            except Exception as exc:
+                # Before any request went out (each request has its own guard below): no
+                # delivery of the batch may stay `sending` and crash again on every lease.
+                logger.exception("sending a batch failed", extra={"endpoint": str(endpoint.pk)})
+                sent, put_off = [_local_failure(claim, d, exc) for d in waiting], PutOff([])
             finally:
                 admission.release()
             results += sent
@@ -196,9 +204,13 @@ def _send_in_turn(
             wait = admission.next_request_wait()
             if wait:
                 return results, PutOff(rest, wait)
-        result = _send_one(claim, delivery, secrets)
+        try:
+            result = _send_one(claim, delivery, secrets)
+        except Exception as exc:
+            logger.exception("sending a delivery failed", extra={"delivery": delivery.pk})
+            result = _local_failure(claim, delivery, exc)
         results.append(result)
-        if result.attempt is not None and result.status_code is None:
+        if result.attempt is not None and result.status_code is None and not result.local_failure:
             # No answer at all (timeout, refused): the others would most likely wait as
             # long for nothing. They go back to the queue for about as long as such a
             # request takes (sooner, they would only meet the same in-flight requests),
@@ -261,15 +273,51 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
     )
 
 
+def _local_failure(claim: Claim, delivery: Delivery, exc: Exception) -> Result:
+    """An exception while preparing or sending one delivery, as a failed attempt of it:
+    recorded with the error text and retried by the endpoint's policy like any failure."""
+    now = timezone.now()
+    decision = decide(
+        policy=delivery.endpoint.retry_policy,
+        attempt_number=delivery.attempts_in_cycle,
+        status_code=None,
+        retry_after=None,
+        first_attempt_at=delivery.first_attempt_at or claim.now,
+        now=now,
+    )
+    # The exception's type and message only: never the request's headers or body.
+    error = f"not sent, error on our side: {type(exc).__name__}: {exc}"[:1000]
+    attempt = Attempt(
+        delivery_id=delivery.pk,
+        number=delivery.attempts,
+        started_at=now,
+        duration_ms=0,
+        request_headers={},
+        response_status=None,
+        response_body="",
+        error=error,
+    )
+    return Result(delivery, decision, error=error, attempt=attempt, local_failure=True)
+
+
 class DeliveryNotRetryable(Exception):
-    """The delivery is in flight or held; a manual retry would change nothing."""
+    """The delivery is in flight, held or already delivered; a retry would not be right."""
+
+
+#: Why a succeeded delivery is not retried (the API answers it with 409).
+ALREADY_DELIVERED = (
+    "delivery already succeeded; to send a delivered event again, create a replay "
+    "(POST /api/v1/replays, or Replays in the admin)"
+)
 
 
 def delivery_retry(*, delivery_id: int) -> Delivery:
     """Send a delivery again now, with a fresh retry cycle (operator or API action).
 
-    Works for succeeded, dead-lettered, cancelled and pending deliveries; the request
-    goes through the same claim, signing and backoff path as any other.
+    Works for dead-lettered, cancelled and pending deliveries; the request goes through
+    the same claim, signing and backoff path as any other. A succeeded delivery is not
+    sent again by a retry (a double click or a scripted retry would re-deliver on
+    purpose-less grounds): a replay is the explicit, recorded way to do that.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -278,6 +326,8 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
             .select_related("endpoint")
             .get(pk=delivery_id)
         )
+        if delivery.status == DeliveryStatus.SUCCEEDED:
+            raise DeliveryNotRetryable(ALREADY_DELIVERED)
         if delivery.status in (DeliveryStatus.SENDING, DeliveryStatus.HELD):
             raise DeliveryNotRetryable(f"delivery is {delivery.status}")
         if delivery.endpoint.state != EndpointState.ACTIVE:
