@@ -162,7 +162,7 @@ def source_create(
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
     _check_secret(scheme, secret)
-    source_validate(slug=slug, scheme=scheme, **fields)
+    source_validate(slug=slug, scheme=scheme, secret=secret, **fields)
     source = Source(slug=slug, scheme=scheme)
     _apply(source, dict(fields))
     source.save()

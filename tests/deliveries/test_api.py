@@ -20,6 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from deliveries import services
 from deliveries.models import (
     ApiToken,
     Attempt,
@@ -1083,7 +1084,6 @@ def test_unknown_or_malformed_delivery_id_is_404(api: APIClient, suffix: str, ac
     "status",
     [
         DeliveryStatus.DEAD_LETTERED,
-        DeliveryStatus.SUCCEEDED,
         DeliveryStatus.CANCELLED,
         DeliveryStatus.PENDING,
     ],
@@ -1121,6 +1121,28 @@ def test_retry_of_in_flight_or_held_delivery_is_409(api: APIClient, status: str)
     assert body(response)["detail"]
     delivery.refresh_from_db()
     assert delivery.status == status
+
+
+def test_retry_of_a_succeeded_delivery_is_409_and_points_to_replay(api: APIClient) -> None:
+    """Issue 13 item 14: a retry must not send a delivered event again (replay does)."""
+    done = timezone.now()
+    delivery = make_delivery(
+        make_event(),
+        create_endpoint(api)["id"],
+        status=DeliveryStatus.SUCCEEDED,
+        attempts=1,
+        completed_at=done,
+    )
+    response = api.post(f"{API}/deliveries/{delivery.pk}/retry")
+    assert response.status_code == 409
+    assert response["Content-Type"].startswith("application/json")
+    assert "replay" in body(response)["detail"]
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.completed_at) == ("succeeded", 1, done)
+    assert delivery.attempts_before_cycle == 0
+    # The rule is the service's, so the admin action and any other caller keep it too.
+    with pytest.raises(services.DeliveryNotRetryable, match="replay"):
+        services.delivery_retry(delivery_id=delivery.pk)
 
 
 def test_retry_needs_post(api: APIClient) -> None:

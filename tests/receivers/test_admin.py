@@ -50,9 +50,14 @@ def test_source_admin_adds_a_secret_and_rotates(staff: Client, make_source: Make
         {"action": "rotate_secret", "_selected_action": [str(source.pk)]},
         follow=True,
     )
-    assert "new secret" in response.content.decode()
     assert source.secrets.count() == 2
     assert source.secrets.filter(expires_at__isnull=False).count() == 1
+    newest = source.secrets.order_by("-created_at", "-id").first()
+    assert newest is not None
+    # Shown once on its own page, never in the messages cookie.
+    assert newest.value in response.content.decode()
+    assert "no-store" in response.headers["Cache-Control"]
+    assert newest.value not in str(response.cookies.get("messages", ""))
 
     github = Source.objects.create(slug="gh", scheme="github")
     response = staff.post(
@@ -126,6 +131,6 @@ def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
     response = staff.post(url, {"secret": "", "grace_hours": "1"}, follow=True)
     newest = source.secrets.order_by("-created_at", "-id").first()
     assert newest is not None
-    assert newest.value in response.content.decode()  # shown once, as a message
+    assert newest.value in response.content.decode()  # shown once, on its own page
     assert source.secrets.unexpired(timezone.now()).count() == 2
     assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404
