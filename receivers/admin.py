@@ -94,7 +94,7 @@ class SourceForm(forms.ModelForm[Source]):
 
     def service_fields(self) -> dict[str, Any]:
         names = [n for n in self.fields if n in services.sources.EDITABLE or n == "secret"]
-        if self.instance.pk:
+        if not self.instance._state.adding:
             names = [n for n in names if n in self.changed_data]
         return {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
 
@@ -104,7 +104,8 @@ class SourceForm(forms.ModelForm[Source]):
             return cleaned
         try:
             services.source_validate(
-                source=self.instance if self.instance.pk else None, **self.service_fields()
+                source=None if self.instance._state.adding else self.instance,
+                **self.service_fields(),
             )
         except services.SourceInvalid as exc:
             for field, problems in exc.errors.items():

@@ -53,6 +53,7 @@ class EndpointForm(forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
+    url = forms.URLField(max_length=2048, assume_scheme="https")
     secret_headers = forms.CharField(
         required=False,
         help_text="Comma-separated names of custom headers to store encrypted and mask on "
@@ -85,14 +86,14 @@ class EndpointForm(forms.ModelForm[Endpoint]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.instance.pk and "custom_headers" in self.fields:
+        if not self.instance._state.adding and "custom_headers" in self.fields:
             self.initial["custom_headers"] = self.instance.custom_headers_masked()
             self.initial["secret_headers"] = ", ".join(self.instance.secret_header_names)
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
         names = [n for n in self.fields if n in EDITABLE]
-        if self.instance.pk:
+        if not self.instance._state.adding:
             names = [n for n in names if n in self.changed_data]
         fields = {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
         if "secret_headers" in fields:
@@ -106,7 +107,8 @@ class EndpointForm(forms.ModelForm[Endpoint]):
             return cleaned
         try:
             services.endpoint_validate(
-                endpoint=self.instance if self.instance.pk else None, **self.service_fields()
+                endpoint=None if self.instance._state.adding else self.instance,
+                **self.service_fields(),
             )
         except services.EndpointInvalid as exc:
             for field, problems in exc.errors.items():
@@ -189,10 +191,6 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             # For response_add, in this request only: shown once on its own page.
             request._new_endpoint_secret = secret  # type: ignore[attr-defined]
         obj.__dict__.update(saved.__dict__)
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        # The only inline (circuit history) is read-only, and the form has no m2m fields.
-        pass
 
     def response_add(
         self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None

@@ -130,12 +130,13 @@ def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> Non
     unknown = set(fields) - EDITABLE
     if unknown:
         raise TypeError(f"endpoint_validate() got unexpected fields {sorted(unknown)}")
-    candidate = Endpoint.objects.get(pk=endpoint.pk) if endpoint and endpoint.pk else Endpoint()
+    editing = endpoint is not None and not endpoint._state.adding
+    candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)
     for name, value in fields.items():
         setattr(candidate, name, value)
-    changed = set(fields) if candidate.pk else {"url", "event_types", *fields}
+    changed = set(fields) if editing else {"url", "event_types", *fields}
     _apply_and_validate(candidate, changed=changed, custom_headers=custom, secret_headers=marked)
 
 
@@ -221,7 +222,7 @@ def _apply_headers(
     marked: list[str] | None,
     refuse: Callable[[str, str], None],
 ) -> None:
-    stored = endpoint.custom_headers_plain() if endpoint.pk else {}
+    stored = {} if endpoint._state.adding else endpoint.custom_headers_plain()
     stored_secret = {name.lower() for name in endpoint.secret_custom_headers or {}}
     if given is None:
         given = dict(stored)

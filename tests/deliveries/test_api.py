@@ -1425,4 +1425,3 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     assert response.status_code == 200, response.content
     row.refresh_from_db()
     assert (row.custom_headers, row.secret_custom_headers) == ({"X-Partner": "p-456"}, {})
-
