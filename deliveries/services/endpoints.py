@@ -65,8 +65,9 @@ def endpoint_create(
     *,
     url: str,
     event_types: list[str],
-    custom_headers: dict[str, str] | None = None,
-    secret_headers: list[str] | None = None,
+    # Any: callers pass options as **kwargs; the rules below check the types.
+    custom_headers: Any = None,
+    secret_headers: Any = None,
     **fields: Any,
 ) -> tuple[Endpoint, str]:
     """Create an endpoint with its first signing secret; the secret is returned once.

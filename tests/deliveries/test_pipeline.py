@@ -395,11 +395,11 @@ def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sen
         first = services.emit("order.created", {"id": 1})
         second = services.emit("order.created", {"id": 2})
 
+    def both_dead_lettered() -> bool:
+        return all(settled(e, DeliveryStatus.DEAD_LETTERED) for e in (first, second))
+
+    wait_until(both_dead_lettered, what="the failing deliveries to use their attempts up")
     for event in (first, second):
-        wait_until(
-            lambda event=event: settled(event, DeliveryStatus.DEAD_LETTERED),
-            what="the failing delivery to use its attempts up",
-        )
         delivery = delivery_of(event)
         assert delivery.attempts == 2
         assert "UnicodeEncodeError" in delivery.last_error

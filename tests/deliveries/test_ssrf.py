@@ -162,7 +162,8 @@ def test_ambiguous_url_forms_are_refused(url: str, reason: str) -> None:
     # Whatever the names would resolve to: refused before any resolution.
     policy = AddressPolicy(require_https=False, resolver=fixed_resolver("1.1.1.1"))
     problem = url_refusal(url, policy)
-    assert problem is not None and reason in problem
+    assert problem is not None
+    assert reason in problem
 
 
 @pytest.mark.parametrize(
