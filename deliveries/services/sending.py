@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from .. import conf, ordering, payloads, transport
+from .. import conf, crypto, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
@@ -164,7 +164,6 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
             except Exception as exc:
                 # Before any request went out (each request has its own guard below): no
                 # delivery of the batch may stay `sending` and crash again on every lease.
-                logger.exception("sending a batch failed", extra={"endpoint": str(endpoint.pk)})
                 sent, put_off = [_local_failure(claim, d, exc) for d in waiting], PutOff([])
             finally:
                 admission.release()
@@ -207,8 +206,7 @@ def _send_in_turn(
         try:
             result = _send_one(claim, delivery, secrets)
         except Exception as exc:
-            logger.exception("sending a delivery failed", extra={"delivery": delivery.pk})
-            result = _local_failure(claim, delivery, exc)
+            result = _local_failure(claim, delivery, exc, secrets)
         results.append(result)
         if result.attempt is not None and result.status_code is None and not result.local_failure:
             # No answer at all (timeout, refused): the others would most likely wait as
@@ -255,6 +253,8 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
         first_attempt_at=delivery.first_attempt_at or started_at,
         now=timezone.now(),
     )
+    # `requests` quotes a refused header value in its message: never store a secret one.
+    network_error = _without_secrets(response.error, delivery, secrets) if response.error else ""
     attempt = Attempt(
         delivery_id=delivery.pk,
         number=delivery.attempts,
@@ -263,9 +263,9 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
         request_headers=redact_headers(headers, endpoint.secret_header_names),
         response_status=response.status_code,
         response_body=response.body_excerpt,
-        error=response.error,
+        error=network_error,
     )
-    error = response.error or (
+    error = network_error or (
         f"HTTP {response.status_code}" if decision.verdict != Verdict.SUCCEEDED else ""
     )
     return Result(
@@ -273,10 +273,22 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
     )
 
 
-def _local_failure(claim: Claim, delivery: Delivery, exc: Exception) -> Result:
+def _local_failure(
+    claim: Claim, delivery: Delivery, exc: Exception, secrets: Collection[str] = ()
+) -> Result:
     """An exception while preparing or sending one delivery, as a failed attempt of it:
     recorded with the error text and retried by the endpoint's policy like any failure."""
     now = timezone.now()
+    # The exception's type and message only, and with any secret value it may quote
+    # (`requests` names a bad header value in its message) cut out: the text goes into
+    # the attempt row and the log line.
+    error = _without_secrets(
+        f"not sent, error on our side: {type(exc).__name__}: {exc}", delivery, secrets
+    )[:1000]
+    logger.error(
+        "sending a delivery failed",
+        extra={"delivery": delivery.pk, "endpoint": str(delivery.endpoint_id), "error": error},
+    )
     decision = decide(
         policy=delivery.endpoint.retry_policy,
         attempt_number=delivery.attempts_in_cycle,
@@ -285,8 +297,6 @@ def _local_failure(claim: Claim, delivery: Delivery, exc: Exception) -> Result:
         first_attempt_at=delivery.first_attempt_at or claim.now,
         now=now,
     )
-    # The exception's type and message only: never the request's headers or body.
-    error = f"not sent, error on our side: {type(exc).__name__}: {exc}"[:1000]
     attempt = Attempt(
         delivery_id=delivery.pk,
         number=delivery.attempts,
@@ -298,6 +308,20 @@ def _local_failure(claim: Claim, delivery: Delivery, exc: Exception) -> Result:
         error=error,
     )
     return Result(delivery, decision, error=error, attempt=attempt, local_failure=True)
+
+
+def _without_secrets(text: str, delivery: Delivery, secrets: Collection[str]) -> str:
+    endpoint = delivery.endpoint
+    hidden = list(secrets)
+    try:
+        plain = endpoint.custom_headers_plain()
+    except crypto.SecretDecryptionError:
+        plain = {}  # an undecryptable header: nothing of it to quote
+    hidden += [plain[name] for name in endpoint.secret_header_names if name in plain]
+    for value in sorted(filter(None, hidden), key=len, reverse=True):
+        for form in (value, repr(value)[1:-1]):
+            text = text.replace(form, "[redacted]")
+    return text
 
 
 class DeliveryNotRetryable(Exception):

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from deliveries import services
+from deliveries import crypto, services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.services.enqueue import enqueue_deliveries
 from tests.conftest import wait_until
@@ -412,3 +412,22 @@ def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sen
     endpoint.refresh_from_db()
     assert endpoint.consecutive_failures == 0
     assert endpoint.state == EndpointState.ACTIVE
+
+
+def test_a_send_error_quoting_a_secret_header_records_it_redacted(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # `requests` quotes a bad header value in its exception; the attempt and the log get
+    # the error without the credential.
+    endpoint, _ = make_endpoint(receiver, max_attempts=1)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        secret_custom_headers={"Authorization": crypto.encrypt("Bearer s3cr3t-t0ken\n")}
+    )
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.DEAD_LETTERED), what="the dead letter")
+    attempt = Attempt.objects.get(delivery=delivery_of(event))
+    assert "InvalidHeader" in attempt.error
+    assert "s3cr3t-t0ken" not in attempt.error
+    assert "s3cr3t-t0ken" not in delivery_of(event).last_error
+    assert "[redacted]" in attempt.error
