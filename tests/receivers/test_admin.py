@@ -226,3 +226,19 @@ def test_reconciliation_url_gets_the_ssrf_guard_at_save_time(
         services.source_update(source=source, api_base_url=url)
     source.refresh_from_db()
     assert source.api_base_url == "https://1.1.1.1/api"
+
+
+def test_views_that_take_secrets_hide_them_from_error_reports(
+    staff: Client, make_source: MakeSource
+) -> None:
+    """Item 9: sensitive_post_parameters on every view that takes a secret by POST."""
+    source, _ = make_source("github", secret="old github secret")
+    for url, data in [
+        (f"/admin/receivers/source/{source.pk}/rotate-secret/", {"secret": "", "grace_hours": "x"}),
+        (f"/admin/receivers/source/{source.pk}/change/", {"slug": ""}),
+        ("/admin/receivers/source/add/", {"slug": ""}),
+    ]:
+        response = staff.post(url, data)
+        assert response.status_code == 200, url
+        request = response.context["request"]
+        assert getattr(request, "sensitive_post_parameters", None) == "__ALL__", url

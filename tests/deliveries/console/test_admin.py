@@ -497,3 +497,14 @@ def test_admin_retry_now_leaves_a_succeeded_delivery_alone(superuser: Client) ->
     assert "1 skipped (already delivered: use a replay" in response.content.decode()
     done.refresh_from_db()
     assert (done.status, done.attempts_before_cycle) == (DeliveryStatus.SUCCEEDED, 0)
+
+
+def test_endpoint_views_that_take_secrets_hide_them_from_error_reports(
+    superuser: Client,
+) -> None:
+    ep = endpoint()
+    response = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/change/", endpoint_form(url=""))
+    assert response.status_code == 200
+    assert response.context["request"].sensitive_post_parameters == ("custom_headers",)
+    revealed = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/reveal-secret/")
+    assert revealed.context["request"].sensitive_post_parameters == "__ALL__"
