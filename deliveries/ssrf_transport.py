@@ -1,4 +1,5 @@
-"""The connect-time half of the SSRF guard, as urllib3 connection pools. No Django here.
+"""The connect-time half of the SSRF guard, as urllib3 connection pools (and a `requests`
+adapter built on them, for the receiving side's reconciliation). No Django here.
 
 urllib3 opens every new connection through `_new_conn`. Our connection classes resolve the
 host themselves, check every address against the policy of the request being sent, and open
@@ -11,7 +12,9 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
+from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
@@ -94,3 +97,11 @@ POOL_CLASSES: dict[str, type[HTTPConnectionPool]] = {
     "http": GuardedHTTPConnectionPool,
     "https": GuardedHTTPSConnectionPool,
 }
+
+
+class GuardedHTTPAdapter(HTTPAdapter):
+    """An HTTPAdapter whose pools open connections through the SSRF guard."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = POOL_CLASSES
