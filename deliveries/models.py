@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from . import crypto
+from webhooks_core import crypto
+
 from .retry_policy import RetryPolicy
 
 

@@ -19,9 +19,9 @@ from django.utils.translation import ngettext
 
 from .. import services
 from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
+from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
-from ..services.test_events import recent_test_deliveries
 from .audit import audit
 
 

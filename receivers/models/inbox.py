@@ -7,8 +7,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from deliveries import crypto
 from deliveries.models import RotatingSecret
+from webhooks_core import crypto
 
 DEFAULT_TOLERANCE_SECONDS = 300
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
