@@ -100,9 +100,11 @@ def test_visibility_timeout_must_outlast_the_longest_countdown(
 ) -> None:
     settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 60.0
     app = Celery("a_host", set_as_current=False)
-    app.conf.broker_url = "redis://127.0.0.1:6379/3"
-    app.conf.worker_prefetch_multiplier = 1
-    app.conf.broker_transport_options = {"visibility_timeout": 30}
+    app.conf.update(
+        broker_url="redis://127.0.0.1:6379/3",
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": 30},
+    )
     monkeypatch.setattr(tasking, "_current_app", lambda: app)
     assert ids(tasking.check_celery_settings(None)) == {"webhooks.E020"}
     app.conf.broker_transport_options = {}  # kombu's default: an hour
