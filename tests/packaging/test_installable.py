@@ -320,7 +320,13 @@ def test_a_startproject_host_sends_and_receives(
             cwd=project, env=env,
         ).splitlines()[-1]  # fmt: skip
         web_port = free_port()
+        beat_log = tmp_path / "beat.log"
         processes = [
+            subprocess.Popen(
+                [str(venv), "-m", "celery", "-A", "host", "beat", "--loglevel", "INFO",
+                 "--schedule", str(tmp_path / "beat-schedule")],
+                cwd=project, env=env, stdout=beat_log.open("w"), stderr=subprocess.STDOUT,
+            ),
             subprocess.Popen(
                 [str(venv), "-m", "celery", "-A", "host", "worker", "-Q", QUEUES,
                  "--pool", "threads", "--concurrency", "4", "--loglevel", "WARNING"],
@@ -384,6 +390,16 @@ def test_a_startproject_host_sends_and_receives(
             assert query(host_database, "SELECT event_type, order_id FROM shop_receipt") == [
                 ("shop.order.paid", 41)
             ]
+
+            # Beat runs the apps' periodic tasks from a schedule the host never wrote (the
+            # sweepers are due every 15 s by default).
+            wait_until(
+                lambda: all(
+                    f"Sending due task {name}" in beat_log.read_text()
+                    for name in ("deliveries-sweep", "receivers-sweep")
+                ),
+                "beat to send the sweepers",
+            )
         finally:
             for process in processes:
                 process.terminate()
