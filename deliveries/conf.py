@@ -12,102 +12,157 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_LEASE_SECONDS",
         120.0,
-        "How long a claimed delivery stays `sending` before the sweeper takes it back.",
+        "How long a worker owns a delivery it is sending; an expired lease is taken over by "
+        "another worker.",
     ),
-    Setting("WEBHOOKS_DELIVERY_BATCH_SIZE", 50, "Deliveries to one endpoint sent by one task."),
+    Setting(
+        "WEBHOOKS_DELIVERY_BATCH_SIZE",
+        50,
+        "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
+    ),
     Setting(
         "WEBHOOKS_DELIVERY_BATCH_SECONDS",
         5.0,
-        "Time budget of one delivery batch; what is left goes back to the queue.",
+        "A batch starts no new request after this long (nor when its lease could not cover "
+        "one more); the rest go back to the queue.",
     ),
     Setting(
         "WEBHOOKS_FANOUT_GRACE_SECONDS",
         30.0,
-        "Age after which the sweeper fans out an event whose fan-out message was lost.",
+        "An event not fanned out after this long is fanned out by the sweeper.",
     ),
     Setting(
         "WEBHOOKS_REQUEUE_GRACE_SECONDS",
         120.0,
-        "Age after which the sweeper re-sends the message of a due delivery.",
+        "A due delivery whose task message has not been consumed after this long is enqueued "
+        "again.",
     ),
-    Setting("WEBHOOKS_REPLAY_BATCH_SIZE", 500, "Events one replay step re-sends."),
+    Setting(
+        "WEBHOOKS_REPLAY_BATCH_SIZE",
+        500,
+        "Events per replay batch (one task, one transaction each).",
+    ),
     Setting(
         "WEBHOOKS_REQUIRE_DECLARED_TYPES",
         True,
-        "`emit()` refuses event types no `webhook_events` module declared.",
+        "`emit` and the API refuse event types not declared in the catalogue, and endpoint "
+        "filters that match none. Off: undeclared types pass unchecked (declared ones are "
+        "still validated).",
     ),
     Setting(
         "WEBHOOKS_EVENT_TYPE_MODULES",
         (),
-        "Modules declaring event types, besides every installed app's `webhook_events`.",
+        "Modules imported at start-up to declare event types, besides every installed app's "
+        "`webhook_events` module.",
     ),
-    Setting("WEBHOOKS_EVENT_RETENTION_DAYS", 30, "Days events are kept before the purge."),
-    Setting("WEBHOOKS_ATTEMPT_RETENTION_DAYS", 30, "Days delivery attempts are kept."),
-    Setting("WEBHOOKS_PURGE_BATCH_SIZE", 1000, "Rows the purge deletes per transaction."),
-    Setting("WEBHOOKS_PURGE_INTERVAL_SECONDS", 600.0, "How often beat runs the purge."),
+    Setting(
+        "WEBHOOKS_EVENT_RETENTION_DAYS",
+        30,
+        "Events (with their deliveries and attempts) are deleted after this, once every "
+        "delivery is final.",
+    ),
+    Setting(
+        "WEBHOOKS_ATTEMPT_RETENTION_DAYS",
+        30,
+        "Attempt rows are deleted after this (may be shorter than the events').",
+    ),
+    Setting(
+        "WEBHOOKS_PURGE_BATCH_SIZE",
+        1000,
+        "Rows per retention batch (one short transaction each).",
+    ),
+    Setting(
+        "WEBHOOKS_PURGE_INTERVAL_SECONDS",
+        600.0,
+        "How often beat runs the retention purge.",
+    ),
     Setting(
         "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES",
         65536,
-        "Event data larger than this (compact JSON) is stored through Django's storage API.",
+        "Event data whose compact JSON is larger than this is written through Django's "
+        "storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
     ),
     Setting(
         "WEBHOOKS_PAYLOAD_STORAGE",
         "default",
-        "Alias in STORAGES where offloaded event data is written.",
+        "Key of Django's `STORAGES` that large payloads go to.",
     ),
     Setting(
         "WEBHOOKS_ALLOWED_NETWORKS",
         (),
-        "Private networks (CIDRs) endpoints may point at despite the SSRF guard. In DEBUG "
-        "loopback is allowed.",
+        "CIDR networks the SSRF guard admits besides public addresses. In DEBUG loopback "
+        "(`127.0.0.0/8`, `::1`) is admitted too.",
         debug_default=("127.0.0.0/8", "::1"),
     ),
     Setting(
         "WEBHOOKS_REQUIRE_HTTPS",
         True,
-        "Endpoints must use https. In DEBUG plain http is allowed.",
+        "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is "
+        "sent. Off in DEBUG.",
         debug_default=False,
     ),
     Setting(
         "WEBHOOKS_SUSPEND_AFTER_FAILURES",
         20,
-        "Consecutive failed deliveries after which an endpoint is suspended.",
+        "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: "
+        "`suspend_after_failures`; 0 = never).",
     ),
     Setting(
         "WEBHOOKS_SUSPEND_WINDOW_SECONDS",
         3600.0,
-        "The failures must also span at least this long before suspension.",
+        "... that span at least this long (per endpoint: `suspend_window_seconds`).",
     ),
-    Setting("WEBHOOKS_BREAKER_ERROR_RATE", 0.5, "Failure ratio that opens an endpoint's circuit."),
     Setting(
-        "WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10, "Attempts in the window before the circuit may open."
+        "WEBHOOKS_BREAKER_ERROR_RATE",
+        0.5,
+        "The circuit opens when at least this share of the attempts in the window failed ...",
     ),
-    Setting("WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0, "The circuit breaker's sliding window."),
     Setting(
-        "WEBHOOKS_BREAKER_COOLDOWN_SECONDS", 30.0, "How long an open circuit waits for a probe."
+        "WEBHOOKS_BREAKER_MIN_ATTEMPTS",
+        10,
+        "... out of at least this many attempts ...",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_WINDOW_SECONDS",
+        300.0,
+        "... within this window.",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_COOLDOWN_SECONDS",
+        30.0,
+        "An open circuit lets one probe through after this cool-down.",
     ),
     Setting(
         "WEBHOOKS_BREAKER_RAMP_SECONDS",
         60.0,
-        "After closing, traffic to the endpoint ramps up over this long.",
+        "After a good probe, traffic ramps from 10 % to 100 % over this long.",
     ),
     Setting(
-        "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", 4, "Concurrent requests to one endpoint (0: no cap)."
+        "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT",
+        4,
+        "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`).",
     ),
     Setting(
-        "WEBHOOKS_ENDPOINT_RATE_LIMIT", 0, "Requests per second to one endpoint (0: no limit)."
+        "WEBHOOKS_ENDPOINT_RATE_LIMIT",
+        0,
+        "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit.",
     ),
-    Setting("WEBHOOKS_GLOBAL_RATE_LIMIT", 0, "Requests per second to all endpoints (0: no limit)."),
+    Setting(
+        "WEBHOOKS_GLOBAL_RATE_LIMIT",
+        0,
+        "Requests per second to all endpoints together; 0 = no limit.",
+    ),
     Setting(
         "WEBHOOKS_DEFER_SECONDS",
         1.0,
-        "How long a delivery held back by a cap or limit waits before its next try.",
+        "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to "
+        "30 s).",
     ),
     Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
-        "Redis for the shared counters (in-flight slots, limits, breaker). Empty: the "
-        "Celery broker's Redis, or process memory when the broker is not Redis.",
+        "Redis for the shared counters (in-flight slots, limits, breaker). Empty: the Celery "
+        "broker's Redis, or process memory when the broker is not Redis.",
     ),
 )
 

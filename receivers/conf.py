@@ -19,43 +19,55 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RECEIVERS_MAX_ATTEMPTS",
         10,
-        "Handler attempts per inbox event before it is marked failed.",
+        "Processing attempts per retry cycle before an inbox event is `failed`.",
     ),
     Setting(
-        "RECEIVERS_BACKOFF_BASE_SECONDS", 10.0, "First wait before a failed handler is retried."
+        "RECEIVERS_BACKOFF_BASE_SECONDS",
+        10.0,
+        "Base of the processing backoff (`base·2^(n-1) + jitter`).",
     ),
-    Setting("RECEIVERS_BACKOFF_MAX_SECONDS", 3600.0, "Longest wait between handler retries."),
+    Setting(
+        "RECEIVERS_BACKOFF_MAX_SECONDS",
+        3600.0,
+        "Cap of the processing backoff.",
+    ),
     Setting(
         "RECEIVERS_LEASE_SECONDS",
         300.0,
-        "How long a claimed inbox event stays `processing` before the sweeper takes it back.",
+        "How long a worker owns an inbox row it processes; after that the sweeper hands it to "
+        "another.",
     ),
     Setting(
         "RECEIVERS_REQUEUE_GRACE_SECONDS",
         60.0,
-        "Age after which the sweeper re-sends the message of a due inbox event.",
+        "How long a sent processing message may take before the sweeper sends another.",
     ),
-    Setting("RECEIVERS_BODY_RETENTION_DAYS", 30, "Days raw request bodies are kept in the inbox."),
+    Setting(
+        "RECEIVERS_BODY_RETENTION_DAYS",
+        30,
+        "Raw bodies of finished inbox events are cleared after this.",
+    ),
     Setting(
         "RECEIVERS_INBOX_RETENTION_DAYS",
         90,
-        "Days inbox rows (the deduplication history) are kept.",
+        "Processed and ignored inbox events are deleted after this; keep it above providers' "
+        "redelivery windows (a system check warns below 7).",
     ),
     Setting(
         "RECEIVERS_ENQUEUE_BATCH_SIZE",
         20,
-        "Inbox ids one processing message carries at most.",
+        "Most inbox ids in one processing message sent by the receiving view.",
     ),
     Setting(
         "RECEIVERS_HANDLER_MODULES",
         (),
-        "Modules imported at start so their `@inbox_handler` functions register (handlers "
-        "in an app's `ready()` need no entry).",
+        "Modules imported at start so their `@inbox_handler` functions register (handlers in "
+        "an app's `ready()` need no entry).",
     ),
     Setting(
         "RECEIVERS_RECONCILE_INTERVAL_SECONDS",
         300.0,
-        "How often beat runs the sources' reconcilers.",
+        "How often beat starts reconciliation.",
     ),
 )
 

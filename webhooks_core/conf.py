@@ -52,21 +52,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_ENCRYPTION_KEY",
         "",
-        "Comma-separated Fernet keys that encrypt secrets at rest; the first encrypts, all "
-        "decrypt. Required with DEBUG off (check `webhooks.E002`); in DEBUG a key is derived "
-        "from SECRET_KEY.",
+        "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the "
+        "first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); "
+        "in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` "
+        "makes one.",
     ),
     Setting(
         "WEBHOOKS_MAX_COUNTDOWN_SECONDS",
         60.0,
-        "Longest retry a worker waits for as a Celery countdown; longer ones are parked in "
-        "the database for the sweeper. Must stay below the broker's visibility timeout.",
+        "Retries due sooner than this wait as Celery countdowns; later ones wait in the "
+        "database for the sweeper. Keep it far below the broker's visibility timeout.",
     ),
-    Setting("WEBHOOKS_SWEEP_BATCH_SIZE", 500, "Rows one sweep takes per batch (both sides)."),
+    Setting(
+        "WEBHOOKS_SWEEP_BATCH_SIZE",
+        500,
+        "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`).",
+    ),
     Setting(
         "WEBHOOKS_SWEEP_INTERVAL_SECONDS",
         15.0,
-        "How often beat runs the sweepers of both sides and resumes stalled replays.",
+        "How often beat runs the sweepers (and resumes stalled replays).",
     ),
     Setting(
         "METRICS_TOKEN",

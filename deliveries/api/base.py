@@ -16,9 +16,9 @@ from .pagination import NextLinkPagination
 from .parsers import SafeJSONParser
 
 
+# First base class of each API view (``class X(ApiDefaults, GenericViewSet)``). No
+# docstring: drf-spectacular would print it as the description of every operation.
 class ApiDefaults:
-    """First base class of each API view (``class X(ApiDefaults, GenericViewSet)``)."""
-
     authentication_classes: Any = [BearerTokenAuthentication]
     permission_classes: Any = [IsAuthenticated]
     pagination_class: Any = NextLinkPagination
