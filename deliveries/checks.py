@@ -17,7 +17,7 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
     except ValueError as exc:
         return [
             Error(
-                f"WEBHOOKS_ALLOWED_NETWORKS: {exc}.",
+                f"WEBHOOKS_ALLOWED_NETWORKS is invalid: {exc}.",
                 hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
                 id="webhooks.E010",
             )

@@ -4,11 +4,13 @@ The end-to-end proof is tests/packaging/test_installable.py; these pin the parts
 """
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from celery import Celery
+from django.core.cache import cache
 from django.test import override_settings
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
@@ -188,7 +190,16 @@ HOSTILE_DRF = {
 }
 
 
+@pytest.fixture
+def throttle_history() -> Iterator[None]:
+    # DRF's throttles count in the default cache: leave none of this test's requests there.
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.mark.django_db
+@pytest.mark.usefixtures("throttle_history")
 def test_host_rest_framework_settings_do_not_change_the_api() -> None:
     with override_settings(REST_FRAMEWORK=HOSTILE_DRF):
         anonymous = APIClient()
@@ -214,4 +225,5 @@ def test_host_rest_framework_settings_do_not_change_the_api() -> None:
         assert missing.json() == {"detail": "No Endpoint matches the given query."} or (
             set(missing.json()) == {"detail"}
         )
-        assert client.get("/api/v1/schema").status_code == 200
+        for _ in range(2):
+            assert anonymous.get("/api/v1/schema").status_code == 200
