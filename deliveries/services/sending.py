@@ -27,13 +27,16 @@ from collections import deque
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from itertools import groupby
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from .. import conf, crypto, ordering, payloads, transport
+from webhooks_core import crypto, jobs
+
+from .. import conf, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .admission import Admission, endpoint_admit, endpoint_busy_wait
@@ -58,20 +61,13 @@ __all__ = [
 
 
 def _due() -> Q:
-    now = timezone.now()
-    return Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
-        status=DeliveryStatus.SENDING, lease_expires_at__lt=now
+    return jobs.claimable(
+        waiting=[DeliveryStatus.PENDING], busy=DeliveryStatus.SENDING, now=timezone.now()
     )
 
 
-def _taken(token: uuid.UUID, now: datetime) -> dict[str, object]:
-    return {
-        "status": DeliveryStatus.SENDING,
-        "lease_token": token,
-        "lease_expires_at": now + timedelta(seconds=conf.get().lease_seconds),
-        "attempts": F("attempts") + 1,
-        "updated_at": now,
-    }
+def _lease(now: datetime) -> tuple[uuid.UUID, dict[str, Any]]:
+    return jobs.lease(busy=DeliveryStatus.SENDING, now=now, seconds=conf.get().lease_seconds)
 
 
 def _new_claim(deliveries: list[Delivery], token: uuid.UUID, now: datetime) -> Claim:
@@ -87,8 +83,7 @@ def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> 
     batches, and the messages of the deliveries taken here find nothing left to claim.
     """
     now = timezone.now()
-    token = uuid.uuid4()
-    due, taken = _due(), _taken(token, now)
+    due, (token, taken) = _due(), _lease(now)
     ids = sorted(set(delivery_ids))
     # Most deliveries have no ordering key, and their claim need not pay for the
     # subqueries that find an ordered delivery's place in line.
@@ -99,13 +94,15 @@ def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> 
     deliveries = _claimed(ids, token) if claimed else []
     room = conf.get().batch_size - len(deliveries)
     if top_up and deliveries and room > 0:
-        extra = _claim_due_of(deliveries[0].endpoint_id, room, token, now)
+        extra = _claim_due_of(deliveries[0].endpoint_id, room, token, taken, now)
         if extra:
             deliveries = sorted(deliveries + extra, key=lambda d: (str(d.endpoint_id), d.pk))
     return _new_claim(deliveries, token, now)
 
 
-def _claim_due_of(endpoint_id: UUID, room: int, token: uuid.UUID, now: datetime) -> list[Delivery]:
+def _claim_due_of(
+    endpoint_id: UUID, room: int, token: uuid.UUID, taken: dict[str, Any], now: datetime
+) -> list[Delivery]:
     """Claim up to `room` other due deliveries of the endpoint that have a task message
     out (that message then finds nothing left); ordered ones keep to their own line."""
     more = Delivery.objects.filter(
@@ -116,7 +113,7 @@ def _claim_due_of(endpoint_id: UUID, room: int, token: uuid.UUID, now: datetime)
         enqueued_at__isnull=False,
     ).order_by("next_attempt_at")
     extra = list(more.values_list("pk", flat=True)[:room])
-    if extra and Delivery.objects.filter(_due(), pk__in=extra).update(**_taken(token, now)):
+    if extra and Delivery.objects.filter(_due(), pk__in=extra).update(**taken):
         return _claimed(extra, token)
     return []
 
@@ -213,8 +210,8 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
                 hand_over = True
                 return outcomes
             now = timezone.now()
-            token = claim.token
-            more = _claim_due_of(endpoint.pk, settings.batch_size, token, now)
+            token, taken = _lease(now)
+            more = _claim_due_of(endpoint.pk, settings.batch_size, token, taken, now)
             if not more:
                 return outcomes
             for delivery in more:
