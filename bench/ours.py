@@ -188,6 +188,7 @@ class OurSystem:
         if split:
             # As the Procfile's delivery process (see docs/operations/deployment.md).
             pooled["CELERY_BROKER_SOCKET_TIMEOUT"] = "30"
+            pooled["DATABASE_POOL_TIMEOUT"] = "60"
         with (
             process(worker_cmd, extra_env=pooled) as worker,
             process(other_cmd) if other_cmd else contextlib.nullcontext(),

@@ -120,6 +120,7 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "CELERY_CONCURRENCY": "Threads of the `worker` process.",
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
     "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
+    "DELIVERY_POOL_TIMEOUT": "`DATABASE_POOL_TIMEOUT` of the `delivery` process (60): a batch that cannot record its sent requests would send them again after its lease.",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",
     "FLOWER_BASIC_AUTH": "`user:password` for Flower (required).",
