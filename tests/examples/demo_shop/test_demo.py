@@ -57,7 +57,7 @@ def test_the_demo_door_refuses_too_few_first_tries_to_open_the_breaker() -> None
     from uuid import uuid4
 
     from deliveries import conf
-    from demo_shop import views
+    from examples.demo_shop import views
 
     views._refused_once.clear()
     refused = sum(views._refuse_first_try(str(uuid4())) for _ in range(60))
