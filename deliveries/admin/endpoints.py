@@ -23,6 +23,7 @@ from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..services.test_events import recent_test_deliveries
 from .audit import audit
+from .filters import TenantFilter
 
 
 class ResumeForm(forms.Form):
@@ -60,6 +61,7 @@ class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     list_display = [
         "url",
+        "tenant",
         "state",
         "event_types",
         "consecutive_failures",
@@ -70,9 +72,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "dead_lettered_deliveries",
         "circuit_state",
     ]
-    list_filter = ["state", "circuit_state"]
+    list_filter = ["state", "circuit_state", TenantFilter]
     inlines = [CircuitTransitionInline]
-    search_fields = ["url", "description", "owner_email"]
+    search_fields = ["url", "description", "owner_email", "tenant"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     readonly_fields = [
         "id",
@@ -97,6 +99,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "rotate_secret",
         "send_test_event",
     ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
+        # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "tenant"] if obj is not None else fields
 
     # --- list: health figures in the same SELECT -----------------------------------------
 

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from .. import event_types, services
 from ..models import Replay
 from .parsers import SafeJSONParser
+from .serializers import tenant_field
 
 
 class ReplayRequestSerializer(serializers.Serializer[Any]):
@@ -25,6 +26,7 @@ class ReplayRequestSerializer(serializers.Serializer[Any]):
     endpoint_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, default=list, max_length=1000
     )
+    tenant = tenant_field()
     dry_run = serializers.BooleanField(required=False, default=False)
 
     def validate_event_types(self, value: list[str]) -> list[str]:
@@ -57,6 +59,7 @@ class ReplaySerializer(serializers.ModelSerializer[Replay]):
             "until",
             "event_types",
             "endpoint_ids",
+            "tenant",
             "status",
             "expected_deliveries",
             "events_done",
@@ -85,6 +88,7 @@ class ReplayViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.G
             until=data["until"],
             event_types=tuple(data["event_types"]),
             endpoint_ids=tuple(data["endpoint_ids"]),
+            tenant=data.get("tenant"),
         )
         try:
             if data["dry_run"]:

@@ -5,7 +5,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import catalogue, conf, event_types, payloads, ssrf
+from .. import catalogue, conf, event_types, payloads, ssrf, tenants
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
@@ -33,8 +33,27 @@ RESERVED_HEADERS = frozenset(
 RESERVED_HEADER_PREFIXES = ("x-webhook-", "webhook-")
 
 
+def validate_tenant(value: str) -> None:
+    problem = tenants.problem(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+
+
+def tenant_field() -> serializers.CharField:
+    return serializers.CharField(
+        max_length=tenants.MAX_LENGTH,
+        required=False,
+        allow_null=True,
+        trim_whitespace=False,
+        validators=[validate_tenant],
+        help_text="The customer this belongs to: 1-100 characters of [A-Za-z0-9_.:-]. "
+        "An event with a tenant goes to that tenant's endpoints only.",
+    )
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     url = serializers.URLField(max_length=2048)
+    tenant = tenant_field()
     event_types = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
         allow_empty=False,
@@ -76,6 +95,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "url",
+            "tenant",
             "description",
             "owner_email",
             "event_types",
@@ -155,6 +175,12 @@ class EndpointSerializer(serializers.ModelSerializer):
                 raise serializers.ValidationError(f"The value of {name!r} has a line break.")
         return value
 
+    def validate_tenant(self, value: str | None) -> str | None:
+        if self.instance is not None and value != self.instance.tenant:
+            # Its deliveries (that tenant's events) would move with it.
+            raise serializers.ValidationError("The tenant of an endpoint cannot be changed.")
+        return value
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         base = attrs.get("backoff_base_seconds", getattr(self.instance, "backoff_base_seconds", 10))
         cap = attrs.get("backoff_max_seconds", getattr(self.instance, "backoff_max_seconds", 900))
@@ -209,6 +235,7 @@ class EventCreateSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=1, max_value=MAX_EVENT_VERSION, required=False)
     occurred_at = serializers.DateTimeField(required=False)
     ordering_key = serializers.CharField(max_length=255, required=False)
+    tenant = tenant_field()
 
     def validate_data(self, value: Any) -> Any:
         problem = _unstorable_text(value)
@@ -271,6 +298,7 @@ class EventSerializer(serializers.ModelSerializer):
             "occurred_at",
             "data",
             "ordering_key",
+            "tenant",
             "created_at",
             "deliveries",
         ]
@@ -298,7 +326,17 @@ class DeliveryDetailSerializer(DeliverySummarySerializer):
         fields = [*DeliverySummarySerializer.Meta.fields, "event_type", "attempts"]
 
 
-class DeliveryFilterSerializer(serializers.Serializer):
+class TenantFilterSerializer(serializers.Serializer):
+    tenant = serializers.CharField(
+        max_length=tenants.MAX_LENGTH,
+        required=False,
+        trim_whitespace=False,
+        validators=[validate_tenant],
+        help_text="Only this tenant's.",
+    )
+
+
+class DeliveryFilterSerializer(TenantFilterSerializer):
     status = serializers.ChoiceField(choices=DeliveryStatus.values, required=False)
     endpoint = serializers.UUIDField(required=False)
     event_type = serializers.CharField(max_length=200, required=False)

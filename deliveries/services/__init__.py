@@ -2,6 +2,7 @@
 
 from .deadletters import delivery_cancel
 from .endpoints import (
+    EndpointInvalid,
     endpoint_create,
     endpoint_resume,
     endpoint_rotate_secret,
@@ -36,6 +37,7 @@ from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
+    "EndpointInvalid",
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",

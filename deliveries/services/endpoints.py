@@ -7,19 +7,32 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import conf, signing, ssrf
+from .. import conf, signing, ssrf, tenants
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
 
+class EndpointInvalid(ValueError):
+    """The endpoint cannot be saved; ``errors`` maps each field to its reasons (safe to show)."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items()))
+
+
 @transaction.atomic
 def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple[Endpoint, str]:
     """Create an endpoint with its first signing secret; the secret is returned once.
 
-    Raises `ssrf.UnsafeURL` for a URL the SSRF guard refuses.
+    Raises `ssrf.UnsafeURL` for a URL the SSRF guard refuses and `EndpointInvalid` for a
+    bad ``tenant``. The tenant is set here once: an endpoint never moves to another
+    tenant, since its deliveries (the other tenant's events) would go with it.
     """
+    problem = tenants.problem(fields.get("tenant"))
+    if problem:
+        raise EndpointInvalid({"tenant": [problem]})
     endpoint_check_url(url=url)
     fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
     endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
