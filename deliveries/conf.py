@@ -81,3 +81,22 @@ def address_policy() -> AddressPolicy:
         allowed_networks=parse_networks(current.allowed_networks),
         require_https=current.require_https,
     )
+
+
+@dataclass(frozen=True)
+class PortalSettings:
+    """The tenants' portal (deliveries/portal/)."""
+
+    #: Dotted path of a callable ``request -> tenant id or None``: the host's own login
+    #: decides whose portal a request sees. Empty: only one-time links open the portal.
+    tenant_resolver: str
+    #: Scheme and host the links of ``POST /api/v1/portal-sessions`` start with (e.g.
+    #: "https://app.example.com"); empty: the host the API request came to.
+    base_url: str
+
+
+def portal() -> PortalSettings:
+    return PortalSettings(
+        tenant_resolver=getattr(settings, "WEBHOOKS_PORTAL_TENANT_RESOLVER", "") or "",
+        base_url=getattr(settings, "WEBHOOKS_PORTAL_BASE_URL", "") or "",
+    )

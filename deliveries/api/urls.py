@@ -8,6 +8,7 @@ from receivers.api import views as receivers_views
 
 from . import replays, views
 from .event_types import EventTypeList
+from .portal import PortalSessionCreate
 
 app_name = "api"
 
@@ -49,5 +50,6 @@ schema_view = SpectacularAPIView.as_view(
 urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
     re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
+    re_path(r"^portal-sessions/?$", PortalSessionCreate.as_view(), name="portal-sessions"),
     path("", include(router.urls)),
 ]

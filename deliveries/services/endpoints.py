@@ -144,3 +144,8 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
             ).update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
     else:
         raise ValueError(f"unknown endpoint state {state!r}")
+
+
+def endpoint_delete(*, endpoint_id: UUID) -> None:
+    """Delete an endpoint with its secrets, deliveries and their attempts."""
+    Endpoint.objects.filter(pk=endpoint_id).delete()
