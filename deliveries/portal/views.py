@@ -107,8 +107,9 @@ def open_link(request: HttpRequest, token: str) -> HttpResponse:
         return access.refused(request, "link-used")
     response = HttpResponseRedirect(access.portal_root())
     access.open_session(response, request, session=link.pk, expires_at=link.expires_at)
+    access.private(response)
     response["Referrer-Policy"] = "no-referrer"
-    return access.private(response)
+    return response
 
 
 @require_POST
