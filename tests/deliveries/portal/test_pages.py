@@ -166,7 +166,11 @@ def test_adding_an_endpoint_goes_through_the_service_with_the_tenant() -> None:
 
 def test_the_services_rules_refuse_what_the_api_refuses() -> None:
     client = portal_client("acme")
-    for url in ("https://10.0.0.1/hook", "https://intranet.example.com/hook", "ftp://x.example.com/"):
+    for url in (
+        "https://10.0.0.1/hook",
+        "https://intranet.example.com/hook",
+        "ftp://x.example.com/",
+    ):
         response = client.post("/portal/endpoints/new", {"url": url, "event_types": ["*"]})
         assert response.status_code == 200
         assert 'role="alert"' in text(response), url
