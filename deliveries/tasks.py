@@ -60,4 +60,7 @@ def resume_stalled_replays() -> int:
 
 @shared_task(name="deliveries.tasks.purge")
 def purge() -> dict[str, int]:
-    return asdict(services.purge_expired())
+    return {
+        **asdict(services.purge_expired()),
+        "portal_links_deleted": services.portal_links_purge(),
+    }

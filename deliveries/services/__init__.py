@@ -16,6 +16,7 @@ from .portal import (
     PortalLinkInvalid,
     portal_link_create,
     portal_link_open,
+    portal_links_purge,
     portal_session_end,
     portal_session_tenant,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "failed_deliveries",
     "portal_link_create",
     "portal_link_open",
+    "portal_links_purge",
     "portal_session_end",
     "portal_session_tenant",
     "purge_expired",

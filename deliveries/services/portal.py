@@ -94,3 +94,9 @@ def portal_session_tenant(*, session_id: int) -> str | None:
 
 def portal_session_end(*, session_id: int) -> None:
     PortalLink.objects.filter(pk=session_id, ended_at__isnull=True).update(ended_at=timezone.now())
+
+
+def portal_links_purge() -> int:
+    """Delete links whose session ended more than a day ago (with the retention purge)."""
+    cutoff = timezone.now() - timedelta(days=1)
+    return PortalLink.objects.filter(expires_at__lt=cutoff).delete()[0]

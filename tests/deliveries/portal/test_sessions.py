@@ -189,3 +189,11 @@ def test_the_hosts_resolver_decides_without_a_link(settings: Settings) -> None:
     assert "globex" in page.content.decode()
     # An id that is not a tenant id is refused, not used.
     assert Client().get("/portal/", HTTP_X_TEST_TENANT="a b").status_code == 403
+
+
+def test_links_are_purged_a_day_after_they_expire() -> None:
+    services.portal_link_create(tenant="acme")
+    old, _ = services.portal_link_create(tenant="acme")
+    PortalLink.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(days=2))
+    assert services.portal_links_purge() == 1
+    assert PortalLink.objects.count() == 1
