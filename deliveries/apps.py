@@ -10,7 +10,12 @@ class DeliveriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core import checks
+
         from . import conf
+        from .portal.checks import check_tenant_resolver
+
+        checks.register(check_tenant_resolver)
 
         # Event types are declared at import time: every installed app's `webhook_events`
         # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.

@@ -197,3 +197,16 @@ def test_links_are_purged_a_day_after_they_expire() -> None:
     PortalLink.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(days=2))
     assert services.portal_links_purge() == 1
     assert PortalLink.objects.count() == 1
+
+
+def test_a_resolver_that_cannot_be_imported_fails_the_system_check(settings: Settings) -> None:
+    from deliveries.portal.checks import check_tenant_resolver
+
+    assert check_tenant_resolver(None) == []
+    settings.WEBHOOKS_PORTAL_TENANT_RESOLVER = "tests.nowhere.tenant_of"
+    [error] = check_tenant_resolver(None)
+    assert error.id == "webhooks.E020"
+    settings.WEBHOOKS_PORTAL_TENANT_RESOLVER = (
+        "tests.deliveries.portal.test_sessions.resolve_from_header"
+    )
+    assert check_tenant_resolver(None) == []
