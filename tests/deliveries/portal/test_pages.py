@@ -3,6 +3,7 @@ work done through the services (endpoints, secrets, test events, retries, recove
 
 import re
 from datetime import timedelta
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -350,3 +351,51 @@ def test_the_catalogue_shows_schemas_and_examples() -> None:
     assert "<code>endpoint.suspended</code>" in page
     assert "suspended_at" in page
     assert "Version 1 (newest)" in page
+
+
+class _Controls(HTMLParser):
+    """Collects form controls, labels and landmarks of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.controls: list[dict[str, str | None]] = []
+        self.labelled: set[str] = set()
+        self.ids: set[str] = set()
+        self.landmarks: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.add(str(found["id"]))
+        if tag in ("main", "nav", "header", "footer"):
+            self.landmarks.add(tag)
+        if tag == "label" and found.get("for"):
+            self.labelled.add(str(found["for"]))
+        if tag in ("input", "select", "textarea") and found.get("type") not in ("hidden",):
+            self.controls.append(found)
+
+
+def test_pages_are_labelled_and_have_landmarks() -> None:
+    ours = endpoint_of("acme")
+    delivery = delivery_to(ours)
+    client = portal_client("acme")
+    pages = [
+        "/portal/",
+        "/portal/endpoints/new",
+        f"/portal/endpoints/{ours.pk}/",
+        f"/portal/endpoints/{ours.pk}/edit",
+        f"/portal/endpoints/{ours.pk}/rotate",
+        "/portal/deliveries/",
+        f"/portal/deliveries/{delivery.pk}/",
+        "/portal/recover",
+        "/portal/event-types",
+    ]
+    for path in pages:
+        parsed = _Controls()
+        parsed.feed(text(client.get(path)))
+        assert {"main", "nav", "header"} <= parsed.landmarks, path
+        for control in parsed.controls:
+            assert control.get("id") in parsed.labelled, (path, control)
+            described = control.get("aria-describedby")
+            if described:
+                assert set(str(described).split()) <= parsed.ids, (path, control)
