@@ -71,7 +71,7 @@ def portal_link_open(*, token: str) -> PortalLink | None:
     now = timezone.now()
     token_hash = _hash(token)
     opened = PortalLink.objects.filter(
-        token_hash=token_hash, used_at__isnull=True, expires_at__gt=now
+        token_hash=token_hash, used_at__isnull=True, ended_at__isnull=True, expires_at__gt=now
     ).update(used_at=now)
     if not opened:
         return None

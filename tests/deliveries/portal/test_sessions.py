@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.http import HttpRequest
 from django.test import Client
@@ -210,3 +211,33 @@ def test_a_resolver_that_cannot_be_imported_fails_the_system_check(settings: Set
         "tests.deliveries.portal.test_sessions.resolve_from_header"
     )
     assert check_tenant_resolver(None) == []
+
+
+def test_the_openapi_schema_documents_portal_sessions_and_tenant_filters(api: APIClient) -> None:
+    schema = api.get("/api/v1/schema", {"format": "json"}).json()
+    paths = schema["paths"]
+    assert "post" in paths["/api/v1/portal-sessions"]
+    for listed in ("/api/v1/endpoints", "/api/v1/events", "/api/v1/deliveries"):
+        names = {p["name"] for p in paths[listed]["get"]["parameters"]}
+        assert "tenant" in names, listed
+
+
+def test_an_operator_ends_sessions_and_unused_links_in_the_admin() -> None:
+    User.objects.create_superuser("op", "op@example.com", "pw")
+    admin = Client()
+    admin.login(username="op", password="pw")
+    tenant_client = portal_client("acme")
+    unused = link_path("acme")
+    listing = admin.get("/admin/deliveries/portallink/")
+    assert listing.status_code == 200
+    assert "token_hash" not in listing.content.decode()
+    response = admin.post(
+        "/admin/deliveries/portallink/",
+        {
+            "action": "end_sessions",
+            "_selected_action": [str(pk) for pk in PortalLink.objects.values_list("pk", flat=True)],
+        },
+    )
+    assert response.status_code == 302
+    assert tenant_client.get("/portal/").status_code == 403
+    assert Client().get(unused).status_code == 403
