@@ -30,7 +30,7 @@ class PortalLinkAdmin(admin.ModelAdmin[PortalLink]):
     list_filter = ["tenant"]
     search_fields = ["tenant", "requested_via"]
     fields = ["tenant", "requested_via", "created_at", "used_at", "expires_at", "ended_at"]
-    readonly_fields = fields
+    readonly_fields = ["tenant", "requested_via", "created_at", "used_at", "expires_at", "ended_at"]
     actions = ["end_sessions"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
