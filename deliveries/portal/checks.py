@@ -19,13 +19,11 @@ def check_tenant_resolver(app_configs: Sequence[AppConfig] | None, **kwargs: Any
     except ImportError as exc:
         return [
             Error(
-                f"WEBHOOKS_PORTAL_TENANT_RESOLVER {path!r} cannot be imported: {exc}",
+                f"The portal's tenant resolver {path!r} cannot be imported: {exc}",
                 hint="Name a callable request -> tenant id or None, e.g. 'myapp.portal.tenant_of'.",
                 id="webhooks.E020",
             )
         ]
     if not callable(resolver):
-        return [
-            Error(f"WEBHOOKS_PORTAL_TENANT_RESOLVER {path!r} is not callable", id="webhooks.E020")
-        ]
+        return [Error(f"The portal's tenant resolver {path!r} is not callable", id="webhooks.E020")]
     return []
