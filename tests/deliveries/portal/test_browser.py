@@ -49,8 +49,8 @@ def new_page(browser: Any) -> Any:
     return context.new_page()
 
 
-def shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=True)
+def shot(page: Any, name: str, *, full_page: bool = True) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=full_page)
 
 
 def portal_link(live_server: Any, tenant: str) -> str:
@@ -170,7 +170,8 @@ def test_a_tenant_manages_its_webhooks_in_a_real_browser(
         assert response.status == 404, path
 
     page.goto(f"{live_server.url}/portal/event-types")
-    shot(page, "event-types")
+    page.click(".toc >> text=shop.order.created")
+    shot(page, "event-types", full_page=False)
     page.goto(f"{live_server.url}/portal/")
     shot(page, "endpoints")
 

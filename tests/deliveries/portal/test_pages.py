@@ -350,7 +350,7 @@ def test_the_catalogue_shows_schemas_and_examples() -> None:
     page = text(portal_client("acme").get("/portal/event-types"))
     assert "<code>endpoint.suspended</code>" in page
     assert "suspended_at" in page
-    assert "Version 1 (newest)" in page
+    assert "Schema of version 1" in page
 
 
 class _Controls(HTMLParser):
