@@ -2,6 +2,7 @@
 writes go through the same services as the API and the admin."""
 
 import json
+import logging
 from typing import Any
 from uuid import UUID
 
@@ -16,12 +17,15 @@ from django.utils.http import urlencode
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import catalogue, services, ssrf
+from .. import catalogue, payloads, services
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState
+from ..rendering import versioned_payload
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from . import access
 from .access import portal_view
 from .forms import DeliveryFilterForm, EndpointForm, RecoverForm, RotateForm
+
+logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 25
 RESPONSE_EXCERPT = 500
@@ -62,6 +66,11 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> Templ
         f"webhooks_portal/{template}",
         {"notice": notice, "section": section, **context},
     )
+
+
+def _note(tenant: str, action: str, target: object) -> None:
+    """A log line per change a tenant makes (operators read them; never a secret)."""
+    logger.info("portal: tenant %s %s %s", tenant, action, target)
 
 
 def _endpoints(tenant: str) -> QuerySet[Endpoint]:
@@ -165,9 +174,8 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
             )
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
-        except ssrf.UnsafeURL as exc:
-            form.add_error("url", str(exc))
         else:
+            _note(tenant, "added endpoint", endpoint.pk)
             # The secret is shown once, on its own page, never in a redirect or message.
             return _page(
                 request,
@@ -211,9 +219,8 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
             )
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
-        except ssrf.UnsafeURL as exc:
-            form.add_error("url", str(exc))
         else:
+            _note(tenant, "changed endpoint", endpoint.pk)
             return _redirect("endpoint", endpoint.pk, notice="saved")
     return _endpoint_form_page(request, tenant, form, endpoint)
 
@@ -226,9 +233,11 @@ def endpoint_state(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         services.endpoint_set_state(
             endpoint_id=endpoint.pk, state=EndpointState.DISABLED, reason="disabled by its owner"
         )
+        _note(tenant, "disabled endpoint", endpoint.pk)
         return _redirect("endpoint", endpoint.pk, notice="disabled")
     if request.POST.get("state") == "active":
         services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.ACTIVE)
+        _note(tenant, "enabled endpoint", endpoint.pk)
         return _redirect("endpoint", endpoint.pk, notice="enabled")
     return _redirect("endpoint", endpoint.pk)
 
@@ -244,6 +253,7 @@ def endpoint_delete(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
     endpoint = _endpoint(tenant, pk)
     if request.method == "POST":
         services.endpoint_delete(endpoint_id=endpoint.pk)
+        _note(tenant, "deleted endpoint", endpoint.pk)
         return _redirect("home", notice="deleted")
     return _confirm(
         request,
@@ -264,6 +274,7 @@ def endpoint_secret(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
     endpoint = _endpoint(tenant, pk)
     if request.method == "POST":
         now = timezone.now()
+        _note(tenant, "revealed the signing secret of endpoint", endpoint.pk)
         secrets = [
             (secret.value, secret.expires_at)
             for secret in endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")
@@ -298,6 +309,7 @@ def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
         secret, _ = services.endpoint_rotate_secret(
             endpoint=endpoint, grace_seconds=form.cleaned_data["grace_seconds"]
         )
+        _note(tenant, "rotated the signing secret of endpoint", endpoint.pk)
         return _page(
             request,
             "secret.html",
@@ -326,6 +338,7 @@ def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         )
     except services.EndpointNotActive:
         return _redirect("endpoint", endpoint.pk, notice="test-refused")
+    _note(tenant, "sent a test event to endpoint", endpoint.pk)
     return _redirect("delivery", delivery.pk, notice="test-sent")
 
 
@@ -377,10 +390,24 @@ def delivery_detail(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
         for attempt in delivery.attempt_set.all()
     ]
     retryable = delivery.status in (DeliveryStatus.DEAD_LETTERED, DeliveryStatus.CANCELLED)
+    try:
+        # What this endpoint receives: its pinned version of the data.
+        version, data = versioned_payload(delivery.event, delivery.endpoint)
+        payload: str | None = json.dumps(
+            {"version": version, "data": data}, indent=2, ensure_ascii=False
+        )
+    except payloads.PayloadUnavailable:
+        payload = None
     return _page(
         request,
         "delivery.html",
-        {"tenant": tenant, "delivery": delivery, "attempts": attempts, "retryable": retryable},
+        {
+            "tenant": tenant,
+            "delivery": delivery,
+            "attempts": attempts,
+            "retryable": retryable,
+            "payload": payload,
+        },
     )
 
 
@@ -392,6 +419,7 @@ def delivery_retry(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
         services.delivery_retry(delivery_id=delivery.pk)
     except services.DeliveryNotRetryable:
         return _redirect("delivery", delivery.pk, notice="not-retried")
+    _note(tenant, "retried delivery", delivery.pk)
     return _redirect("delivery", delivery.pk, notice="retried")
 
 
@@ -410,6 +438,7 @@ def recover(request: HttpRequest, tenant: str) -> HttpResponse:
                 tenant=tenant, since=since, endpoint_id=endpoint_id
             )
             context["queued"] = queued
+            _note(tenant, "recovered failed deliveries since", f"{since.isoformat()}: {queued}")
         else:
             context["preview"] = services.failed_deliveries(
                 tenant=tenant, since=since, endpoint_id=endpoint_id

@@ -9,6 +9,8 @@ from .endpoints import (
     endpoint_rotate_secret,
     endpoint_set_state,
     endpoint_suspend,
+    endpoint_update,
+    endpoint_validate,
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
@@ -73,6 +75,8 @@ __all__ = [
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",
+    "endpoint_update",
+    "endpoint_validate",
     "event_fan_out",
     "events_fan_out",
     "failed_deliveries",

@@ -19,6 +19,7 @@ from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Even
 from deliveries.services.health import endpoint_suspend_automatically
 from tests.conftest import wait_until
 from tests.deliveries.console.helpers import hours_ago
+from tests.deliveries.console.test_admin import endpoint_form
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.observability.helpers import METRICS_TOKEN, scrape, value
 from tests.receiver import Receiver
@@ -332,3 +333,31 @@ def test_metrics_filter_by_tenant(receiver: Receiver, client: Client, settings: 
     assert "webhooks_attempts_total" not in text
     bad = client.get("/metrics?tenant=a%20b", HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
     assert bad.status_code == 400
+
+
+def test_the_admin_sets_a_tenant_on_add_only(receiver: Receiver, client: Client) -> None:
+    User.objects.create_superuser("op", "op@example.com", "pw")
+    client.login(username="op", password="pw")
+    response = client.post(
+        "/admin/deliveries/endpoint/add/", endpoint_form(url=receiver.url, tenant="acme")
+    )
+    assert response.status_code == 200, response.content[:300]
+    endpoint = Endpoint.objects.get()
+    assert endpoint.tenant == "acme"
+    change = client.get(f"/admin/deliveries/endpoint/{endpoint.pk}/change/").content.decode()
+    assert 'name="tenant"' not in change
+    bad = client.post(
+        "/admin/deliveries/endpoint/add/", endpoint_form(url=receiver.url, tenant="a b")
+    )
+    assert "must be 1 to 100 letters" in bad.content.decode()
+    assert Endpoint.objects.count() == 1
+
+
+def test_endpoint_update_refuses_another_tenant(receiver: Receiver) -> None:
+    created = endpoint(receiver, "acme")
+    with pytest.raises(services.EndpointInvalid) as raised:
+        services.endpoint_update(endpoint=created, tenant="globex")
+    assert list(raised.value.errors) == ["tenant"]
+    services.endpoint_update(endpoint=created, tenant="acme", description="same tenant")
+    created.refresh_from_db()
+    assert (created.tenant, created.description) == ("acme", "same tenant")

@@ -1,13 +1,16 @@
 """The portal's pages on the real stack: isolation between tenants, CSRF, and each page's
 work done through the services (endpoints, secrets, test events, retries, recovery)."""
 
+import copy
 import re
 from datetime import timedelta
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.utils import timezone
+from pytest_django.fixtures import Settings
 
 from deliveries import services
 from deliveries.models import (
@@ -203,7 +206,7 @@ def test_editing_an_endpoint_goes_through_endpoint_update() -> None:
         "acme",
     )
     refused = client.post(
-        f"/portal/endpoints/{ours.pk}/edit", {"url": "https://127.0.0.1/x", "event_types": ["*"]}
+        f"/portal/endpoints/{ours.pk}/edit", {"url": "https://10.0.0.1/x", "event_types": ["*"]}
     )
     assert 'role="alert"' in text(refused)
     ours.refresh_from_db()
@@ -278,6 +281,7 @@ def test_test_event_attempt_and_retry_on_the_real_worker(
     )
     page = text(client.get(f"/portal/deliveries/{delivery.pk}/"))
     assert "401" in page
+    assert "&quot;test&quot;: true" in page  # the payload sent
     assert "Retry now" in page
     assert page.count('class="attempt"') == 1
 
@@ -399,3 +403,24 @@ def test_pages_are_labelled_and_have_landmarks() -> None:
             described = control.get("aria-describedby")
             if described:
                 assert set(str(described).split()) <= parsed.ids, (path, control)
+
+
+def test_a_host_restyles_the_portal_by_overriding_its_templates(
+    tmp_path: Path, settings: Settings
+) -> None:
+    override = tmp_path / "webhooks_portal" / "base.html"
+    override.parent.mkdir()
+    # Extending the template it replaces keeps everything but the blocks it redefines.
+    override.write_text(
+        '{% extends "webhooks_portal/base.html" %}'
+        "{% block brand %}Acme Cloud webhooks{% endblock %}"
+        "{% block styles %}<style>body { background: #fafafa; }</style>{% endblock %}"
+    )
+    templates = copy.deepcopy(settings.TEMPLATES)
+    templates[0]["DIRS"] = [str(tmp_path), *templates[0].get("DIRS", [])]
+    settings.TEMPLATES = templates
+    page = text(portal_client("acme").get("/portal/"))
+    assert "Acme Cloud webhooks" in page
+    assert "background: #fafafa" in page
+    assert "--accent" not in page  # the default styles are gone
+    assert "Add an endpoint" in page  # the page itself is unchanged
