@@ -3,7 +3,6 @@
 from typing import Any
 
 from django.urls import NoReverseMatch, reverse
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -12,7 +11,8 @@ from rest_framework.views import APIView
 
 from .. import conf, services, tenants
 from ..services.portal import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
-from .parsers import SafeJSONParser
+from .base import ApiDefaults
+from .schema import extend_schema
 from .serializers import validate_tenant
 
 
@@ -37,10 +37,8 @@ def _link_path(token: str) -> str:
     return reverse("webhooks_portal:open", args=[token])
 
 
-class PortalSessionCreate(APIView):
+class PortalSessionCreate(ApiDefaults, APIView):
     """Issue a one-time portal link for a tenant (shown once: only its hash is stored)."""
-
-    parser_classes = [SafeJSONParser]
 
     @extend_schema(request=PortalSessionRequestSerializer, responses={201: PortalSessionSerializer})
     def post(self, request: Request) -> Response:

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from .. import catalogue
 from ..models import DeliveryStatus, Endpoint
-from ..services.test_events import TEST_EVENT_TYPE
+from ..services.endpoint_check import TEST_EVENT_TYPE
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 EVERYTHING = "*"

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
-from demo_shop.demo import (
+from examples.demo_shop.demo import (
     demo_activity,
     demo_portal_link,
     demo_setup,
