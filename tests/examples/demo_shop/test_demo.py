@@ -4,9 +4,16 @@ receiver (through the flaky door that fails some first tries)."""
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
-from examples.demo_shop.demo import demo_activity, demo_setup
+from examples.demo_shop.demo import (
+    demo_activity,
+    demo_portal_link,
+    demo_setup,
+    demo_tenant_activity,
+    demo_tenants_setup,
+)
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.conftest import wait_until
 from webhooks_project.management.commands.serve import Command as ServeCommand
@@ -51,3 +58,38 @@ def test_serve_seeds_the_demo_unless_told_not_to() -> None:
     parser = ServeCommand().create_parser("manage.py", "serve")
     assert parser.parse_args([]).no_demo is False
     assert parser.parse_args(["--no-demo"]).no_demo is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_tenants_get_their_own_events_and_a_portal_link(
+    celery_worker: object, live_server: Any
+) -> None:
+    first = demo_tenants_setup(base_url=live_server.url)
+    again = demo_tenants_setup(base_url=live_server.url)
+    assert {t: e.pk for t, e in first.items()} == {t: e.pk for t, e in again.items()}
+    assert sorted(first) == ["acme", "globex"]
+
+    demo_tenant_activity()
+
+    def delivered() -> bool:
+        return Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == 4
+
+    wait_until(delivered, timeout=60, what="the tenants' four events delivered")
+    for tenant, endpoint in first.items():
+        sources = set(
+            InboxEvent.objects.filter(
+                event_id__in=[
+                    str(pk)
+                    for pk in Delivery.objects.filter(endpoint=endpoint).values_list(
+                        "event_id", flat=True
+                    )
+                ]
+            ).values_list("source__slug", flat=True)
+        )
+        assert sources == {f"demo-{tenant}"}
+
+    link = demo_portal_link(base_url=live_server.url)
+    client = Client()
+    response = client.get(link.removeprefix(live_server.url))
+    assert response.status_code == 302
+    assert "acme" in client.get("/portal/").content.decode()
