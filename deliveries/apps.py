@@ -10,10 +10,15 @@ class DeliveriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core import checks as django_checks
+
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import tasking
 
         from . import checks, conf, tasks  # noqa: F401
+        from .portal.checks import check_tenant_resolver
+
+        django_checks.register(check_tenant_resolver)
 
         # Event types are declared at import time: every installed app's `webhook_events`
         # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 Serializer = Callable[[Any], Any]
 OrderingKey = Callable[[Any], str | None]
+Tenant = Callable[[Any], str | None]
 
 
 def object_ordering_key(instance: models.Model) -> str:
@@ -63,12 +64,15 @@ def bind_model(
     updated: str | None = None,
     deleted: str | None = None,
     ordering_key: OrderingKey | None = object_ordering_key,
+    tenant: Tenant | None = None,
 ) -> None:
     """Emit ``created``/``updated`` on ``post_save`` and ``deleted`` on ``post_delete``.
 
     ``serializer(instance)`` builds the event's ``data`` (for ``deleted`` it runs before
     Django clears the primary key). ``ordering_key(instance)`` (None: no key) groups the
-    object's events for ordered delivery. Fixture loading (``raw`` saves) emits nothing.
+    object's events for ordered delivery. ``tenant(instance)`` (None: no tenant) names the
+    customer whose endpoints receive the event, e.g. ``lambda order: order.shop.slug``.
+    Fixture loading (``raw`` saves) emits nothing.
     Binding the same model twice replaces the earlier binding.
     """
     if not (created or updated or deleted):
@@ -77,7 +81,8 @@ def bind_model(
     def _emit(event_type: str, instance: models.Model) -> None:
         _warn_outside_transaction(model, event_type)
         key = ordering_key(instance) if ordering_key is not None else None
-        emit(event_type, serializer(instance), ordering_key=key)
+        owner = tenant(instance) if tenant is not None else None
+        emit(event_type, serializer(instance), ordering_key=key, tenant=owner)
 
     def on_save(sender: Any, instance: models.Model, created: bool, raw: bool, **_: Any) -> None:
         event_type = created_type if created else updated
@@ -101,18 +106,21 @@ def bind_signal(
     data: Callable[..., Any],
     sender: Any = None,
     ordering_key: Callable[..., str | None] | None = None,
+    tenant: Callable[..., str | None] | None = None,
 ) -> None:
     """Emit ``event_type`` whenever ``signal`` is sent (by ``sender``, if given).
 
-    ``data(sender=…, **kwargs)`` builds the event's data from the signal's arguments, and
-    ``ordering_key(sender=…, **kwargs)`` its ordering key. Send the signal inside the
+    ``data(sender=…, **kwargs)`` builds the event's data from the signal's arguments,
+    ``ordering_key(sender=…, **kwargs)`` its ordering key and ``tenant(sender=…, **kwargs)``
+    its tenant. Send the signal inside the
     transaction of the change it announces, as you would call ``emit``.
     """
 
     def receiver(sender: Any, **kwargs: Any) -> None:
         kwargs.pop("signal", None)
         key = ordering_key(sender=sender, **kwargs) if ordering_key is not None else None
-        emit(event_type, data(sender=sender, **kwargs), ordering_key=key)
+        owner = tenant(sender=sender, **kwargs) if tenant is not None else None
+        emit(event_type, data(sender=sender, **kwargs), ordering_key=key, tenant=owner)
 
     signal.connect(
         receiver,

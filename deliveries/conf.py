@@ -89,6 +89,19 @@ SETTINGS: tuple[Setting, ...] = (
         "Key of Django's `STORAGES` that large payloads go to.",
     ),
     Setting(
+        "WEBHOOKS_PORTAL_TENANT_RESOLVER",
+        "",
+        "Dotted path of a callable `request -> tenant id or None`: the host's own login "
+        "opens the tenants' portal (besides one-time links). Checked at start-up "
+        "(`webhooks.E020`).",
+    ),
+    Setting(
+        "WEBHOOKS_PORTAL_BASE_URL",
+        "",
+        "Scheme and host that the links of `POST /api/v1/portal-sessions` start with "
+        "(e.g. `https://app.example.com`); empty: the host the API request came to.",
+    ),
+    Setting(
         "WEBHOOKS_ALLOWED_NETWORKS",
         (),
         "CIDR networks the SSRF guard admits besides public addresses. In DEBUG loopback "
@@ -269,4 +282,23 @@ def address_policy() -> AddressPolicy:
     return AddressPolicy(
         allowed_networks=parse_networks(current.allowed_networks),
         require_https=current.require_https,
+    )
+
+
+@dataclass(frozen=True)
+class PortalSettings:
+    """The tenants' portal (deliveries/portal/)."""
+
+    #: Dotted path of a callable ``request -> tenant id or None``: the host's own login
+    #: decides whose portal a request sees. Empty: only one-time links open the portal.
+    tenant_resolver: str
+    #: Scheme and host the links of ``POST /api/v1/portal-sessions`` start with (e.g.
+    #: "https://app.example.com"); empty: the host the API request came to.
+    base_url: str
+
+
+def portal() -> PortalSettings:
+    return PortalSettings(
+        tenant_resolver=value("WEBHOOKS_PORTAL_TENANT_RESOLVER") or "",
+        base_url=value("WEBHOOKS_PORTAL_BASE_URL") or "",
     )

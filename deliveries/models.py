@@ -31,6 +31,10 @@ class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=2048)
     description = models.CharField(max_length=500, blank=True)
+    # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
+    tenant = models.CharField(  # noqa: DJ001
+        max_length=100, null=True, blank=True, db_index=True
+    )
     owner_email = models.EmailField(blank=True)
     event_types = models.JSONField(
         default=list, help_text='Filters: exact "invoice.paid", prefix "invoice.*", or "*".'
@@ -149,6 +153,8 @@ class Event(models.Model):
     # with payloads.load(event), never from this field directly.
     data = models.JSONField(null=True)
     data_ref = models.CharField(max_length=255, blank=True, default="")
+    # Fans out to this tenant's endpoints only; NULL: to endpoints without a tenant.
+    tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     data_sha256 = models.CharField(max_length=64, blank=True, default="")
     idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     # NULL, not "", means no key: the partial ordering index skips those rows.
@@ -165,7 +171,12 @@ class Event(models.Model):
                 fields=["created_at"],
                 name="event_not_fanned_out_idx",
                 condition=Q(fanned_out_at__isnull=True),
-            )
+            ),
+            models.Index(
+                fields=["tenant", "-created_at"],
+                name="event_tenant_created_idx",
+                condition=Q(tenant__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -274,6 +285,9 @@ class Replay(models.Model):
     until = models.DateTimeField()
     event_types = models.JSONField(default=list, blank=True)
     endpoint_ids = models.JSONField(default=list, blank=True)
+    # Only this tenant's events and endpoints; NULL: every tenant's (each event still goes
+    # to its own tenant's endpoints only).
+    tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     status = models.CharField(
         max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.PENDING
     )
@@ -364,3 +378,27 @@ class CircuitTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_state} -> {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class PortalLink(models.Model):
+    """A one-time link into a tenant's portal, and the portal session it opened.
+
+    Only the SHA-256 of the link's token is stored. Opening the link sets ``used_at``
+    (once: a conditional UPDATE) and the session lives until ``expires_at``.
+    """
+
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    tenant = models.CharField(max_length=100)
+    requested_via = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    # Set when the session is closed ("sign out") before it expires.
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["expires_at"], name="portal_link_expires_idx")]
+
+    def __str__(self) -> str:
+        return f"portal link #{self.pk} for {self.tenant}"

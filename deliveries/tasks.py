@@ -68,7 +68,10 @@ def resume_stalled_replays() -> int:
 
 @webhook_task("deliveries.tasks.purge", queue=QUEUE_MAINTENANCE)
 def purge() -> dict[str, int]:
-    return asdict(services.purge_expired())
+    return {
+        **asdict(services.purge_expired()),
+        "portal_links_deleted": services.portal_links_purge(),
+    }
 
 
 @periodic

@@ -5,8 +5,11 @@ CELERY_BROKER_URL at them). Tests that need the worker use ``transaction=True`` 
 what they write is committed and visible to the worker's threads.
 """
 
+import ipaddress
+import socket
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -23,7 +26,32 @@ from webhooks_project.celery import app as celery_app
 ALL_QUEUES = list(QUEUES)
 
 
+_real_getaddrinfo = socket.getaddrinfo
+_TEST_HOSTS = {"localhost": ["127.0.0.1", "::1"]}
+
+
+def _test_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    """Name resolution for the suite: IP literals and `localhost`, nothing from real DNS.
+
+    A test that needs a name to resolve states it through an injected resolver
+    (`AddressPolicy(resolver=...)`); anything else fails as an unknown name would, the same
+    on every machine, whatever its resolver or network.
+    """
+    name = host.decode() if isinstance(host, bytes) else host
+    if name is None or name in ("", "0"):
+        return _real_getaddrinfo(host, port, *args, **kwargs)
+    try:
+        ipaddress.ip_address(str(name).strip("[]").split("%")[0])
+    except ValueError:
+        addresses = _TEST_HOSTS.get(str(name).lower().rstrip("."))
+        if addresses is None:
+            raise socket.gaierror(socket.EAI_NONAME, f"{name}: not resolvable in tests") from None
+        return [info for a in addresses for info in _real_getaddrinfo(a, port, *args, **kwargs)]
+    return _real_getaddrinfo(host, port, *args, **kwargs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    socket.getaddrinfo = _test_getaddrinfo
     if not settings.USES_POSTGRES or settings.EMBEDDED_MODE:
         raise pytest.UsageError(
             "The test suite runs on PostgreSQL and Redis: start it with `make test` "

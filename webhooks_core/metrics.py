@@ -10,6 +10,12 @@ every process, gauges from the database.
   time from PostgreSQL and Redis, so every web process answers the same and nothing is
   kept in memory that a restart would lose.
 
+``GET /metrics?tenant=acme`` answers the delivery and endpoint gauges of that tenant only
+(nothing else: counters, queues and the inbox are not per tenant). Tenants are a filter,
+not a label: a product may have thousands of customers, and a label would make every
+gauge that many time series whether anyone looks at them or not; a scrape job (or an
+ad-hoc request) per tenant of interest costs only what is asked for.
+
 Access: a bearer token (``METRICS_TOKEN``) or a client address in ``METRICS_ALLOWED_IPS``.
 """
 
@@ -32,6 +38,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 import deliveries.health.metrics  # noqa: F401  (registers the circuit breaker gauges)
+from deliveries import tenants
 from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
 from receivers.models import InboxEvent, InboxStatus
@@ -50,14 +57,25 @@ WAITING_DELIVERIES = (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
 
 
 class DatabaseCollector(Collector):
-    """Gauges computed from PostgreSQL at scrape time (a few indexed aggregate queries)."""
+    """Gauges computed from PostgreSQL at scrape time (a few indexed aggregate queries).
+
+    With a ``tenant``, only the delivery and endpoint gauges, of that tenant's endpoints.
+    """
+
+    def __init__(self, tenant: str | None = None) -> None:
+        self.tenant = tenant
 
     def collect(self) -> Iterator[Metric]:
         now = timezone.now()
+        deliveries = Delivery.objects.all()
+        endpoint_rows = Endpoint.objects.all()
+        if self.tenant is not None:
+            deliveries = deliveries.filter(endpoint__tenant=self.tenant)
+            endpoint_rows = endpoint_rows.filter(tenant=self.tenant)
         by_status = GaugeMetricFamily(
             "webhooks_deliveries", "Deliveries by current status", labels=["status"]
         )
-        counts = dict(Delivery.objects.values_list("status").annotate(n=Count("id")).order_by())
+        counts = dict(deliveries.values_list("status").annotate(n=Count("id")).order_by())
         for status in DeliveryStatus.values:
             by_status.add_metric([status], counts.get(status, 0))
         yield by_status
@@ -66,7 +84,7 @@ class DatabaseCollector(Collector):
             "Dead-lettered deliveries (the dead-letter queue)",
             value=counts.get(DeliveryStatus.DEAD_LETTERED, 0),
         )
-        oldest = Delivery.objects.filter(status__in=WAITING_DELIVERIES).aggregate(
+        oldest = deliveries.filter(status__in=WAITING_DELIVERIES).aggregate(
             oldest=Min("created_at")
         )["oldest"]
         yield GaugeMetricFamily(
@@ -75,7 +93,7 @@ class DatabaseCollector(Collector):
             value=(now - oldest).total_seconds() if oldest else 0.0,
         )
         endpoints = GaugeMetricFamily("webhooks_endpoints", "Endpoints by state", labels=["state"])
-        states = dict(Endpoint.objects.values_list("state").annotate(n=Count("id")).order_by())
+        states = dict(endpoint_rows.values_list("state").annotate(n=Count("id")).order_by())
         for state in EndpointState.values:
             endpoints.add_metric([state], states.get(state, 0))
         yield endpoints
@@ -84,6 +102,8 @@ class DatabaseCollector(Collector):
             "Endpoints suspended (automatically or by an operator)",
             value=states.get(EndpointState.SUSPENDED, 0),
         )
+        if self.tenant is not None:
+            return
         inbox = GaugeMetricFamily(
             "receivers_inbox_events", "Inbox events by processing status", labels=["status"]
         )
@@ -146,9 +166,13 @@ def _redis_client(url: str) -> Any:
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
-def exposition() -> bytes:
-    """The whole scrape: process counters (one or all processes) and the computed gauges."""
+def exposition(tenant: str | None = None) -> bytes:
+    """The whole scrape: process counters (one or all processes) and the computed gauges;
+    with a tenant, that tenant's gauges only."""
     computed = CollectorRegistry(auto_describe=False)
+    if tenant is not None:
+        computed.register(DatabaseCollector(tenant))
+        return generate_latest(computed)
     computed.register(DatabaseCollector())
     computed.register(QueueCollector())
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
@@ -207,4 +231,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = JsonResponse({"detail": "unauthorized"}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE)
+    tenant = request.GET.get("tenant")
+    if tenant is not None and tenants.problem(tenant):
+        return JsonResponse({"tenant": [tenants.problem(tenant)]}, status=400)
+    return HttpResponse(exposition(tenant), content_type=CONTENT_TYPE)

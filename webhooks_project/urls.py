@@ -15,5 +15,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("deliveries.api.urls")),
     path("receivers/", include("receivers.urls")),
+    path("portal/", include("deliveries.portal.urls")),
     path("demo/", include("examples.demo_shop.urls")),
 ]

@@ -1,9 +1,9 @@
 """The operator console (Django admin) of the sending side. Actions call services.
 
 One module per area: endpoints, events, deliveries and the dead-letter queue, replays,
-API tokens. Every action checks its permission and lands in Django's admin log.
+API tokens, portal sessions. Every action checks its permission and lands in Django's admin log.
 """
 
-from . import deliveries, endpoints, events, replays, tokens
+from . import deliveries, endpoints, events, portal, replays, tokens
 
-__all__ = ["deliveries", "endpoints", "events", "replays", "tokens"]
+__all__ = ["deliveries", "endpoints", "events", "portal", "replays", "tokens"]

@@ -10,7 +10,12 @@ from django.utils.translation import ngettext
 from .. import services
 from ..models import Attempt, DeadLetter, Delivery
 from .audit import audit
-from .filters import DeadLetterStatusFilter, EventTypeFilter, TimeRangeFilter
+from .filters import (
+    DeadLetterStatusFilter,
+    DeliveryTenantFilter,
+    EventTypeFilter,
+    TimeRangeFilter,
+)
 
 
 class AttemptInline(admin.TabularInline[Attempt, Delivery]):
@@ -74,9 +79,15 @@ class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
 @admin.register(Delivery)
 class DeliveryAdmin(DeliveryActionsAdmin):
     list_display = ["id", "event", "endpoint", "status", "is_replay", "attempts", "next_attempt_at"]
-    list_filter = ["status", "is_replay", EventTypeFilter, ("created_at", TimeRangeFilter)]
+    list_filter = [
+        "status",
+        "is_replay",
+        DeliveryTenantFilter,
+        EventTypeFilter,
+        ("created_at", TimeRangeFilter),
+    ]
     list_select_related = ["event", "endpoint"]
-    search_fields = ["event__type", "endpoint__url"]
+    search_fields = ["event__type", "endpoint__url", "endpoint__tenant"]
     raw_id_fields = ["event", "endpoint"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
     inlines = [AttemptInline]
@@ -103,12 +114,13 @@ class DeadLetterAdmin(DeliveryActionsAdmin):
     ]
     list_filter = [
         DeadLetterStatusFilter,
+        DeliveryTenantFilter,
         ("endpoint", admin.RelatedOnlyFieldListFilter),
         EventTypeFilter,
         ("created_at", TimeRangeFilter),
     ]
     list_select_related = ["event", "endpoint"]
-    search_fields = ["event__type", "endpoint__url", "last_error"]
+    search_fields = ["event__type", "endpoint__url", "endpoint__tenant", "last_error"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
     inlines = [AttemptInline]
     actions = ["retry_now", "cancel"]

@@ -24,8 +24,9 @@ from .. import headers, services
 from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
 from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
-from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
+from ..services.endpoints import CREATE_ONLY, DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
 from .audit import audit
+from .filters import TenantFilter
 from .secrets import ShownSecret, secrets_page
 
 
@@ -65,6 +66,7 @@ class EndpointForm(forms.ModelForm[Endpoint]):
         model = Endpoint
         fields = [
             "url",
+            "tenant",
             "description",
             "owner_email",
             "event_types",
@@ -92,9 +94,9 @@ class EndpointForm(forms.ModelForm[Endpoint]):
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
-        names = [n for n in self.fields if n in EDITABLE]
+        names = [n for n in self.fields if n in EDITABLE or n in CREATE_ONLY]
         if not self.instance._state.adding:
-            names = [n for n in names if n in self.changed_data]
+            names = [n for n in names if n in self.changed_data and n not in CREATE_ONLY]
         fields = {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
         if "secret_headers" in fields:
             raw = fields["secret_headers"] or ""
@@ -136,6 +138,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     form = EndpointForm
     list_display = [
         "url",
+        "tenant",
         "state",
         "event_types",
         "consecutive_failures",
@@ -146,9 +149,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "dead_lettered_deliveries",
         "circuit_state",
     ]
-    list_filter = ["state", "circuit_state"]
+    list_filter = ["state", "circuit_state", TenantFilter]
     inlines = [CircuitTransitionInline]
-    search_fields = ["url", "description", "owner_email"]
+    search_fields = ["url", "description", "owner_email", "tenant"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     readonly_fields = [
         "id",
@@ -175,6 +178,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     ]
 
     # --- add and change: through the services ------------------------------------------
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
+        # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "tenant"] if obj is not None else fields
 
     @method_decorator(sensitive_post_parameters("custom_headers"))
     def changeform_view(self, *args: Any, **kwargs: Any) -> HttpResponse:

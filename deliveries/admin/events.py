@@ -10,14 +10,22 @@ from django.utils.safestring import SafeString
 
 from .. import payloads
 from ..models import Attempt, Delivery, Event
-from .filters import TimeRangeFilter
+from .filters import TenantFilter, TimeRangeFilter
 
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin[Event]):
-    list_display = ["id", "type", "version", "occurred_at", "created_at", "fanned_out_at"]
-    list_filter = ["type", ("created_at", TimeRangeFilter)]
-    search_fields = ["id", "type", "idempotency_key"]
+    list_display = [
+        "id",
+        "type",
+        "tenant",
+        "version",
+        "occurred_at",
+        "created_at",
+        "fanned_out_at",
+    ]
+    list_filter = ["type", TenantFilter, ("created_at", TimeRangeFilter)]
+    search_fields = ["id", "type", "idempotency_key", "tenant"]
     date_hierarchy = "created_at"
     # The raw data column is NULL for offloaded payloads: show what payloads.load() reads.
     exclude = ["data"]

@@ -11,7 +11,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import event_types, services
+from .. import event_types, services, tenants
 from ..models import Endpoint, EndpointState, Replay
 from .audit import audit
 
@@ -24,6 +24,12 @@ class ReplayForm(forms.Form):
     event_types = forms.CharField(
         required=False,
         help_text='Optional: types or prefixes separated by spaces or commas ("invoice.*").',
+    )
+    tenant = forms.CharField(
+        required=False,
+        max_length=100,
+        strip=False,
+        help_text="Optional: only this tenant's events and endpoints.",
     )
     endpoints = forms.ModelMultipleChoiceField(
         queryset=Endpoint.objects.exclude(state=EndpointState.DISABLED),
@@ -40,6 +46,13 @@ class ReplayForm(forms.Form):
                 raise forms.ValidationError(problem)
         return patterns
 
+    def clean_tenant(self) -> str | None:
+        tenant = self.cleaned_data["tenant"] or None
+        problem = tenants.problem(tenant)
+        if problem:
+            raise forms.ValidationError(problem)
+        return tenant
+
     def filters(self) -> services.ReplayFilters:
         data = self.cleaned_data
         return services.ReplayFilters(
@@ -47,6 +60,7 @@ class ReplayForm(forms.Form):
             until=data["until"],
             event_types=tuple(data["event_types"]),
             endpoint_ids=tuple(e.pk for e in data["endpoints"]),
+            tenant=data["tenant"],
         )
 
 
@@ -70,6 +84,7 @@ class ReplayAdmin(admin.ModelAdmin[Replay]):
         "until",
         "event_types",
         "endpoint_ids",
+        "tenant",
         "status",
         "progress",
         "expected_deliveries",

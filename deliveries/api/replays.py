@@ -12,6 +12,7 @@ from ..models import Replay
 from .base import ApiDefaults
 from .parsers import SafeJSONParser
 from .schema import extend_schema
+from .serializers import tenant_field
 
 
 class ReplayRequestSerializer(serializers.Serializer[Any]):
@@ -26,6 +27,7 @@ class ReplayRequestSerializer(serializers.Serializer[Any]):
     endpoint_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, default=list, max_length=1000
     )
+    tenant = tenant_field()
     dry_run = serializers.BooleanField(required=False, default=False)
 
     def validate_event_types(self, value: list[str]) -> list[str]:
@@ -58,6 +60,7 @@ class ReplaySerializer(serializers.ModelSerializer[Replay]):
             "until",
             "event_types",
             "endpoint_ids",
+            "tenant",
             "status",
             "expected_deliveries",
             "events_done",
@@ -88,6 +91,7 @@ class ReplayViewSet(
             until=data["until"],
             event_types=tuple(data["event_types"]),
             endpoint_ids=tuple(data["endpoint_ids"]),
+            tenant=data.get("tenant"),
         )
         try:
             if data["dry_run"]:

@@ -4,7 +4,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import headers, payloads
+from .. import headers, payloads, tenants
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..services.endpoints import BOUNDS
 
@@ -21,8 +21,28 @@ def _bounded(
     return serializers.FloatField(min_value=low, max_value=high, required=False, **kwargs)
 
 
+def validate_tenant(value: str) -> None:
+    problem = tenants.problem(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+
+
+def tenant_field() -> serializers.CharField:
+    return serializers.CharField(
+        max_length=tenants.MAX_LENGTH,
+        required=False,
+        allow_null=True,
+        trim_whitespace=False,
+        validators=[validate_tenant],
+        help_text="The customer this belongs to: 1-100 characters of [A-Za-z0-9_.:-]. "
+        "An event with a tenant goes to that tenant's endpoints only.",
+    )
+
+
 class EndpointSerializer(serializers.ModelSerializer):
     url = serializers.URLField(max_length=2048)
+    # Set on creation only (the service refuses a change).
+    tenant = tenant_field()
     event_types = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
         allow_empty=False,
@@ -74,6 +94,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "url",
+            "tenant",
             "description",
             "owner_email",
             "event_types",
@@ -172,6 +193,7 @@ class EventCreateSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=1, max_value=MAX_EVENT_VERSION, required=False)
     occurred_at = serializers.DateTimeField(required=False)
     ordering_key = serializers.CharField(max_length=255, required=False)
+    tenant = tenant_field()
 
     def validate_data(self, value: Any) -> Any:
         problem = _unstorable_text(value)
@@ -234,6 +256,7 @@ class EventSerializer(serializers.ModelSerializer):
             "occurred_at",
             "data",
             "ordering_key",
+            "tenant",
             "created_at",
             "deliveries",
         ]
@@ -261,7 +284,17 @@ class DeliveryDetailSerializer(DeliverySummarySerializer):
         fields = [*DeliverySummarySerializer.Meta.fields, "event_type", "attempts"]
 
 
-class DeliveryFilterSerializer(serializers.Serializer):
+class TenantFilterSerializer(serializers.Serializer):
+    tenant = serializers.CharField(
+        max_length=tenants.MAX_LENGTH,
+        required=False,
+        trim_whitespace=False,
+        validators=[validate_tenant],
+        help_text="Only this tenant's.",
+    )
+
+
+class DeliveryFilterSerializer(TenantFilterSerializer):
     status = serializers.ChoiceField(choices=DeliveryStatus.values, required=False)
     endpoint = serializers.UUIDField(required=False)
     event_type = serializers.CharField(max_length=200, required=False)

@@ -12,6 +12,7 @@ from receivers.api import views as receivers_views
 from . import replays, views
 from .authentication import BearerTokenAuthentication
 from .event_types import EventTypeList
+from .portal import PortalSessionCreate
 from .schema import extend_schema
 
 app_name = "api"
@@ -69,5 +70,6 @@ schema_view = SchemaView.as_view()
 urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
     re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
+    re_path(r"^portal-sessions/?$", PortalSessionCreate.as_view(), name="portal-sessions"),
     path("", include(router.urls)),
 ]

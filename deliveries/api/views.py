@@ -29,11 +29,25 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
+def _by_tenant(request: Request, queryset: QuerySet[Any], field: str = "tenant") -> QuerySet[Any]:
+    """`?tenant=acme`: only that tenant's rows (a bad id is a 400, not an empty list)."""
+    filters = s.TenantFilterSerializer(data=request.query_params)
+    filters.is_valid(raise_exception=True)
+    if "tenant" in filters.validated_data:
+        return queryset.filter(**{field: filters.validated_data["tenant"]})
+    return queryset
+
+
+@extend_schema_view(list=extend_schema(parameters=[s.TenantFilterSerializer]))
 class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     parser_classes = PARSERS
     queryset = Endpoint.objects.all()
     serializer_class = s.EndpointSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self) -> QuerySet[Endpoint]:
+        queryset = Endpoint.objects.all()
+        return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
     @extend_schema(responses={201: s.EndpointCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -79,6 +93,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         )
 
 
+@extend_schema_view(list=extend_schema(parameters=[s.TenantFilterSerializer]))
 class EventViewSet(
     ApiDefaults,
     mixins.CreateModelMixin,
@@ -92,7 +107,8 @@ class EventViewSet(
 
     def get_queryset(self) -> QuerySet[Event]:
         # Every event shows its deliveries, in the list too: one query for all of them.
-        return Event.objects.prefetch_related("deliveries")
+        queryset = Event.objects.prefetch_related("deliveries")
+        return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
     @extend_schema(
         request=s.EventCreateSerializer,
@@ -112,6 +128,7 @@ class EventViewSet(
                 idempotency_key=key,
                 ordering_key=body.validated_data.get("ordering_key"),
                 traceparent=tracing.from_header(request.headers.get("traceparent")),
+                tenant=body.validated_data.get("tenant"),
             )
         except services.EventValidationError as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field
@@ -142,6 +159,9 @@ class DeliveryViewSet(
                 queryset = queryset.filter(event_id=wanted["event"])
             if "event_type" in wanted:
                 queryset = queryset.filter(event__type=wanted["event_type"])
+            if "tenant" in wanted:
+                # Fan-out gives an event's deliveries to its own tenant's endpoints only.
+                queryset = queryset.filter(endpoint__tenant=wanted["tenant"])
         return queryset
 
     def get_serializer_class(self) -> type[BaseSerializer[Delivery]]:

@@ -5,6 +5,7 @@ from .endpoint_check import EndpointNotActive, endpoint_send_test_event
 from .endpoints import (
     EndpointInvalid,
     endpoint_create,
+    endpoint_delete,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
@@ -14,6 +15,15 @@ from .endpoints import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
+from .portal import (
+    PortalLinkInvalid,
+    portal_link_create,
+    portal_link_open,
+    portal_links_purge,
+    portal_session_end,
+    portal_session_tenant,
+)
+from .recovery import deliveries_recover, failed_deliveries
 from .replay import (
     ReplayFilters,
     ReplayInvalid,
@@ -43,6 +53,7 @@ __all__ = [
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",
+    "PortalLinkInvalid",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -51,11 +62,13 @@ __all__ = [
     "deliveries_attempt",
     "deliveries_busy_wait",
     "deliveries_claim",
+    "deliveries_recover",
     "delivery_attempt",
     "delivery_cancel",
     "delivery_retry",
     "emit",
     "endpoint_create",
+    "endpoint_delete",
     "endpoint_pin_versions",
     "endpoint_resume",
     "endpoint_rotate_secret",
@@ -66,6 +79,12 @@ __all__ = [
     "endpoint_validate",
     "event_fan_out",
     "events_fan_out",
+    "failed_deliveries",
+    "portal_link_create",
+    "portal_link_open",
+    "portal_links_purge",
+    "portal_session_end",
+    "portal_session_tenant",
     "purge_expired",
     "replay_create",
     "replay_preview",

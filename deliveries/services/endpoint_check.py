@@ -33,6 +33,7 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             occurred_at=now,
             data={"endpoint_id": str(endpoint.pk), "requested_by": requested_by, "test": True},
             fanned_out_at=now,
+            tenant=endpoint.tenant,
         )
         delivery = Delivery.objects.create(
             event=event,

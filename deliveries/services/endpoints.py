@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from webhooks_core import crypto
 
-from .. import catalogue, conf, headers, signing, ssrf
+from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
 from .versions import default_pins
@@ -48,6 +48,10 @@ EDITABLE = frozenset(
         *BOUNDS,
     }
 )
+#: Set when an endpoint is created, never changed: its deliveries (that tenant's events)
+#: would move to another tenant with it.
+CREATE_ONLY = frozenset({"tenant"})
+TENANT_FIXED = "The tenant of an endpoint cannot be changed."
 
 
 class EndpointInvalid(ValueError):
@@ -75,9 +79,10 @@ def endpoint_create(
     """Create an endpoint with its first signing secret; the secret is returned once.
 
     Raises `EndpointInvalid` (`UnsafeEndpointURL`, an `ssrf.UnsafeURL`, for a URL the SSRF
-    guard refuses) with every field's problems; nothing is written then.
+    guard refuses) with every field's problems; nothing is written then. ``tenant`` is
+    set here once (see `CREATE_ONLY`).
     """
-    unknown = set(fields) - EDITABLE
+    unknown = set(fields) - EDITABLE - CREATE_ONLY
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     endpoint = Endpoint(url=url, event_types=event_types, **fields)
@@ -104,12 +109,15 @@ def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
     Raises `EndpointInvalid`; nothing is written then.
     """
     state = changes.pop("state", None)
+    tenant = changes.pop("tenant", endpoint.tenant)
     unknown = set(changes) - EDITABLE
     if unknown:
         raise TypeError(f"endpoint_update() got unexpected fields {sorted(unknown)}")
     if state is not None and state not in EndpointState.values:
         raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
     endpoint = Endpoint.objects.select_for_update().get(pk=endpoint.pk)
+    if tenant != endpoint.tenant:
+        raise EndpointInvalid({"tenant": [TENANT_FIXED]})
     custom = changes.pop("custom_headers", None)
     marked = changes.pop("secret_headers", None)
     for name, value in changes.items():
@@ -130,10 +138,17 @@ def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> Non
     """Raise `EndpointInvalid` if `endpoint_create` (no endpoint) or `endpoint_update`
     would refuse these fields; writes nothing. Forms call it to show field errors."""
     fields.pop("state", None)
-    unknown = set(fields) - EDITABLE
+    editing = endpoint is not None and not endpoint._state.adding
+    if (
+        editing
+        and endpoint
+        and "tenant" in fields
+        and fields.pop("tenant") != Endpoint.objects.get(pk=endpoint.pk).tenant
+    ):
+        raise EndpointInvalid({"tenant": [TENANT_FIXED]})
+    unknown = set(fields) - EDITABLE - (set() if editing else CREATE_ONLY)
     if unknown:
         raise TypeError(f"endpoint_validate() got unexpected fields {sorted(unknown)}")
-    editing = endpoint is not None and not endpoint._state.adding
     candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)
@@ -156,6 +171,11 @@ def _apply_and_validate(
 
     def refuse(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
+
+    if "tenant" in changed:
+        problem = tenants.problem(endpoint.tenant)
+        if problem:
+            refuse("tenant", problem)
 
     if "url" in changed:
         if not isinstance(endpoint.url, str) or not endpoint.url:
@@ -370,3 +390,8 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
             ).update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
     else:
         raise ValueError(f"unknown endpoint state {state!r}")
+
+
+def endpoint_delete(*, endpoint_id: UUID) -> None:
+    """Delete an endpoint with its secrets, deliveries and their attempts."""
+    Endpoint.objects.filter(pk=endpoint_id).delete()

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from .. import catalogue, conf, payloads, tracing
+from .. import catalogue, conf, payloads, tenants, tracing
 from ..models import Event
 from ..signals import announce_event_emitted
 from .enqueue import fan_out_after_commit
@@ -127,6 +127,7 @@ def emit(
     idempotency_key: str | None = None,
     ordering_key: str | None = None,
     traceparent: str | None = None,
+    tenant: str | None = None,
 ) -> Event:
     """Record an event and deliver it to every subscribed endpoint.
 
@@ -143,7 +144,13 @@ def emit(
 
     ``traceparent`` (W3C trace context) defaults to the current OpenTelemetry span's, if
     any; it is sent with every attempt so a trace joins the request and its deliveries.
+
+    With ``tenant`` (1-100 characters of ``[A-Za-z0-9_.:-]``) the event goes to that
+    tenant's endpoints only; without one, to the endpoints without a tenant.
     """
+    tenant_problem = tenants.problem(tenant)
+    if tenant_problem:
+        raise EventValidationError("tenant", tenant_problem)
     version = _validate(type, data, version, occurred_at, idempotency_key, ordering_key)
     if traceparent is not None and not tracing.is_valid(traceparent):
         raise EventValidationError(
@@ -158,6 +165,7 @@ def emit(
         idempotency_key=idempotency_key,
         ordering_key=ordering_key,
         traceparent=traceparent or tracing.from_opentelemetry() or "",
+        tenant=tenant,
     )
     if idempotency_key is not None:
         existing = Event.objects.filter(idempotency_key=idempotency_key).first()

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .. import event_types, operational, ordering, payloads
@@ -75,18 +76,11 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
             )
         if not events:
             return 0
-        endpoints = list(
-            Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-                "id",
-                "event_types",
-                "state",
-                "ordered_delivery",
-                "circuit_state",
-                "circuit_changed_at",
-            )
-        )
+        endpoints = _endpoints_by_tenant({event.tenant for event in events})
         deliveries = [
-            delivery for event in events for delivery in _deliveries_of(event, endpoints, now)
+            delivery
+            for event in events
+            for delivery in _deliveries_of(event, endpoints.get(event.tenant, []), now)
         ]
         # No conflicts are possible: an event's normal deliveries are only ever created in
         # the transaction that sets its `fanned_out_at`, and its row is locked here.
@@ -108,6 +102,34 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
                 robust=True,
             )
     return sum(len(ids) for ids in by_endpoint.values())
+
+
+def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpoint]]:
+    """The endpoints that may receive events of these tenants, by tenant.
+
+    An event reaches its own tenant's endpoints only, and an event without a tenant only
+    the endpoints without one: tenants never see each other's events.
+    """
+    named = [tenant for tenant in wanted if tenant is not None]
+    condition = Q(tenant__in=named)
+    if None in wanted:
+        condition |= Q(tenant__isnull=True)
+    by_tenant: dict[str | None, list[Endpoint]] = defaultdict(list)
+    for endpoint in (
+        Endpoint.objects.filter(condition)
+        .exclude(state=EndpointState.DISABLED)
+        .only(
+            "id",
+            "tenant",
+            "event_types",
+            "state",
+            "ordered_delivery",
+            "circuit_state",
+            "circuit_changed_at",
+        )
+    ):
+        by_tenant[endpoint.tenant].append(endpoint)
+    return by_tenant
 
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .. import conf, event_types
+from .. import conf, event_types, tenants
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .enqueue import enqueue_deliveries
 from .fanout import new_delivery
@@ -35,12 +35,14 @@ class ReplayInvalid(ValueError):
 
 @dataclass(frozen=True)
 class ReplayFilters:
-    """Events recorded in ``[since, until)``, optionally of some types, to some endpoints."""
+    """Events recorded in ``[since, until)``, optionally of some types, to some endpoints,
+    of one tenant. Whatever the filters, an event only goes to its own tenant's endpoints."""
 
     since: datetime
     until: datetime
     event_types: Sequence[str] = ()
     endpoint_ids: Sequence[UUID] = ()
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,16 +62,20 @@ def replay_validate(filters: ReplayFilters) -> None:
         raise ReplayInvalid("since", "since and until must carry a time zone")
     if filters.since >= filters.until:
         raise ReplayInvalid("until", "must be after since")
+    tenant_problem = tenants.problem(filters.tenant)
+    if tenant_problem:
+        raise ReplayInvalid("tenant", tenant_problem)
     for pattern in filters.event_types:
         problem = event_types.validate_filter(pattern)
         if problem:
             raise ReplayInvalid("event_types", problem)
     if filters.endpoint_ids:
         wanted = {str(pk) for pk in filters.endpoint_ids}
-        found = {
-            str(pk): state
-            for pk, state in Endpoint.objects.filter(pk__in=wanted).values_list("pk", "state")
-        }
+        candidates = Endpoint.objects.filter(pk__in=wanted)
+        if filters.tenant is not None:
+            # Another tenant's endpoint is as unknown as one that does not exist.
+            candidates = candidates.filter(tenant=filters.tenant)
+        found = {str(pk): state for pk, state in candidates.values_list("pk", "state")}
         missing = sorted(wanted - found.keys())
         if missing:
             raise ReplayInvalid("endpoint_ids", f"unknown endpoint(s): {', '.join(missing)}")
@@ -92,36 +98,44 @@ def _type_condition(patterns: Iterable[str]) -> Q:
 
 
 def _events(filters: ReplayFilters) -> QuerySet[Event]:
-    return Event.objects.filter(
+    events = Event.objects.filter(
         _type_condition(filters.event_types),
         created_at__gte=filters.since,
         created_at__lt=filters.until,
     )
+    if filters.tenant is not None:
+        events = events.filter(tenant=filters.tenant)
+    return events
 
 
 def _target_endpoints(filters: ReplayFilters) -> list[Endpoint]:
     # Disabled endpoints get nothing; suspended ones get held deliveries, as in fan-out.
     endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-        "id", "event_types", "state"
+        "id", "tenant", "event_types", "state"
     )
+    if filters.tenant is not None:
+        endpoints = endpoints.filter(tenant=filters.tenant)
     if filters.endpoint_ids:
         endpoints = endpoints.filter(pk__in=list(filters.endpoint_ids))
     return list(endpoints)
 
 
-def _receivers_of(event_type: str, endpoints: list[Endpoint]) -> list[Endpoint]:
-    return [e for e in endpoints if event_types.matches(event_type, e.event_types)]
+def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints that receive an event again: its own tenant's, subscribed to it."""
+    return [
+        e for e in endpoints if e.tenant == tenant and event_types.matches(type_, e.event_types)
+    ]
 
 
 def replay_preview(*, filters: ReplayFilters) -> ReplayPreview:
     """Count what a replay would send, without writing anything (one query per type)."""
     replay_validate(filters)
     endpoints = _target_endpoints(filters)
-    per_type = _events(filters).values("type").annotate(n=Count("id")).order_by()
+    per_type = _events(filters).values("type", "tenant").annotate(n=Count("id")).order_by()
     events = deliveries = 0
     per_endpoint: dict[str, int] = {}
     for row in per_type:
-        receivers = _receivers_of(row["type"], endpoints)
+        receivers = _receivers_of(row["type"], row["tenant"], endpoints)
         if not receivers:
             continue
         events += row["n"]
@@ -156,6 +170,7 @@ def replay_create(
             until=filters.until,
             event_types=list(filters.event_types),
             endpoint_ids=[str(pk) for pk in filters.endpoint_ids],
+            tenant=filters.tenant,
             expected_deliveries=preview.deliveries,
         )
         if start_task:
@@ -175,6 +190,7 @@ def filters_of(replay: Replay) -> ReplayFilters:
         until=replay.until,
         event_types=tuple(replay.event_types),
         endpoint_ids=tuple(UUID(pk) for pk in replay.endpoint_ids),
+        tenant=replay.tenant,
     )
 
 
@@ -190,7 +206,9 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
         if replay is None or replay.status == ReplayStatus.DONE:
             return False
         filters = filters_of(replay)
-        events = _events(filters).order_by("created_at", "id").only("id", "type", "created_at")
+        events = (
+            _events(filters).order_by("created_at", "id").only("id", "type", "tenant", "created_at")
+        )
         if replay.cursor_created_at is not None:
             events = events.filter(
                 Q(created_at__gt=replay.cursor_created_at)
@@ -204,14 +222,14 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
                 event_id=event.pk, endpoint=endpoint, now=now, is_replay=True, replay=replay
             )
             for event in batch
-            for endpoint in _receivers_of(event.type, endpoints)
+            for endpoint in _receivers_of(event.type, event.tenant, endpoints)
         ]
         created = Delivery.objects.bulk_create(deliveries)
         more = len(batch) == size
         if batch:
             replay.cursor_created_at = batch[-1].created_at
             replay.cursor_event_id = batch[-1].pk
-        replay.events_done += sum(1 for e in batch if _receivers_of(e.type, endpoints))
+        replay.events_done += sum(1 for e in batch if _receivers_of(e.type, e.tenant, endpoints))
         replay.deliveries_created += len(created)
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now

@@ -69,6 +69,8 @@ def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
                 "reason": endpoint.state_reason,
                 "suspended_at": (endpoint.state_changed_at or timezone.now()).isoformat(),
             },
+            # The endpoint's own tenant hears of it; another tenant must not.
+            tenant=endpoint.tenant,
         )
         transaction.on_commit(lambda: _notify_suspension(endpoint), robust=True)
     metrics.ENDPOINTS_AUTO_SUSPENDED.inc()

@@ -65,3 +65,54 @@ def demo_activity(*, orders: int = 3, pause_seconds: float = 1.0) -> None:
         services.order_ship(order_id=order.pk)
     services.order_cancel(order_id=placed[-1].pk)
     logger.info("demo shop: %d orders placed, paid, shipped or cancelled", orders)
+
+
+DEMO_TENANTS = ("acme", "globex")
+
+
+@transaction.atomic
+def demo_tenants_setup(*, base_url: str) -> dict[str, Endpoint]:
+    """One endpoint per demo tenant (once), each aimed at a receiving source of its own
+    that shares its secret, so their portals show deliveries that succeed."""
+    endpoints = {}
+    for tenant in DEMO_TENANTS:
+        slug = f"demo-{tenant}"
+        url = f"{base_url.rstrip('/')}/receivers/{slug}/"
+        endpoint = Endpoint.objects.filter(tenant=tenant, url=url).first()
+        if endpoint is None:
+            endpoint, secret = sending.endpoint_create(
+                url=url,
+                event_types=["shop.*"],
+                tenant=tenant,
+                description=f"{tenant}'s order system (demo)",
+                backoff_base_seconds=2.0,
+                backoff_max_seconds=10.0,
+            )
+        else:
+            secret = endpoint.secrets.order_by("-created_at").first().value  # type: ignore[union-attr]
+        source = Source.objects.filter(slug=slug).first()
+        if source is None:
+            receiving.source_create(slug=slug, scheme="ours", secret=secret)
+        elif not any(s.value == secret for s in source.secrets.unexpired(timezone.now())):
+            receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
+        endpoints[tenant] = endpoint
+    return endpoints
+
+
+def demo_tenant_activity() -> None:
+    """A few events for each demo tenant (the catalogue's examples), for their portals."""
+    from deliveries import catalogue
+
+    for tenant in DEMO_TENANTS:
+        for name in ("shop.order.created", "shop.invoice.paid"):
+            event_type = catalogue.get(name)
+            if event_type is not None:
+                sending.emit(name, event_type.newest.example, tenant=tenant)
+
+
+def demo_portal_link(*, base_url: str, tenant: str = DEMO_TENANTS[0]) -> str:
+    """A one-time link into a demo tenant's portal, valid for a day."""
+    from django.urls import reverse
+
+    _, token = sending.portal_link_create(tenant=tenant, expires_in=86400, requested_via="make run")
+    return f"{base_url.rstrip('/')}{reverse('webhooks_portal:open', args=[token])}"

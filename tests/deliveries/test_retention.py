@@ -79,6 +79,7 @@ def test_purge_task_uses_the_configured_retention(endpoint: Endpoint, settings: 
         "attempt_batches": 0,
         "events_deleted": 0,
         "event_batches": 0,
+        "portal_links_deleted": 0,
     }
     settings.WEBHOOKS_EVENT_RETENTION_DAYS = 30
     assert purge()["events_deleted"] == 1

@@ -192,3 +192,13 @@ def test_endpoint_clean_does_no_dns_lookup(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr("socket.getaddrinfo", no_dns)
     Endpoint(url="https://somewhere.example/hook", event_types=["*"]).clean()
+
+
+def test_the_suite_never_resolves_names_through_real_dns() -> None:
+    """tests/conftest.py answers IP literals and localhost only: no test depends on DNS."""
+    import socket
+
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("example.com", 443)
+    assert {info[4][0] for info in socket.getaddrinfo("localhost", 80)} <= {"127.0.0.1", "::1"}
+    assert socket.getaddrinfo("127.0.0.1", 80)[0][4][0] == "127.0.0.1"

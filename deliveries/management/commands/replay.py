@@ -50,6 +50,7 @@ class Command(BaseCommand):
             default=[],
             help="an endpoint id; repeat for several",
         )
+        parser.add_argument("--tenant", help="only this tenant's events and endpoints")
         parser.add_argument("--dry-run", action="store_true", help="count, send nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -58,6 +59,7 @@ class Command(BaseCommand):
             until=options["until"],
             event_types=tuple(options["event_types"]),
             endpoint_ids=tuple(options["endpoint_ids"]),
+            tenant=options["tenant"],
         )
         try:
             if options["dry_run"]:

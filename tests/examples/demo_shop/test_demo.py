@@ -4,9 +4,16 @@ receiver (through the flaky door that fails some first tries)."""
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
-from examples.demo_shop.demo import demo_activity, demo_setup
+from examples.demo_shop.demo import (
+    demo_activity,
+    demo_portal_link,
+    demo_setup,
+    demo_tenant_activity,
+    demo_tenants_setup,
+)
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.conftest import wait_until
 from webhooks_project.management.commands.serve import Command as ServeCommand
@@ -67,3 +74,38 @@ def test_the_demo_door_refuses_too_few_first_tries_to_open_the_breaker() -> None
     assert refused == views.MAX_REFUSALS
     assert refused * 2 < conf.health().breaker_min_attempts
     views._refused_once.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_tenants_get_their_own_events_and_a_portal_link(
+    celery_worker: object, live_server: Any
+) -> None:
+    first = demo_tenants_setup(base_url=live_server.url)
+    again = demo_tenants_setup(base_url=live_server.url)
+    assert {t: e.pk for t, e in first.items()} == {t: e.pk for t, e in again.items()}
+    assert sorted(first) == ["acme", "globex"]
+
+    demo_tenant_activity()
+
+    def delivered() -> bool:
+        return Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == 4
+
+    wait_until(delivered, timeout=60, what="the tenants' four events delivered")
+    for tenant, endpoint in first.items():
+        sources = set(
+            InboxEvent.objects.filter(
+                event_id__in=[
+                    str(pk)
+                    for pk in Delivery.objects.filter(endpoint=endpoint).values_list(
+                        "event_id", flat=True
+                    )
+                ]
+            ).values_list("source__slug", flat=True)
+        )
+        assert sources == {f"demo-{tenant}"}
+
+    link = demo_portal_link(base_url=live_server.url)
+    client = Client()
+    response = client.get(link.removeprefix(live_server.url))
+    assert response.status_code == 302
+    assert "acme" in client.get("/portal/").content.decode()

@@ -82,21 +82,27 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def seed_demo(self, host: str) -> None:
-        """The demo endpoint, aimed at this very server's receiver (idempotent)."""
-        from examples.demo_shop.demo import demo_setup
+        """The demo endpoint, aimed at this very server's receiver, and two tenants with
+        an endpoint each (idempotent); prints a portal link for the first tenant."""
+        from examples.demo_shop.demo import demo_portal_link, demo_setup, demo_tenants_setup
 
         reachable = host.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:")
         endpoint = demo_setup(base_url=f"http://{reachable}")
+        tenants = demo_tenants_setup(base_url=f"http://{reachable}")
         self.say(
             f"Demo: orders and invoices of the demo shop are sent to {endpoint.url} "
-            f"(every third event fails once, then succeeds); --no-demo to skip."
+            f"(every third event fails once, then succeeds); --no-demo to skip.\n"
+            f"Tenants {', '.join(tenants)} have an endpoint each. The portal of "
+            f"{next(iter(tenants))} (one-time link, valid for a day):\n"
+            f"  {demo_portal_link(base_url=f'http://{reachable}')}"
         )
 
     def start_demo_activity(self) -> None:
-        from examples.demo_shop.demo import demo_activity
+        from examples.demo_shop.demo import demo_activity, demo_tenant_activity
 
         def run() -> None:
             try:
+                demo_tenant_activity()
                 demo_activity()
             except Exception:
                 self.stderr.write("demo activity failed (the platform keeps running)")

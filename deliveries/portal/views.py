@@ -1,0 +1,455 @@
+"""The portal's pages. Each one takes the session's tenant and scopes every query by it;
+writes go through the same services as the API and the admin."""
+
+import json
+import logging
+from typing import Any
+from uuid import UUID
+
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .. import catalogue, payloads, services
+from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState
+from ..rendering import versioned_payload
+from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
+from . import access
+from .access import portal_view
+from .forms import DeliveryFilterForm, EndpointForm, RecoverForm, RotateForm
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = 25
+RESPONSE_EXCERPT = 500
+#: What a redirect may announce (`?notice=`): fixed texts, never data from the request.
+NOTICES = {
+    "created": "Endpoint added.",
+    "saved": "Endpoint saved.",
+    "disabled": "Endpoint disabled: nothing more is sent to it.",
+    "enabled": "Endpoint enabled.",
+    "deleted": "Endpoint deleted.",
+    "test-sent": "Test event sent.",
+    "test-refused": "Only an enabled endpoint can receive a test event.",
+    "retried": "Delivery queued again.",
+    "not-retried": "This delivery cannot be retried now.",
+    "signed-out": "Signed out.",
+}
+
+
+def _redirect(name: str, *args: Any, notice: str = "") -> HttpResponseRedirect:
+    url = reverse(f"webhooks_portal:{name}", args=args)
+    return HttpResponseRedirect(f"{url}?{urlencode({'notice': notice})}" if notice else url)
+
+
+#: The navigation entry each page belongs to.
+SECTIONS = {
+    "deliveries.html": "deliveries",
+    "delivery.html": "deliveries",
+    "recover.html": "recover",
+    "event_types.html": "event-types",
+}
+
+
+def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> TemplateResponse:
+    notice = NOTICES.get(request.GET.get("notice", ""))
+    section = SECTIONS.get(template, "endpoints")
+    return TemplateResponse(
+        request,
+        f"webhooks_portal/{template}",
+        {"notice": notice, "section": section, **context},
+    )
+
+
+def _note(tenant: str, action: str, target: object) -> None:
+    """A log line per change a tenant makes (operators read them; never a secret)."""
+    logger.info("portal: tenant %s %s %s", tenant, action, target)
+
+
+def _endpoints(tenant: str) -> QuerySet[Endpoint]:
+    return Endpoint.objects.filter(tenant=tenant)
+
+
+def _endpoint(tenant: str, pk: UUID) -> Endpoint:
+    # Another tenant's endpoint is a 404, exactly like one that does not exist.
+    return get_object_or_404(_endpoints(tenant), pk=pk)
+
+
+def _deliveries(tenant: str) -> QuerySet[Delivery]:
+    # Fan-out gives an event only to endpoints of its own tenant.
+    return Delivery.objects.filter(endpoint__tenant=tenant)
+
+
+def _catalogue() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": event_type.name,
+            "description": event_type.description,
+            "versions": [
+                {
+                    "number": version.number,
+                    "schema": json.dumps(version.schema, indent=2),
+                    "example": json.dumps(version.example, indent=2),
+                }
+                for version in reversed(event_type.versions)
+            ],
+        }
+        for event_type in catalogue.all_types()
+    ]
+
+
+# --- the session -----------------------------------------------------------------------
+
+
+@require_GET
+def open_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Consume a one-time link and go on to the portal's clean URL (no token in it)."""
+    link = services.portal_link_open(token=token)
+    if link is None:
+        return access.refused(request, "link-used")
+    response = HttpResponseRedirect(access.portal_root())
+    access.open_session(response, request, session=link.pk, expires_at=link.expires_at)
+    access.private(response)
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@require_POST
+@portal_view
+def sign_out(request: HttpRequest, tenant: str) -> HttpResponse:
+    current = access.session_id(request)
+    if current is not None:
+        services.portal_session_end(session_id=current)
+    response = TemplateResponse(request, "webhooks_portal/signed_out.html", {})
+    access.close_session(response)
+    return response
+
+
+# --- endpoints -------------------------------------------------------------------------
+
+
+@require_GET
+@portal_view
+def home(request: HttpRequest, tenant: str) -> HttpResponse:
+    return _page(
+        request,
+        "endpoints.html",
+        {"tenant": tenant, "endpoints": list(_endpoints(tenant).order_by("created_at"))},
+    )
+
+
+def _endpoint_form_page(
+    request: HttpRequest, tenant: str, form: EndpointForm, endpoint: Endpoint | None
+) -> HttpResponse:
+    return _page(
+        request,
+        "endpoint_form.html",
+        {
+            "tenant": tenant,
+            "form": form,
+            "endpoint": endpoint,
+            "catalogue": {t["name"]: t for t in _catalogue()},
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
+    form = EndpointForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            endpoint, secret = services.endpoint_create(
+                url=form.cleaned_data["url"],
+                description=form.cleaned_data["description"],
+                event_types=list(form.cleaned_data["event_types"]),
+                tenant=tenant,
+            )
+        except services.EndpointInvalid as exc:
+            form.add_service_errors(exc.errors)
+        else:
+            _note(tenant, "added endpoint", endpoint.pk)
+            # The secret is shown once, on its own page, never in a redirect or message.
+            return _page(
+                request,
+                "secret.html",
+                {"tenant": tenant, "endpoint": endpoint, "secrets": [(secret, None)], "new": True},
+            )
+    return _endpoint_form_page(request, tenant, form, None)
+
+
+@require_GET
+@portal_view
+def endpoint_detail(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    recent = list(
+        _deliveries(tenant)
+        .filter(endpoint=endpoint)
+        .select_related("event")
+        .order_by("-created_at", "-id")[:10]
+    )
+    return _page(
+        request,
+        "endpoint.html",
+        {"tenant": tenant, "endpoint": endpoint, "recent": recent},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    if request.method != "POST":
+        return _endpoint_form_page(request, tenant, EndpointForm.of(endpoint), endpoint)
+    form = EndpointForm(request.POST, initial={"event_types": list(endpoint.event_types)})
+    if form.is_valid():
+        try:
+            services.endpoint_update(
+                endpoint=endpoint,
+                url=form.cleaned_data["url"],
+                description=form.cleaned_data["description"],
+                event_types=list(form.cleaned_data["event_types"]),
+            )
+        except services.EndpointInvalid as exc:
+            form.add_service_errors(exc.errors)
+        else:
+            _note(tenant, "changed endpoint", endpoint.pk)
+            return _redirect("endpoint", endpoint.pk, notice="saved")
+    return _endpoint_form_page(request, tenant, form, endpoint)
+
+
+@require_POST
+@portal_view
+def endpoint_state(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    if request.POST.get("state") == "disabled":
+        services.endpoint_set_state(
+            endpoint_id=endpoint.pk, state=EndpointState.DISABLED, reason="disabled by its owner"
+        )
+        _note(tenant, "disabled endpoint", endpoint.pk)
+        return _redirect("endpoint", endpoint.pk, notice="disabled")
+    if request.POST.get("state") == "active":
+        services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.ACTIVE)
+        _note(tenant, "enabled endpoint", endpoint.pk)
+        return _redirect("endpoint", endpoint.pk, notice="enabled")
+    return _redirect("endpoint", endpoint.pk)
+
+
+def _confirm(request: HttpRequest, tenant: str, **context: Any) -> HttpResponse:
+    """The one confirmation page every irreversible or revealing action goes through."""
+    return _page(request, "confirm.html", {"tenant": tenant, **context})
+
+
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_delete(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    if request.method == "POST":
+        services.endpoint_delete(endpoint_id=endpoint.pk)
+        _note(tenant, "deleted endpoint", endpoint.pk)
+        return _redirect("home", notice="deleted")
+    return _confirm(
+        request,
+        tenant,
+        endpoint=endpoint,
+        title="Delete this endpoint?",
+        question="It stops receiving webhooks, and its delivery log is deleted with it. "
+        "This cannot be undone.",
+        button="Delete the endpoint",
+        danger=True,
+    )
+
+
+@sensitive_post_parameters()
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_secret(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    if request.method == "POST":
+        now = timezone.now()
+        _note(tenant, "revealed the signing secret of endpoint", endpoint.pk)
+        secrets = [
+            (secret.value, secret.expires_at)
+            for secret in endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")
+        ]
+        return _page(
+            request,
+            "secret.html",
+            {"tenant": tenant, "endpoint": endpoint, "secrets": secrets, "new": False},
+        )
+    return _confirm(
+        request,
+        tenant,
+        endpoint=endpoint,
+        title="Reveal the signing secret?",
+        question="Anyone who sees it can forge webhooks to this endpoint. Make sure nobody "
+        "is looking at your screen.",
+        button="Reveal the secret",
+        danger=False,
+    )
+
+
+@sensitive_post_parameters()
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    form = RotateForm(
+        request.POST if request.method == "POST" else None,
+        initial={"grace_seconds": DEFAULT_ROTATION_GRACE_SECONDS},
+    )
+    if request.method == "POST" and form.is_valid():
+        secret, _ = services.endpoint_rotate_secret(
+            endpoint=endpoint, grace_seconds=form.cleaned_data["grace_seconds"]
+        )
+        _note(tenant, "rotated the signing secret of endpoint", endpoint.pk)
+        return _page(
+            request,
+            "secret.html",
+            {"tenant": tenant, "endpoint": endpoint, "secrets": [(secret, None)], "new": True},
+        )
+    return _confirm(
+        request,
+        tenant,
+        endpoint=endpoint,
+        title="Rotate the signing secret?",
+        question="A new secret signs every webhook from now on. Update your receiver, and "
+        "choose how long the current secret keeps signing too.",
+        button="Rotate the secret",
+        form=form,
+        danger=False,
+    )
+
+
+@require_POST
+@portal_view
+def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    endpoint = _endpoint(tenant, pk)
+    try:
+        delivery = services.endpoint_send_test_event(
+            endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})"
+        )
+    except services.EndpointNotActive:
+        return _redirect("endpoint", endpoint.pk, notice="test-refused")
+    _note(tenant, "sent a test event to endpoint", endpoint.pk)
+    return _redirect("delivery", delivery.pk, notice="test-sent")
+
+
+# --- deliveries ------------------------------------------------------------------------
+
+
+@require_GET
+@portal_view
+def delivery_list(request: HttpRequest, tenant: str) -> HttpResponse:
+    endpoints = list(_endpoints(tenant).order_by("created_at"))
+    filters = DeliveryFilterForm(request.GET or None, endpoints=endpoints)
+    deliveries = _deliveries(tenant).select_related("event", "endpoint")
+    if filters.is_valid():
+        wanted = filters.cleaned_data
+        if wanted["status"]:
+            deliveries = deliveries.filter(status=wanted["status"])
+        if wanted["endpoint"]:
+            deliveries = deliveries.filter(endpoint_id=wanted["endpoint"])
+        if wanted["event_type"]:
+            deliveries = deliveries.filter(event__type=wanted["event_type"])
+        if wanted["since"]:
+            deliveries = deliveries.filter(created_at__gte=wanted["since"])
+    page = Paginator(deliveries.order_by("-created_at", "-id"), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    keep = request.GET.copy()
+    keep.pop("page", None)
+    keep.pop("notice", None)
+    return _page(
+        request,
+        "deliveries.html",
+        {"tenant": tenant, "filters": filters, "page": page, "query": keep.urlencode()},
+    )
+
+
+@require_GET
+@portal_view
+def delivery_detail(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
+    delivery = get_object_or_404(_deliveries(tenant).select_related("event", "endpoint"), pk=pk)
+    attempts = [
+        {
+            "number": attempt.number,
+            "started_at": attempt.started_at,
+            "status": attempt.response_status,
+            "duration_ms": round(attempt.duration_ms),
+            "excerpt": attempt.response_body[:RESPONSE_EXCERPT],
+            "error": attempt.error,
+        }
+        for attempt in delivery.attempt_set.all()
+    ]
+    retryable = delivery.status in (DeliveryStatus.DEAD_LETTERED, DeliveryStatus.CANCELLED)
+    try:
+        # What this endpoint receives: its pinned version of the data.
+        version, data = versioned_payload(delivery.event, delivery.endpoint)
+        payload: str | None = json.dumps(
+            {"version": version, "data": data}, indent=2, ensure_ascii=False
+        )
+    except payloads.PayloadUnavailable:
+        payload = None
+    return _page(
+        request,
+        "delivery.html",
+        {
+            "tenant": tenant,
+            "delivery": delivery,
+            "attempts": attempts,
+            "retryable": retryable,
+            "payload": payload,
+        },
+    )
+
+
+@require_POST
+@portal_view
+def delivery_retry(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
+    delivery = get_object_or_404(_deliveries(tenant), pk=pk)
+    try:
+        services.delivery_retry(delivery_id=delivery.pk)
+    except services.DeliveryNotRetryable:
+        return _redirect("delivery", delivery.pk, notice="not-retried")
+    _note(tenant, "retried delivery", delivery.pk)
+    return _redirect("delivery", delivery.pk, notice="retried")
+
+
+@require_http_methods(["GET", "POST"])
+@portal_view
+def recover(request: HttpRequest, tenant: str) -> HttpResponse:
+    """Send again what failed since a time: a preview of how many, then a confirmation."""
+    endpoints = list(_endpoints(tenant).order_by("created_at"))
+    form = RecoverForm(request.POST if request.method == "POST" else None, endpoints=endpoints)
+    context: dict[str, Any] = {"tenant": tenant, "form": form}
+    if request.method == "POST" and form.is_valid():
+        since = form.cleaned_data["since"]
+        endpoint_id = UUID(form.cleaned_data["endpoint"]) if form.cleaned_data["endpoint"] else None
+        if "confirm" in request.POST:
+            queued = services.deliveries_recover(
+                tenant=tenant, since=since, endpoint_id=endpoint_id
+            )
+            context["queued"] = queued
+            _note(tenant, "recovered failed deliveries since", f"{since.isoformat()}: {queued}")
+        else:
+            context["preview"] = services.failed_deliveries(
+                tenant=tenant, since=since, endpoint_id=endpoint_id
+            ).count()
+    return _page(request, "recover.html", context)
+
+
+# --- the catalogue ---------------------------------------------------------------------
+
+
+@require_GET
+@portal_view
+def event_types(request: HttpRequest, tenant: str) -> HttpResponse:
+    return _page(request, "event_types.html", {"tenant": tenant, "event_types": _catalogue()})

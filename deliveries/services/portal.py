@@ -1,0 +1,102 @@
+"""Portal links: one-time links that open a tenant's portal session.
+
+The link carries a random token; only its SHA-256 is stored (as API tokens are), so a
+database dump opens nothing. Opening the link consumes it with one conditional UPDATE:
+of two requests racing with the same link, exactly one opens a session. The session
+is the link's row itself, alive until ``expires_at`` unless ended sooner.
+"""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.utils import timezone
+
+from .. import tenants
+from ..models import PortalLink
+
+DEFAULT_EXPIRES_IN = 3600
+MAX_EXPIRES_IN = 86400
+
+
+class PortalLinkInvalid(ValueError):
+    """The link cannot be issued as asked; nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def portal_link_create(
+    *, tenant: str, expires_in: int = DEFAULT_EXPIRES_IN, requested_via: str = ""
+) -> tuple[PortalLink, str]:
+    """Issue a link for ``tenant``, valid (and its session open) for ``expires_in`` seconds.
+
+    Returns the row and the token, which is never stored and cannot be shown again.
+    """
+    if tenant is None:
+        raise PortalLinkInvalid("tenant", "is required")
+    problem = tenants.problem(tenant)
+    if problem:
+        raise PortalLinkInvalid("tenant", problem)
+    if (
+        isinstance(expires_in, bool)
+        or not isinstance(expires_in, int)
+        or not 1 <= expires_in <= MAX_EXPIRES_IN
+    ):
+        raise PortalLinkInvalid("expires_in", f"must be 1 to {MAX_EXPIRES_IN} seconds")
+    token = secrets.token_urlsafe(32)
+    link = PortalLink.objects.create(
+        token_hash=_hash(token),
+        tenant=tenant,
+        requested_via=requested_via[:200],
+        expires_at=timezone.now() + timedelta(seconds=expires_in),
+    )
+    return link, token
+
+
+def portal_link_open(*, token: str) -> PortalLink | None:
+    """Consume the link: its session when this call was the first use, else None.
+
+    None for an unknown, used or expired link alike, so the answer tells nothing about
+    which links exist.
+    """
+    if not isinstance(token, str) or not 0 < len(token) <= 200:
+        return None
+    now = timezone.now()
+    token_hash = _hash(token)
+    opened = PortalLink.objects.filter(
+        token_hash=token_hash, used_at__isnull=True, ended_at__isnull=True, expires_at__gt=now
+    ).update(used_at=now)
+    if not opened:
+        return None
+    return PortalLink.objects.get(token_hash=token_hash)
+
+
+def portal_session_tenant(*, session_id: int) -> str | None:
+    """The tenant of an open portal session, or None when it expired or was ended."""
+    return (
+        PortalLink.objects.filter(
+            pk=session_id,
+            used_at__isnull=False,
+            ended_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        )
+        .values_list("tenant", flat=True)
+        .first()
+    )
+
+
+def portal_session_end(*, session_id: int) -> None:
+    PortalLink.objects.filter(pk=session_id, ended_at__isnull=True).update(ended_at=timezone.now())
+
+
+def portal_links_purge() -> int:
+    """Delete links whose session ended more than a day ago (with the retention purge)."""
+    cutoff = timezone.now() - timedelta(days=1)
+    return PortalLink.objects.filter(expires_at__lt=cutoff).delete()[0]

@@ -1,0 +1,192 @@
+"""The portal in a real headless Chromium against the live server, worker and receiver.
+
+Uses Debian's `chromium` (never a downloaded browser build); skipped when it is missing.
+Screenshots land in docs/screenshots/portal-*.png (the documentation shows them).
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from deliveries import services
+from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint
+from tests.conftest import wait_until
+from tests.deliveries.console.test_browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.receiver import Receiver
+
+SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def new_page(browser: Any) -> Any:
+    """A fresh browser context: its own cookies, like another person's browser."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(20_000)
+    return context.new_page()
+
+
+def shot(page: Any, name: str, *, full_page: bool = True) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=full_page)
+
+
+def portal_link(live_server: Any, tenant: str) -> str:
+    """The link the product asks for over the API, aimed at the live server."""
+    _, plain = ApiToken.issue(f"product for {tenant}")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    response = api.post(
+        "/api/v1/portal-sessions",
+        data=json.dumps({"tenant": tenant, "expires_in": 900}),
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    url: str = response.json()["url"]
+    return url.replace("http://testserver", live_server.url)
+
+
+def test_a_tenant_manages_its_webhooks_in_a_real_browser(
+    celery_worker: object, receiver: Receiver, live_server: Any, browser: Any
+) -> None:
+    # Another tenant, with an endpoint and a delivery the first must never see.
+    theirs, _ = services.endpoint_create(
+        url=receiver.url + "/globex",
+        event_types=["*"],
+        tenant="globex",
+        description="globex billing",
+        **FAST_POLICY,
+    )
+    their_event = services.emit("invoice.paid", {"invoice": "gx_1"}, tenant="globex")
+    receiver.wait_for(1)
+
+    # The tenant opens its link: the token leaves the address bar at once.
+    link = portal_link(live_server, "acme")
+    page = new_page(browser)
+    page.goto(link)
+    assert page.url == f"{live_server.url}/portal/"
+    page.wait_for_selector("text=No endpoint yet")
+
+    # Adds an endpoint, picking event types from the catalogue.
+    page.click("text=Add an endpoint")
+    page.fill("#id_url", receiver.url + "/acme")
+    page.fill("#id_description", "acme orders")
+    page.check('input[name="event_types"][value="invoice.paid"]')
+    page.check('input[name="event_types"][value="order.created"]')
+    page.click("summary:has-text('Example of endpoint.suspended')")
+    shot(page, "add-endpoint")
+    page.click("button:has-text('Add the endpoint')")
+    page.wait_for_selector("text=Your new signing secret")
+    ours = Endpoint.objects.get(tenant="acme")
+    assert ours.secrets.get().value in page.inner_text(".secret")
+    page.click("text=Back to the endpoint")
+    page.wait_for_selector("text=Send a test event")
+    shot(page, "endpoint")
+    Endpoint.objects.filter(pk=ours.pk).update(**FAST_POLICY)
+
+    # Sends a test event and sees its attempt.
+    page.click("button:has-text('Send a test event')")
+    page.wait_for_selector("text=Test event sent.")
+    requests = receiver.wait_for(2)
+    assert requests[-1].path == "/hook/acme"
+    assert requests[-1].headers["X-Webhook-Event"] == "webhook.test"
+    test_delivery = Delivery.objects.get(endpoint=ours)
+    wait_until(
+        lambda: Delivery.objects.filter(
+            pk=test_delivery.pk, status=DeliveryStatus.SUCCEEDED
+        ).exists(),
+        what="test event delivered",
+    )
+    page.reload()
+    assert page.locator("tr.attempt").count() == 1
+    assert "200" in page.inner_text("tr.attempt")
+    shot(page, "delivery")
+
+    # A delivery that fails for good, then a retry from the log.
+    receiver.script(401)
+    failed_event = services.emit("invoice.paid", {"invoice": "ac_1"}, tenant="acme")
+    wait_until(
+        lambda: Delivery.objects.filter(
+            event=failed_event, status=DeliveryStatus.DEAD_LETTERED
+        ).exists(),
+        what="dead-lettered",
+    )
+    # Recover: a preview of how many would be sent again, and nothing sent yet.
+    page.click("nav >> text=Recover")
+    page.fill("#id_since", "2020-01-01T00:00")
+    page.click("button:has-text('Count the failed deliveries')")
+    page.wait_for_selector("#recover-preview")
+    assert "1 failed delivery would" in page.inner_text("#recover-preview")
+    shot(page, "recover")
+    assert Delivery.objects.get(event=failed_event).status == DeliveryStatus.DEAD_LETTERED
+
+    page.click("nav >> text=Delivery log")
+    page.wait_for_selector("#result-count")
+    assert page.inner_text("#result-count") == "2 deliveries"
+    body = page.content()
+    assert "globex" not in body
+    assert str(theirs.pk) not in body
+    shot(page, "delivery-log")
+    page.click("tr.delivery:has-text('Dead-lettered') >> a")
+    page.wait_for_selector("tr.attempt:has-text('401')")
+    page.click("button:has-text('Retry now')")
+    page.wait_for_selector("text=Delivery queued again.")
+    wait_until(
+        lambda: Delivery.objects.filter(
+            event=failed_event, status=DeliveryStatus.SUCCEEDED
+        ).exists(),
+        what="retried delivery succeeded",
+    )
+    page.reload()
+    assert page.locator("tr.attempt").count() == 2
+    assert page.inner_text("#delivery-status") == "Succeeded"
+
+    # The other tenant's objects are not reachable by id either.
+    their_delivery = Delivery.objects.get(event=their_event)
+    for path in (f"endpoints/{theirs.pk}/", f"deliveries/{their_delivery.pk}/"):
+        response = page.goto(f"{live_server.url}/portal/{path}")
+        assert response.status == 404, path
+
+    page.goto(f"{live_server.url}/portal/event-types")
+    page.click(".toc >> text=shop.order.created")
+    shot(page, "event-types", full_page=False)
+    page.goto(f"{live_server.url}/portal/")
+    shot(page, "endpoints")
+
+    # The link was used: opening it again (even in another browser) is refused.
+    other = new_page(browser)
+    response = other.goto(link)
+    assert response.status == 403
+    other.wait_for_selector("text=already used or has expired")
+    shot(other, "link-refused")
+    assert other.goto(f"{live_server.url}/portal/").status == 403
+
+    # The second tenant, through its own link, sees only its own.
+    second = new_page(browser)
+    second.goto(portal_link(live_server, "globex"))
+    second.wait_for_selector("text=globex billing")
+    assert "acme" not in second.content()
+    second.click("nav >> text=Delivery log")
+    assert second.inner_text("#result-count") == "1 delivery"
