@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from deliveries.services.health import endpoint_suspend_automatically
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -17,6 +16,7 @@ from rest_framework.test import APIClient
 from deliveries import services, tenants
 from deliveries.bindings import bind_model
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event, Replay
+from deliveries.services.suspension import endpoint_suspend_automatically
 from tests.conftest import wait_until
 from tests.deliveries.console.helpers import hours_ago
 from tests.deliveries.console.test_admin import endpoint_form
