@@ -232,10 +232,10 @@ def _getter(segments: tuple[str | int, ...]) -> Callable[[Mapping[str, Any]], An
 
     if len(segments) == 2 and all(isinstance(s, str) for s in segments):
         # The common case ("data.amount") without the loop.
-        first, second = segments
+        first, second = str(segments[0]), str(segments[1])
 
         def get_two(event: Mapping[str, Any]) -> Any:
-            inner = event.get(first, _MISSING)  # type: ignore[call-overload]
+            inner = event.get(first, _MISSING)
             return inner.get(second, _MISSING) if isinstance(inner, dict) else _MISSING
 
         return get_two
