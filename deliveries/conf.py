@@ -19,6 +19,7 @@ class DeliverySettings:
     response_body_limit: int = 2048
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
+    cloudevents_source: str = "/webhooks"
 
 
 def get() -> DeliverySettings:
@@ -32,6 +33,7 @@ def get() -> DeliverySettings:
         batch_seconds=getattr(settings, "WEBHOOKS_DELIVERY_BATCH_SECONDS", 5.0),
         require_declared_types=getattr(settings, "WEBHOOKS_REQUIRE_DECLARED_TYPES", True),
         event_type_modules=tuple(getattr(settings, "WEBHOOKS_EVENT_TYPE_MODULES", ())),
+        cloudevents_source=getattr(settings, "WEBHOOKS_CLOUDEVENTS_SOURCE", "/webhooks"),
     )
 
 

@@ -1,6 +1,7 @@
 """Services of the sending side: the only place where its business rules live."""
 
 from .deadletters import delivery_cancel
+from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
 from .endpoints import (
     endpoint_create,
     endpoint_resume,
@@ -53,8 +54,10 @@ __all__ = [
     "emit",
     "endpoint_create",
     "endpoint_pin_versions",
+    "endpoint_public_key",
     "endpoint_resume",
     "endpoint_rotate_secret",
+    "endpoint_rotate_signing_key",
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from .. import conf, signing, ssrf
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
+from . import endpoint_options
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -22,8 +23,11 @@ def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple
     """
     endpoint_check_url(url=url)
     fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
+    if "filter" in fields:
+        fields["filter"] = endpoint_options.normalised_filter(fields["filter"])
     endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
     secret = _add_secret(endpoint)
+    endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
     return endpoint, secret
 
 

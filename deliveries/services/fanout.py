@@ -9,7 +9,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import event_types, operational, ordering, payloads
+from .. import operational, ordering, payloads, subscriptions
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
 from .health import circuit_reopens_at
@@ -78,7 +78,7 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         endpoints = list(
             Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
                 "id",
-                "event_types",
+                *subscriptions.FIELDS,
                 "state",
                 "ordered_delivery",
                 "circuit_state",
@@ -113,6 +113,7 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
     # Only operational events need their data here; others may be offloaded and large.
     data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
+    subscribers = subscriptions.Subscribers(event)
     return [
         new_delivery(
             event_id=event.pk,
@@ -121,7 +122,7 @@ def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> li
             **ordering.delivery_fields(event, endpoint),
         )
         for endpoint in endpoints
-        if event_types.matches(event.type, endpoint.event_types)
+        if subscribers.accepts(endpoint)
         and not operational.withheld(
             event_type=event.type,
             data=data,

@@ -28,7 +28,7 @@ from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
 from .health import Admission, endpoint_admit, endpoint_busy_wait
 from .recording import Claim, Outcome, PutOff, Result, give_back, record
-from .wire import build_headers, redact_headers, render_body
+from .wire import build_headers, redact_headers, render_body, signing_keys
 
 __all__ = [
     "Claim",
@@ -175,6 +175,11 @@ def _send_in_turn(
         decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
         error = "no unexpired signing secret"
         return [Result(delivery, decision, error=error) for delivery in waiting], PutOff([])
+    private_keys = signing_keys(endpoint, claim.now)
+    if private_keys is None:
+        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired signing key")
+        error = "no unexpired v1a signing key"
+        return [Result(delivery, decision, error=error) for delivery in waiting], PutOff([])
 
     settings = conf.get()
     allowed = admission.how_many(len(waiting))
@@ -196,7 +201,7 @@ def _send_in_turn(
             wait = admission.next_request_wait()
             if wait:
                 return results, PutOff(rest, wait)
-        result = _send_one(claim, delivery, secrets)
+        result = _send_one(claim, delivery, secrets, private_keys)
         results.append(result)
         if result.attempt is not None and result.status_code is None:
             # No answer at all (timeout, refused): the others would most likely wait as
@@ -208,7 +213,9 @@ def _send_in_turn(
     return results, PutOff([])
 
 
-def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
+def _send_one(
+    claim: Claim, delivery: Delivery, secrets: list[str], private_keys: list[str]
+) -> Result:
     endpoint = delivery.endpoint
     try:
         body = render_body(delivery.event, endpoint)
@@ -224,7 +231,9 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
             now=timezone.now(),
         )
         return Result(delivery, decision, error=str(exc))
-    headers = build_headers(delivery, body, secrets, timestamp=int(claim.now.timestamp()))
+    headers = build_headers(
+        delivery, body, secrets, timestamp=int(claim.now.timestamp()), private_keys=private_keys
+    )
     started_at = timezone.now()
     response = transport.post(
         endpoint.url,

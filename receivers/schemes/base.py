@@ -92,6 +92,15 @@ class Scheme:
         """The signature ``secret`` would give this request; None if it cannot sign."""
         raise NotImplementedError
 
+    def signature_matches(self, secret: str, parts: SignedParts, body: bytes) -> bool:
+        """Whether any candidate is ``secret``'s signature; compares with every candidate,
+        each in constant time, without stopping at a match."""
+        expected = self.expected_signature(secret, parts, body)
+        if expected is None:
+            return False
+        hits = [hmac.compare_digest(expected.encode(), c.encode()) for c in parts.candidates]
+        return any(hits)
+
     def secret_problem(self, secret: str) -> str | None:
         """Why ``secret`` could never verify a request of this scheme (None if it can).
 
@@ -147,11 +156,7 @@ def verify(
     parts = scheme.signed_parts(headers)
     matched: int | None = None
     for index, secret in enumerate(secrets):
-        expected = scheme.expected_signature(secret, parts, body)
-        if expected is None:
-            continue
-        hits = [hmac.compare_digest(expected.encode(), c.encode()) for c in parts.candidates]
-        if any(hits) and matched is None:
+        if scheme.signature_matches(secret, parts, body) and matched is None:
             matched = index
     if matched is None:
         raise SignatureMismatch(f"{scheme.name}: no signature matches an active secret")
