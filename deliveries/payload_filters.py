@@ -27,7 +27,6 @@ filter's cost per event is small and known when it is saved.
 import json
 import math
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import Any
 
 import re2
@@ -82,17 +81,25 @@ def compile_filter(document: Any) -> Predicate:
     return compiler.filter(document, "filter", depth=0)
 
 
-@lru_cache(maxsize=1024)
-def _cached(text: str) -> Predicate:
-    return compile_filter(json.loads(text))
+CACHE_SIZE = 1024
+_compiled: dict[str, Predicate] = {}
 
 
 def cached_predicate(document: Any) -> Predicate:
-    """`compile_filter`, memoised on the filter's JSON text: fan-out compiles each
-    distinct filter once per process, not once per event."""
+    """`compile_filter`, memoised: fan-out compiles each distinct filter once per process,
+    not once per event. The key is the document's ``repr``: cheap (no JSON encoding on the
+    hot path) and exact (``True`` and ``1`` read differently, unlike ``==``); PostgreSQL
+    returns a jsonb object's keys in one canonical order, so a filter keeps its key."""
     if not document:
         return _always
-    return _cached(json.dumps(document, sort_keys=True, separators=(",", ":")))
+    key = repr(document)
+    predicate = _compiled.get(key)
+    if predicate is None:
+        predicate = compile_filter(document)
+        if len(_compiled) >= CACHE_SIZE:
+            _compiled.clear()  # rare: more distinct filters than the bound; start over
+        _compiled[key] = predicate
+    return predicate
 
 
 def _always(event: Mapping[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import operational, ordering, payloads, subscriptions
+from .. import operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
 from .health import circuit_reopens_at
@@ -112,6 +112,16 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
     # Only operational events need their data here; others may be offloaded and large.
+    attributes = {"webhooks.event.id": str(event.pk), "webhooks.event.type": event.type}
+    with tracing.span(
+        "webhooks fan-out", traceparent=event.traceparent or None, attributes=attributes
+    ) as span:
+        deliveries = _matching(event, endpoints, now)
+        tracing.set_attributes(span, {"webhooks.deliveries": len(deliveries)})
+    return deliveries
+
+
+def _matching(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
     data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
     subscribers = subscriptions.Subscribers(event)
     return [

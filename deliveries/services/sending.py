@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from .. import conf, ordering, payloads, transport
+from .. import conf, ordering, payloads, tracing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
@@ -216,6 +216,33 @@ def _send_in_turn(
 def _send_one(
     claim: Claim, delivery: Delivery, secrets: list[str], private_keys: list[str]
 ) -> Result:
+    """One attempt, in an HTTP client span when tracing is on (see `tracing`)."""
+    with tracing.span(
+        "POST",
+        kind="CLIENT",
+        traceparent=delivery.event.traceparent or None,
+        attributes=tracing.attempt_attributes(
+            url=delivery.endpoint.url,
+            attempt=delivery.attempts,
+            delivery_id=delivery.pk,
+            endpoint_id=str(delivery.endpoint_id),
+            event_id=str(delivery.event_id),
+            event_type=delivery.event.type,
+        ),
+    ) as span:
+        result = _send_untraced(claim, delivery, secrets, private_keys, span)
+        tracing.attempt_outcome(
+            span,
+            status_code=result.status_code,
+            outcome=result.decision.verdict,
+            error=result.error,
+        )
+        return result
+
+
+def _send_untraced(
+    claim: Claim, delivery: Delivery, secrets: list[str], private_keys: list[str], span: object
+) -> Result:
     endpoint = delivery.endpoint
     try:
         body = render_body(delivery.event, endpoint)
@@ -234,6 +261,10 @@ def _send_one(
     headers = build_headers(
         delivery, body, secrets, timestamp=int(claim.now.timestamp()), private_keys=private_keys
     )
+    traced = tracing.traceparent_of(span)
+    if traced:
+        # The receiver's span becomes a child of this attempt (same trace as the event).
+        headers["traceparent"] = traced
     started_at = timezone.now()
     response = transport.post(
         endpoint.url,
