@@ -19,6 +19,10 @@ DEFAULT_KEY_ROTATION_GRACE_SECONDS = 24 * 3600
 OPTION_FIELDS = ("filter", "signature_scheme", "envelope")
 
 
+class NoSigningKeys(ValueError):
+    """The endpoint's signature scheme has no v1a: a key pair would sign nothing."""
+
+
 def options_problems(changes: dict[str, Any]) -> dict[str, list[str]]:
     """What is wrong with the option fields among ``changes`` ({field: [message]})."""
     errors: dict[str, list[str]] = {}
@@ -78,7 +82,10 @@ def endpoint_rotate_signing_key(
 
     Returns the new key's row (its ``public_key`` is for the consumer; the private key
     never leaves the database). With ``grace_seconds=0`` the old keys stop at once.
+    Raises `NoSigningKeys` when the endpoint's scheme has no v1a.
     """
+    if not uses_v1a(endpoint):
+        raise NoSigningKeys('set signature_scheme to "v1a" or "v1,v1a" first')
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
     for old in endpoint.signing_keys.unexpired(now).select_for_update():

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cloudevents.core.bindings.http import HTTPMessage, from_http_event
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
@@ -207,3 +208,11 @@ def test_a_cloudevents_delivery_parses_and_verifies(
     }
     assert request.headers["webhook-id"] == document["id"]
     Webhook(secret).verify(request.body, request.headers)
+    # The CloudEvents SDK reads it as a structured-mode v1.0 event.
+    parsed = from_http_event(HTTPMessage(headers=request.headers, body=request.body))
+    assert parsed.get_id() == str(event.id)
+    assert parsed.get_type() == "invoice.paid"
+    assert parsed.get_source() == "https://shop.example/webhooks"
+    assert parsed.get_extension("dataversion") == 1
+    assert parsed.get_data() == {"amount": 4200, "note": "café"}
+    assert parsed.get_time() == event.occurred_at
