@@ -2,13 +2,14 @@
 
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from deliveries import rendering
 
 MOMENT = datetime(2026, 4, 15, 12, 12, 34, tzinfo=timezone(timedelta(hours=2)))
-FIELDS = {
+FIELDS: dict[str, Any] = {
     "event_id": "0b0e7f5c-0000-4000-8000-000000000001",
     "event_type": "invoice.paid",
     "version": 3,
