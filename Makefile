@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make test` (see README).
-.PHONY: run test lint bench setup
+.PHONY: run test lint bench setup docs docs-gen
 
 # Tests run on the real stack: PostgreSQL and Redis on this machine unless overridden.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/webhooks
@@ -23,6 +23,16 @@ lint: setup
 	.venv/bin/mypy .
 	DEBUG=true .venv/bin/python manage.py makemigrations --check --dry-run
 
-# Issue 9's scenarios, ours beside django-webhook: `make bench BENCH_ARGS="--quick --no-peer"`.
+# The benchmark scenarios, ours beside django-webhook: `make bench BENCH_ARGS="--quick --no-peer"`.
 bench: setup
 	.venv/bin/python -m bench $(BENCH_ARGS)
+
+# The documentation site (docs/, mkdocs.yml) into site/. Fails on a stale generated page
+# (configuration reference, OpenAPI schema), a broken link or anchor, or a page no menu reaches.
+docs: setup
+	DEBUG=true .venv/bin/python -m webhooks_project.docsgen --check
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+# Regenerate docs/configuration.md and docs/api/openapi.yaml from the code.
+docs-gen: setup
+	DEBUG=true .venv/bin/python -m webhooks_project.docsgen

@@ -2,7 +2,7 @@
 user logs in, opens the dashboard from the admin index, and the charts are drawn with data.
 
 A screenshot is saved to var/screenshots/dashboard.png (the test's artifact); with
-UPDATE_DOCS_SCREENSHOTS=1 it is also copied to docs/screenshots/ for the README.
+UPDATE_DOCS_SCREENSHOTS=1 it is also copied to docs/screenshots/ for the documentation.
 """
 
 import os

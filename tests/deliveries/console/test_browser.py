@@ -1,9 +1,12 @@
 """The console in a real headless Chromium against the live admin, worker and receiver.
 
 Uses Debian's `chromium` (never a downloaded browser build); skipped when it is missing.
-Screenshots land in var/screenshots/ (the README's come from there).
+Screenshots land in var/screenshots/; with UPDATE_DOCS_SCREENSHOTS=1 the ones the admin
+console page shows (docs/operations/admin.md) are also copied to docs/screenshots/.
 """
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,8 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "var" / "screenshots"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+DOCUMENTED = {"dead-letter-queue", "event-timeline", "replay-preview", "resume-choice", "endpoints"}
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
@@ -62,6 +67,8 @@ def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    if name in DOCUMENTED and os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
+        shutil.copyfile(SCREENSHOTS / f"{name}.png", DOCS_SCREENSHOTS / f"{name}.png")
 
 
 def run_action(page: Any, action: str, row_value: str) -> None:

@@ -64,7 +64,7 @@ class Command(BaseCommand):
             beat.start()
             if not no_demo:
                 self.start_demo_activity()
-            self.stdout.write(
+            self.say(
                 self.style.SUCCESS(
                     f"\nWebhooks platform running.\n"
                     f"  Admin:  http://{host}/admin/   ({login})\n"
@@ -79,13 +79,19 @@ class Command(BaseCommand):
             finally:
                 beat.stop()
 
+    def say(self, text: str) -> None:
+        """Write a line and flush it: redirected to a file or a pipe, stdout is block-buffered,
+        and the server then runs for hours, so the first run's password stayed unseen."""
+        self.stdout.write(text)
+        self.stdout.flush()
+
     def seed_demo(self, host: str) -> None:
         """The demo endpoint, aimed at this very server's receiver (idempotent)."""
         from demo_shop.demo import demo_setup
 
         reachable = host.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:")
         endpoint = demo_setup(base_url=f"http://{reachable}")
-        self.stdout.write(
+        self.say(
             f"Demo: orders and invoices of the demo shop are sent to {endpoint.url} "
             f"(every third event fails once, then succeeds); --no-demo to skip."
         )
@@ -116,5 +122,8 @@ class Command(BaseCommand):
         password = password or secrets.token_urlsafe(12)
         user_model.objects.create_superuser(username=username, email="", password=password)
         if generated:
-            return f"user {username!r}, password {password!r} (generated; change it)"
+            return (
+                f"user {username!r}, password {password!r} (generated, shown this once; "
+                f"change it: python manage.py changepassword {username})"
+            )
         return f"user {username!r}, password from DJANGO_SUPERUSER_PASSWORD"

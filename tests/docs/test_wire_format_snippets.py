@@ -1,0 +1,166 @@
+"""The verification code on the wire-format page, run against requests our sender signs.
+
+Each snippet marked ``<!-- snippet: NAME -->`` in docs/wire-format.md is run as it is
+printed there, through a small harness per language, on requests signed by
+``deliveries.signing`` (the code that signs every delivery): a good signature, a rotation
+(two signatures, the second secret), a tampered body, a wrong secret and a stale timestamp.
+A language whose toolchain is not installed is skipped.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from deliveries import signing
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "wire-format.md"
+SNIPPET = re.compile(r"<!-- snippet: (?P<name>[\w-]+) -->\n```\w+\n(?P<code>.*?)\n```", re.S)
+
+# A body with non-ASCII characters, as our sender writes them (UTF-8, not escaped).
+BODY = json.dumps(
+    {"id": "5b0e8a52", "type": "invoice.paid", "data": {"customer": "Zoë Ça"}},
+    separators=(",", ":"),
+    ensure_ascii=False,
+).encode("utf-8")
+MSG_ID = "5b0e8a52-3c1f-4a5e-9d0e-2f7f1c9b8a11"
+OLD_SECRET = signing.generate_secret()
+NEW_SECRET = signing.generate_secret()
+
+
+def snippets() -> dict[str, str]:
+    return {m["name"]: m["code"] for m in SNIPPET.finditer(PAGE.read_text())}
+
+
+def cases() -> list[tuple[str, str, dict[str, str], bytes, bool]]:
+    """(name, secret, signed headers, body, expected) for every check."""
+    now = int(time.time())
+
+    def signed(secrets: list[str], timestamp: int = now) -> dict[str, str]:
+        headers = signing.signature_headers(secrets, msg_id=MSG_ID, timestamp=timestamp, body=BODY)
+        return {**headers, "webhook-id": MSG_ID, "webhook-timestamp": str(timestamp)}
+
+    return [
+        ("good", NEW_SECRET, signed([NEW_SECRET]), BODY, True),
+        ("rotation", NEW_SECRET, signed([OLD_SECRET, NEW_SECRET]), BODY, True),
+        ("tampered", NEW_SECRET, signed([NEW_SECRET]), BODY.replace(b"Zo", b"Jo"), False),
+        ("wrong secret", OLD_SECRET, signed([NEW_SECRET]), BODY, False),
+        ("stale", NEW_SECRET, signed([NEW_SECRET], timestamp=now - 3600), BODY, False),
+    ]
+
+
+def test_every_language_has_a_snippet() -> None:
+    assert set(snippets()) >= {
+        "v1-python",
+        "v1-node",
+        "v1-go",
+        "v1-ruby",
+        "v1-php",
+        "standard-python",
+        "standard-python-library",
+    }
+
+
+def python_verifier(name: str) -> Callable[..., bool]:
+    namespace: dict[str, object] = {}
+    exec(compile(snippets()[name], f"{PAGE.name}:{name}", "exec"), namespace)  # noqa: S102
+    verify = namespace["verify"]
+    assert callable(verify)
+    return verify
+
+
+def test_python_v1() -> None:
+    verify = python_verifier("v1-python")
+    for case, secret, headers, body, expected in cases():
+        assert verify(secret, headers["X-Webhook-Signature"], body) is expected, case
+
+
+@pytest.mark.parametrize("name", ["standard-python", "standard-python-library"])
+def test_python_standard_webhooks(name: str) -> None:
+    verify = python_verifier(name)
+    for case, secret, headers, body, expected in cases():
+        assert verify(secret, headers, body) is expected, case
+
+
+# Harnesses: read the secret, the header and the hex body from argv, print true/false.
+HARNESS = {
+    "v1-node": (
+        "node",
+        "verify.js",
+        "{code}\n"
+        "const [secret, header, body] = process.argv.slice(2);\n"
+        "console.log(verify(secret, header, Buffer.from(body, 'hex')) ? 'true' : 'false');\n",
+        ["node", "verify.js"],
+    ),
+    "v1-ruby": (
+        "ruby",
+        "verify.rb",
+        "{code}\n"
+        "secret, header, body = ARGV\n"
+        "puts(verify(secret, header, [body].pack('H*')) ? 'true' : 'false')\n",
+        ["ruby", "verify.rb"],
+    ),
+    "v1-php": (
+        "php",
+        "verify.php",
+        "{code}\necho verify($argv[1], $argv[2], hex2bin($argv[3])) ? 'true' : 'false', \"\\n\";\n",
+        ["php", "verify.php"],
+    ),
+}
+
+
+def run_cases(workdir: Path, command: list[str]) -> None:
+    for case, secret, headers, body, expected in cases():
+        result = subprocess.run(
+            [*command, secret, headers["X-Webhook-Signature"], body.hex()],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == ("true" if expected else "false"), case
+
+
+@pytest.mark.parametrize("name", sorted(HARNESS))
+def test_script_languages(name: str, tmp_path: Path) -> None:
+    tool, filename, template, command = HARNESS[name]
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    (tmp_path / filename).write_text(template.format(code=snippets()[name]))
+    run_cases(tmp_path, command)
+
+
+def test_go(tmp_path: Path) -> None:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not installed")
+    code = snippets()["v1-go"].replace("package webhooks", "package main", 1)
+    (tmp_path / "verify.go").write_text(code)
+    (tmp_path / "main.go").write_text(
+        "package main\n\n"
+        'import (\n\t"encoding/hex"\n\t"fmt"\n\t"os"\n\t"time"\n)\n\n'
+        "func main() {\n"
+        "\tbody, _ := hex.DecodeString(os.Args[3])\n"
+        "\tfmt.Println(Verify(os.Args[1], os.Args[2], body, 5*time.Minute))\n"
+        "}\n"
+    )
+    (tmp_path / "go.mod").write_text("module verify\n\ngo 1.19\n")
+    env = {"HOME": str(tmp_path), "GOCACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    build = subprocess.run(
+        [go, "build", "-o", "verify", "."],
+        cwd=tmp_path,
+        env={**env, "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    run_cases(tmp_path, ["./verify"])

@@ -1,0 +1,553 @@
+"""Generated documentation pages: the configuration reference and the OpenAPI schema.
+
+    python -m webhooks_project.docsgen           # rewrite docs/configuration.md, docs/api/openapi.yaml
+    python -m webhooks_project.docsgen --check   # exit 1 if a committed page differs (CI, tests)
+
+The configuration reference is rendered from the apps' settings registries
+(``deliveries.conf.SETTINGS``, ``receivers.conf.SETTINGS`` and ``webhooks_core.conf.SETTINGS``:
+``Setting(name, default, doc)`` entries), so a setting's name, default and meaning are
+written once, beside the code that reads it. The reference deployment's own variables come
+from ``webhooks_project/settings.py``: their names are read from its source, so a variable
+added there without a line here stops the generator.
+
+The schema is the one the server serves at ``GET /api/v1/schema``, taken from that view.
+"""
+
+import argparse
+import ast
+import importlib
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS_SOURCE = ROOT / "webhooks_project" / "settings.py"
+PROCFILE = ROOT / "Procfile"
+CONFIGURATION_PAGE = ROOT / "docs" / "configuration.md"
+SCHEMA_FILE = ROOT / "docs" / "api" / "openapi.yaml"
+
+REGISTRIES = (
+    ("Sending (`deliveries`)", "deliveries.conf"),
+    ("Receiving (`receivers`)", "receivers.conf"),
+    ("Shared (`webhooks_core`)", "webhooks_core.conf"),
+)
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """The shape of ``webhooks_core.conf.Setting`` (only what the page needs)."""
+
+    name: str
+    default: object
+    doc: str
+
+
+# --- FALLBACK: delete once deliveries.conf / receivers.conf expose SETTINGS -------------
+# Until the settings registry lands, the apps' settings as their accessors read them today
+# (deliveries/conf.py, receivers/conf.py, and the few read straight from django.conf). The
+# generator uses this list only for a module that has no SETTINGS attribute.
+_FALLBACK: dict[str, tuple[_Setting, ...]] = {
+    "deliveries.conf": (
+        _Setting(
+            "WEBHOOKS_ENCRYPTION_KEY",
+            "",
+            "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` makes one.",
+        ),
+        _Setting(
+            "WEBHOOKS_MAX_COUNTDOWN_SECONDS",
+            60.0,
+            "Retries due sooner than this wait as Celery countdowns; later ones wait in the database for the sweeper. Keep it far below the broker's visibility timeout.",
+        ),
+        _Setting(
+            "WEBHOOKS_LEASE_SECONDS",
+            120.0,
+            "How long a worker owns a delivery it is sending; an expired lease is taken over by another worker.",
+        ),
+        _Setting(
+            "WEBHOOKS_DELIVERY_BATCH_SIZE",
+            50,
+            "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
+        ),
+        _Setting(
+            "WEBHOOKS_DELIVERY_BATCH_SECONDS",
+            5.0,
+            "A batch starts no new request after this long (nor when its lease could not cover one more); the rest go back to the queue.",
+        ),
+        _Setting(
+            "WEBHOOKS_FANOUT_GRACE_SECONDS",
+            30.0,
+            "An event not fanned out after this long is fanned out by the sweeper.",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUEUE_GRACE_SECONDS",
+            120.0,
+            "A due delivery whose task message has not been consumed after this long is enqueued again.",
+        ),
+        _Setting(
+            "WEBHOOKS_SWEEP_BATCH_SIZE",
+            500,
+            "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`).",
+        ),
+        _Setting(
+            "WEBHOOKS_SWEEP_INTERVAL_SECONDS",
+            15.0,
+            "How often beat runs the sweepers (and resumes stalled replays).",
+        ),
+        _Setting(
+            "WEBHOOKS_REPLAY_BATCH_SIZE",
+            500,
+            "Events per replay batch (one task, one transaction each).",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUIRE_DECLARED_TYPES",
+            True,
+            "`emit` and the API refuse event types not declared in the catalogue, and endpoint filters that match none. Off: undeclared types pass unchecked (declared ones are still validated).",
+        ),
+        _Setting(
+            "WEBHOOKS_EVENT_TYPE_MODULES",
+            (),
+            "Modules imported at start-up to declare event types, besides every installed app's `webhook_events` module.",
+        ),
+        _Setting(
+            "WEBHOOKS_CLOUDEVENTS_SOURCE",
+            "/webhooks",
+            "The CloudEvents `source` attribute (a URI-reference naming this sender) of endpoints whose `envelope` is `cloudevents`.",
+        ),
+        _Setting(
+            "WEBHOOKS_ALLOWED_NETWORKS",
+            (),
+            "CIDR networks the SSRF guard admits besides public addresses.",
+        ),
+        _Setting(
+            "WEBHOOKS_REQUIRE_HTTPS",
+            True,
+            "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is sent.",
+        ),
+        _Setting(
+            "WEBHOOKS_SUSPEND_AFTER_FAILURES",
+            20,
+            "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: `suspend_after_failures`; 0 = never).",
+        ),
+        _Setting(
+            "WEBHOOKS_SUSPEND_WINDOW_SECONDS",
+            3600.0,
+            "... that span at least this long (per endpoint: `suspend_window_seconds`).",
+        ),
+        _Setting(
+            "WEBHOOKS_BREAKER_ERROR_RATE",
+            0.5,
+            "The circuit opens when at least this share of the attempts in the window failed ...",
+        ),
+        _Setting("WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10, "... out of at least this many attempts ..."),
+        _Setting("WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0, "... within this window."),
+        _Setting(
+            "WEBHOOKS_BREAKER_COOLDOWN_SECONDS",
+            30.0,
+            "An open circuit lets one probe through after this cool-down.",
+        ),
+        _Setting(
+            "WEBHOOKS_BREAKER_RAMP_SECONDS",
+            60.0,
+            "After a good probe, traffic ramps from 10 % to 100 % over this long.",
+        ),
+        _Setting(
+            "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT",
+            4,
+            "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`).",
+        ),
+        _Setting(
+            "WEBHOOKS_ENDPOINT_RATE_LIMIT",
+            0,
+            "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit.",
+        ),
+        _Setting(
+            "WEBHOOKS_GLOBAL_RATE_LIMIT",
+            0,
+            "Requests per second to all endpoints together; 0 = no limit.",
+        ),
+        _Setting(
+            "WEBHOOKS_DEFER_SECONDS",
+            1.0,
+            "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to 30 s).",
+        ),
+        _Setting(
+            "WEBHOOKS_HEALTH_REDIS_URL",
+            "",
+            "Redis holding the shared health counters (keys `webhooks:health:*`); empty: in-process memory (one process only).",
+        ),
+        _Setting(
+            "WEBHOOKS_EVENT_RETENTION_DAYS",
+            30,
+            "Events (with their deliveries and attempts) are deleted after this, once every delivery is final.",
+        ),
+        _Setting(
+            "WEBHOOKS_ATTEMPT_RETENTION_DAYS",
+            30,
+            "Attempt rows are deleted after this (may be shorter than the events').",
+        ),
+        _Setting(
+            "WEBHOOKS_PURGE_BATCH_SIZE",
+            1000,
+            "Rows per retention batch (one short transaction each).",
+        ),
+        _Setting(
+            "WEBHOOKS_PURGE_INTERVAL_SECONDS", 600.0, "How often beat runs the retention purge."
+        ),
+        _Setting(
+            "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES",
+            65536,
+            "Event data whose compact JSON is larger than this is written through Django's storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
+        ),
+        _Setting(
+            "WEBHOOKS_PAYLOAD_STORAGE",
+            "default",
+            "Key of Django's `STORAGES` that large payloads go to.",
+        ),
+    ),
+    "receivers.conf": (
+        _Setting(
+            "RECEIVERS_MAX_ATTEMPTS",
+            10,
+            "Processing attempts per retry cycle before an inbox event is `failed`.",
+        ),
+        _Setting(
+            "RECEIVERS_BACKOFF_BASE_SECONDS",
+            10.0,
+            "Base of the processing backoff (`base·2^(n-1) + jitter`).",
+        ),
+        _Setting("RECEIVERS_BACKOFF_MAX_SECONDS", 3600.0, "Cap of the processing backoff."),
+        _Setting(
+            "RECEIVERS_LEASE_SECONDS",
+            300.0,
+            "How long a worker owns an inbox row it processes; after that the sweeper hands it to another.",
+        ),
+        _Setting(
+            "RECEIVERS_REQUEUE_GRACE_SECONDS",
+            60.0,
+            "How long a sent processing message may take before the sweeper sends another.",
+        ),
+        _Setting(
+            "RECEIVERS_BODY_RETENTION_DAYS",
+            30,
+            "Raw bodies of finished inbox events are cleared after this.",
+        ),
+        _Setting(
+            "RECEIVERS_INBOX_RETENTION_DAYS",
+            90,
+            "Processed and ignored inbox events are deleted after this; keep it above providers' redelivery windows (a system check warns below 7).",
+        ),
+        _Setting(
+            "RECEIVERS_HANDLER_MODULES",
+            ["receivers.example.handlers"],
+            "Modules imported at start-up to register inbox handlers.",
+        ),
+        _Setting(
+            "RECEIVERS_RECONCILE_INTERVAL_SECONDS", 300.0, "How often beat starts reconciliation."
+        ),
+        _Setting(
+            "RECEIVERS_ENQUEUE_BATCH_SIZE",
+            20,
+            "Most inbox ids in one processing message sent by the receiving view.",
+        ),
+    ),
+}
+# --- end of FALLBACK -------------------------------------------------------------------
+
+# The reference deployment's own variables (webhooks_project/settings.py), besides the
+# apps' settings above: name -> (default, meaning). The generator refuses to run when
+# settings.py reads a variable missing here, or this lists one it no longer reads.
+DEPLOYMENT: dict[str, tuple[str, str]] = {
+    "DATABASE_URL": (
+        "SQLite in `var/db.sqlite3`",
+        "e.g. `postgres://user:pass@host:5432/db` (psycopg 3).",
+    ),
+    "DATABASE_CONN_MAX_AGE": (
+        "`60`",
+        "Seconds a database connection is reused (always 0 on SQLite).",
+    ),
+    "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
+    "CELERY_BROKER_VISIBILITY_TIMEOUT": (
+        "`3600`",
+        "Seconds before Redis redelivers an unacknowledged message; must exceed every countdown (`WEBHOOKS_MAX_COUNTDOWN_SECONDS`).",
+    ),
+    "CELERY_TASK_SOFT_TIME_LIMIT": ("`60`", "Soft time limit of a task, in seconds."),
+    "CELERY_TASK_TIME_LIMIT": ("`90`", "Hard time limit of a task, in seconds."),
+    "CELERY_DB_REUSE_MAX": (
+        "`1000`",
+        "A worker thread keeps its database connection across this many tasks (one broken or older than `DATABASE_CONN_MAX_AGE` is still dropped before each task); `0` reconnects for every task.",
+    ),
+    "SECRET_KEY": ("a development key", "Required outside DEBUG (system check `webhooks.E001`)."),
+    "DEBUG": (
+        "on without `DATABASE_URL`, else off",
+        "`check --deploy` refuses it (`webhooks.E003`).",
+    ),
+    "ALLOWED_HOSTS": ("`localhost,127.0.0.1,[::1]`", "Comma-separated host names."),
+    "CSRF_TRUSTED_ORIGINS": ("empty", "Comma-separated origins, for the admin behind a proxy."),
+    "SESSION_COOKIE_SECURE": ("on outside DEBUG", "Session cookie over HTTPS only."),
+    "CSRF_COOKIE_SECURE": ("on outside DEBUG", "CSRF cookie over HTTPS only."),
+    "STATIC_ROOT": (
+        "`var/static`",
+        "Where `collectstatic` puts the admin's static files (WhiteNoise serves them).",
+    ),
+    "MEDIA_ROOT": (
+        "`var/media`",
+        "Where the file-system storage writes (offloaded payloads under `webhook-payloads/`; never served over HTTP).",
+    ),
+    "EMAIL_BACKEND": (
+        "console backend",
+        "Django email backend for endpoint owners' notifications.",
+    ),
+    "DEFAULT_FROM_EMAIL": ("`webhooks@localhost`", "Sender of those notifications."),
+    "FLOWER_BASIC_AUTH": ("none (the Procfile requires it)", "`user:password` for Flower."),
+    "LOG_LEVEL": ("`INFO`", "Root log level."),
+    "LOG_FORMAT": (
+        "`json` (`console` in DEBUG)",
+        "`json`: one JSON object per line; `console`: aligned `key=value` for people.",
+    ),
+    "METRICS_TOKEN": ("none", "Bearer token that `GET /metrics` accepts."),
+    "METRICS_ALLOWED_IPS": (
+        "none",
+        "Comma-separated addresses or CIDR networks allowed to read `/metrics` without the token (the connecting address, never `X-Forwarded-For`). With neither set, `/metrics` answers `403`.",
+    ),
+}
+# Read by other parts of the deployment than settings.py.
+OTHER_VARIABLES: dict[str, tuple[str, str]] = {
+    "PROMETHEUS_MULTIPROC_DIR": (
+        "unset (one-process counters)",
+        "An existing, writable directory shared by every web and worker process of the host; set it before they start, so `/metrics` adds up all their counters (read by prometheus-client).",
+    ),
+    "DJANGO_SUPERUSER_USERNAME": (
+        "`admin`",
+        "First superuser created by `make run` (`manage.py serve`).",
+    ),
+    "DJANGO_SUPERUSER_PASSWORD": ("generated, printed once", "Its password."),
+}
+# Variables the Procfile reads (`${NAME:-default}`).
+PROCFILE_VARIABLES: dict[str, str] = {
+    "PORT": "Port of the `web` process.",
+    "WEB_CONCURRENCY": "gunicorn worker processes (4 threads each).",
+    "CELERY_CONCURRENCY": "Threads of the `worker` process.",
+    "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
+    "FLOWER_PORT": "Port of Flower.",
+    "FLOWER_BASIC_AUTH": "`user:password` for Flower (required).",
+}
+
+
+def _registry(module_name: str) -> Sequence[Any] | None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            return None  # that package does not exist (yet)
+        raise
+    registry = getattr(module, "SETTINGS", None)
+    if registry is None:
+        return _FALLBACK.get(module_name)
+    return tuple(registry)
+
+
+def library_settings() -> list[tuple[str, Sequence[Any]]]:
+    sections = []
+    for title, module_name in REGISTRIES:
+        entries = _registry(module_name)
+        if entries:
+            sections.append((title, entries))
+    return sections
+
+
+def _env_reads(source: str) -> dict[str, ast.expr | None]:
+    """Variables settings.py reads from the environment, with their default expressions."""
+    reads: dict[str, ast.expr | None] = {}
+    # In source order (ast.walk goes breadth first).
+    nodes = sorted(ast.walk(ast.parse(source)), key=lambda n: getattr(n, "lineno", 0))
+    for node in nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "env"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            reads[node.args[0].value] = default
+        elif (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
+            and any(isinstance(c, ast.Name) and c.id == "env" for c in node.comparators)
+        ):
+            reads.setdefault(node.left.value, None)
+    return reads
+
+
+def _settings_source() -> str:
+    return SETTINGS_SOURCE.read_text()
+
+
+def _procfile_reads(text: str) -> set[str]:
+    return set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", text))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(value: object) -> str:
+    if isinstance(value, list):
+        value = tuple(value)
+    text = repr(value)
+    if " at 0x" in text:  # a function or an object: its address would change every run
+        text = getattr(value, "__qualname__", type(value).__qualname__)
+    return f"`{_cell(text)}`"
+
+
+def _normalised(value: object) -> object:
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def render_configuration() -> str:
+    sections = library_settings()
+    library = {s.name: s for _, entries in sections for s in entries}
+    reads = _env_reads(_settings_source())
+    deployment_names = set(reads) - set(library)
+    missing = sorted(deployment_names - set(DEPLOYMENT))
+    stale = sorted(set(DEPLOYMENT) - deployment_names)
+    if missing or stale:
+        raise SystemExit(
+            "webhooks_project/docsgen.py DEPLOYMENT is out of date with settings.py: "
+            f"undocumented {missing}, no longer read {stale}"
+        )
+    procfile_missing = sorted(_procfile_reads(PROCFILE.read_text()) - set(PROCFILE_VARIABLES))
+    if procfile_missing:
+        raise SystemExit(f"webhooks_project/docsgen.py: undocumented Procfile {procfile_missing}")
+
+    out = [
+        "<!-- Generated by `python -m webhooks_project.docsgen` from the apps' settings",
+        "     registries and webhooks_project/settings.py: edit those, not this page. -->",
+        "# Configuration",
+        "",
+        "## Settings of the apps",
+        "",
+        "The `deliveries` and `receivers` apps read these Django settings, each with the",
+        "default below when your settings module does not define it. In this repository's",
+        "reference deployment each of them can be set as an environment variable of the same",
+        "name (see [below](#reference-deployment)).",
+        "",
+    ]
+    for title, entries in sections:
+        out += [f"### {title}", "", "| setting | default | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{s.name}` | {_code(s.default)} | {_cell(s.doc)} |" for s in entries]
+        out.append("")
+
+    not_from_env = sorted(set(library) - set(reads))
+    differing = []
+    for name, expr in sorted(reads.items()):
+        if name not in library or expr is None:
+            continue
+        try:
+            value = ast.literal_eval(expr)
+        except ValueError:
+            differing.append((name, ast.unparse(expr)))
+            continue
+        if _normalised(value) != _normalised(library[name].default):
+            differing.append((name, repr(value)))
+
+    out += [
+        "## Reference deployment",
+        "",
+        "`webhooks_project/settings.py` (what `make run`, the `Procfile` and",
+        "`docker-compose.yml` run) reads everything from the environment (12-factor, with",
+        "django-environ); a `.env` file in the project root is read too, and the real",
+        "environment wins.",
+        "",
+    ]
+    if differing:
+        out += [
+            "### Defaults it sets differently",
+            "",
+            "| setting | default there |",
+            "| --- | --- |",
+        ]
+        out += [f"| `{name}` | `{_cell(expr)}` |" for name, expr in differing]
+        out.append("")
+    if not_from_env:
+        out += [
+            "Not read from the environment there: "
+            + ", ".join(f"`{n}`" for n in not_from_env)
+            + ".",
+            "",
+        ]
+    out += [
+        "### Its own variables",
+        "",
+        "| variable | default | meaning |",
+        "| --- | --- | --- |",
+    ]
+    for name in sorted(DEPLOYMENT, key=list(reads).index):
+        default, meaning = DEPLOYMENT[name]
+        out.append(f"| `{name}` | {default} | {_cell(meaning)} |")
+    for name, (default, meaning) in OTHER_VARIABLES.items():
+        out.append(f"| `{name}` | {default} | {_cell(meaning)} |")
+    out += [
+        "",
+        "### Process variables (`Procfile`)",
+        "",
+        "| variable | meaning |",
+        "| --- | --- |",
+    ]
+    out += [f"| `{name}` | {_cell(text)} |" for name, text in PROCFILE_VARIABLES.items()]
+    out.append("")
+    return "\n".join(out)
+
+
+def render_schema() -> str:
+    from django.test import RequestFactory
+    from django.urls import resolve
+
+    path = "/api/v1/schema"
+    request = RequestFactory().get(path, HTTP_ACCEPT="application/vnd.oai.openapi")
+    response = resolve(path).func(request)
+    response.render()
+    return response.content.decode("utf-8")
+
+
+def outputs() -> dict[Path, str]:
+    return {CONFIGURATION_PAGE: render_configuration(), SCHEMA_FILE: render_schema()}
+
+
+def stale_outputs(pages: dict[Path, str]) -> list[Path]:
+    return [p for p, text in pages.items() if not p.exists() or p.read_text() != text]
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only report stale pages")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webhooks_project.settings")
+    # Integer bounds in the schema come from the database backend: document the PostgreSQL
+    # deployment's, as the server serves it there. Nothing connects to this URL.
+    os.environ.setdefault("DATABASE_URL", "postgres://localhost/webhooks")
+    import django
+
+    django.setup()
+    pages = outputs()
+    stale = stale_outputs(pages)
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is out of date: run `make docs-gen`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(pages[path])
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
