@@ -4,13 +4,21 @@ Fan-out and replays both ask here, so a replay applies each endpoint's filter as
 now. The filter sees the event as stored (its emitted version of the data) in the default
 envelope's shape; the document is built once per event, and only when an endpoint whose
 types match has a filter, so endpoints without filters pay nothing for the feature.
+
+When an offloaded payload cannot be read back, the filter cannot be evaluated: the event is
+then let through (logged), so that nothing is lost; its delivery shows the storage error
+and retries like any other, instead of the whole fan-out failing over and over.
 """
 
+import logging
 from typing import Any
 
 from . import event_types, payload_filters, payloads
 from .models import Endpoint, Event
 from .rendering import utc_text
+
+logger = logging.getLogger(__name__)
+_UNREADABLE: dict[str, Any] = {}
 
 #: The Endpoint fields `Subscribers.accepts` reads (for querysets narrowed with `only`).
 FIELDS = ("event_types", "filter")
@@ -40,5 +48,14 @@ class Subscribers:
         if not endpoint.filter:
             return True
         if self._document is None:
-            self._document = filter_document(self.event)
+            try:
+                self._document = filter_document(self.event)
+            except payloads.PayloadUnavailable:
+                logger.warning(
+                    "payload unreadable at fan-out: filters not applied",
+                    extra={"event_id": str(self.event.pk), "event_type": self.event.type},
+                )
+                self._document = _UNREADABLE
+        if self._document is _UNREADABLE:
+            return True
         return payload_filters.cached_predicate(endpoint.filter)(self._document)

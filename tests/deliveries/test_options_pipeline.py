@@ -216,3 +216,36 @@ def test_a_cloudevents_delivery_parses_and_verifies(
     assert parsed.get_extension("dataversion") == 1
     assert parsed.get_data() == {"amount": 4200, "note": "café"}
     assert parsed.get_time() == event.occurred_at
+
+
+def test_filters_read_an_offloaded_payload(
+    celery_worker: object, receiver: Receiver, settings: Any, tmp_path: Any
+) -> None:
+    settings.MEDIA_ROOT = str(tmp_path)
+    settings.WEBHOOKS_PAYLOAD_OFFLOAD_BYTES = 256
+    make_endpoint(receiver, event_types=["order.*"], filter={"data.n": {"$gt": 5}})
+    large = [{"sku": f"sku-{i}", "label": "crème brûlée"} for i in range(20)]
+
+    kept = services.emit("order.created", {"n": 7, "items": large})
+    dropped = services.emit("order.created", {"n": 1, "items": large})
+
+    assert Event.objects.get(pk=kept.pk).data_ref  # offloaded, so the filter loads it
+    wait_until(lambda: settled(kept, DeliveryStatus.SUCCEEDED), what="the matching one sent")
+    wait_until(lambda: fanned_out(dropped), what="the other fanned out")
+    assert not Delivery.objects.filter(event=dropped).exists()
+
+
+def test_an_unreadable_payload_is_let_through_not_lost(
+    receiver: Receiver, settings: Any, tmp_path: Any
+) -> None:
+    """The filter cannot be evaluated: the delivery is made (and shows the storage error
+    when it is attempted) instead of the fan-out failing for ever."""
+    settings.MEDIA_ROOT = str(tmp_path)
+    settings.WEBHOOKS_PAYLOAD_OFFLOAD_BYTES = 256
+    endpoint, _ = make_endpoint(receiver, event_types=["order.*"], filter={"data.n": 1})
+    event = services.emit("order.created", {"n": 2, "pad": "x" * 400})
+    for stored in tmp_path.rglob("*.json"):
+        stored.unlink()
+
+    assert services.event_fan_out(event_id=event.pk) == 1
+    assert Delivery.objects.get(event=event).endpoint_id == endpoint.pk
