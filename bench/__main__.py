@@ -462,6 +462,17 @@ def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]])
                 bool(ratio) and ratio[-1] <= 1.2,
             )
         )
+        in_transaction = find(filters, "in the transaction only")
+        if in_transaction:
+            rows.append(
+                Row(
+                    "the same, its transaction only (no publishing), ms",
+                    in_transaction.replace(" / ", " -> "),
+                    "",
+                    "<= 1.2x",
+                    numbers(in_transaction.split("(")[-1])[:1] <= [1.2],
+                )
+            )
     return rows
 
 
