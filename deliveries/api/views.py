@@ -44,12 +44,23 @@ class EndpointViewSet(viewsets.ModelViewSet):
             endpoint, secret = services.endpoint_create(**fields)
         except ssrf.UnsafeURL as exc:
             raise ValidationError({"url": [str(exc)]}) from None
+        except services.endpoint_options.EndpointOptionsInvalid as exc:
+            raise ValidationError(exc.errors) from None
         data = s.EndpointSerializer(endpoint).data
         return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
 
     def perform_update(self, serializer: BaseSerializer[Endpoint]) -> None:
         new_state = serializer.validated_data.pop("state", None)
+        try:
+            services.endpoint_options.endpoint_check_options(dict(serializer.validated_data))
+        except services.endpoint_options.EndpointOptionsInvalid as exc:
+            raise ValidationError(exc.errors) from None
+        if "filter" in serializer.validated_data:
+            serializer.validated_data["filter"] = services.endpoint_options.normalised_filter(
+                serializer.validated_data["filter"]
+            )
         endpoint = services.endpoint_pin_versions(endpoint=serializer.save())
+        services.endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
         if new_state and new_state != endpoint.state:
             services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
             endpoint.refresh_from_db()

@@ -23,6 +23,7 @@ def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple
     """
     endpoint_check_url(url=url)
     fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
+    endpoint_options.endpoint_check_options(fields)
     if "filter" in fields:
         fields["filter"] = endpoint_options.normalised_filter(fields["filter"])
     endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
