@@ -9,8 +9,6 @@ signs): such a key verifies the ``v1a,<base64>`` entries over the same signed co
 source can mix both kinds during a migration; every unexpired secret or key is tried.
 """
 
-import base64
-import binascii
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -29,6 +27,9 @@ from .base import (
     parse_json_object,
     require_text,
 )
+
+# The specification asks for 24 to 64 bytes; 16 still refuses what is plainly a typo.
+MIN_KEY_BYTES = 16
 
 
 class StandardScheme(Scheme):
@@ -50,8 +51,8 @@ class StandardScheme(Scheme):
             return None
         try:
             return signing.sign_standard(secret, parts.msg_id, parts.timestamp, body)
-        except (binascii.Error, ValueError):
-            return None  # a secret that is not base64 cannot have signed this
+        except ValueError:
+            return None  # a secret that is not base64 (or empty) cannot have signed this
 
     def signature_matches(self, secret: str, parts: SignedParts, body: bytes) -> bool:
         if not secret.startswith(signing.PUBLIC_KEY_PREFIX):
@@ -80,11 +81,15 @@ class StandardScheme(Scheme):
         if secret.startswith(signing.PRIVATE_KEY_PREFIX):
             return "that is a private 'whsk_' key: give the source its 'whpk_' public key"
         try:
-            key = base64.b64decode(secret.removeprefix(signing.SECRET_PREFIX), validate=True)
-        except (binascii.Error, ValueError):
-            key = b""
-        if not key:
-            return "a Standard Webhooks secret is 'whsec_' followed by base64"
+            key = signing.standard_webhooks_key(secret)
+        except ValueError:
+            return "a Standard Webhooks secret is 'whsec_' followed by base64 (padding optional)"
+        if len(key) < MIN_KEY_BYTES:
+            # The libraries would sign with it, but a key this short can be guessed.
+            return (
+                f"a Standard Webhooks secret is 'whsec_' followed by the base64 of at least "
+                f"{MIN_KEY_BYTES} bytes (this one has {len(key)})"
+            )
         return None
 
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
