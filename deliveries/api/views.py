@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .. import services, ssrf, tracing
+from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .parsers import SafeJSONParser
@@ -42,28 +42,25 @@ class EndpointViewSet(viewsets.ModelViewSet):
         fields.pop("state", None)
         try:
             endpoint, secret = services.endpoint_create(**fields)
-        except ssrf.UnsafeURL as exc:
-            raise ValidationError({"url": [str(exc)]}) from None
-        except services.endpoint_options.EndpointOptionsInvalid as exc:
+        except services.EndpointInvalid as exc:
             raise ValidationError(exc.errors) from None
         data = s.EndpointSerializer(endpoint).data
         return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
 
-    def perform_update(self, serializer: BaseSerializer[Endpoint]) -> None:
-        new_state = serializer.validated_data.pop("state", None)
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # The serializer checks the shape; the service owns the rules and the write.
+        endpoint = self.get_object()
+        serializer = s.EndpointSerializer(
+            endpoint, data=request.data, partial=kwargs.get("partial", False)
+        )
+        serializer.is_valid(raise_exception=True)
         try:
-            services.endpoint_options.endpoint_check_options(dict(serializer.validated_data))
-        except services.endpoint_options.EndpointOptionsInvalid as exc:
-            raise ValidationError(exc.errors) from None
-        if "filter" in serializer.validated_data:
-            serializer.validated_data["filter"] = services.endpoint_options.normalised_filter(
-                serializer.validated_data["filter"]
+            endpoint = services.endpoint_update(
+                endpoint=endpoint, **dict(serializer.validated_data)
             )
-        endpoint = services.endpoint_pin_versions(endpoint=serializer.save())
-        services.endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
-        if new_state and new_state != endpoint.state:
-            services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
-            endpoint.refresh_from_db()
+        except services.EndpointInvalid as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(s.EndpointSerializer(endpoint).data)
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secret")

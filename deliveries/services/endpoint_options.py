@@ -19,21 +19,6 @@ DEFAULT_KEY_ROTATION_GRACE_SECONDS = 24 * 3600
 OPTION_FIELDS = ("filter", "signature_scheme", "envelope")
 
 
-class EndpointOptionsInvalid(ValueError):
-    """Option fields that cannot be saved; ``errors`` maps each field to its reasons."""
-
-    def __init__(self, errors: dict[str, list[str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{f}: {' '.join(m)}" for f, m in errors.items()))
-
-
-def endpoint_check_options(changes: dict[str, Any]) -> None:
-    """Raise `EndpointOptionsInvalid` for bad option fields among ``changes``."""
-    problems = options_problems(changes)
-    if problems:
-        raise EndpointOptionsInvalid(problems)
-
-
 class NoSigningKeys(ValueError):
     """The endpoint's signature scheme has no v1a: a key pair would sign nothing."""
 

@@ -1,7 +1,7 @@
 """What goes on the wire for a delivery: the JSON body and the headers, signed."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from .. import conf, rendering, signing
@@ -49,7 +49,7 @@ def build_headers(
 ) -> dict[str, str]:
     event_id = str(delivery.event_id)
     endpoint = delivery.endpoint
-    headers = {str(k): str(v) for k, v in (endpoint.custom_headers or {}).items()}
+    headers = endpoint.custom_headers_plain()
     signed = signing.signature_headers(
         secrets,
         msg_id=event_id,
@@ -76,8 +76,13 @@ def build_headers(
     return headers
 
 
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+def redact_headers(headers: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:
+    """The headers as an attempt stores them: credentials (by name, or marked secret on
+    the endpoint) replaced by a placeholder."""
+    marked = {name.lower() for name in secret_names}
     return {
-        name: REDACTED if any(word in name.lower() for word in SENSITIVE_HEADER_WORDS) else value
+        name: REDACTED
+        if name.lower() in marked or any(word in name.lower() for word in SENSITIVE_HEADER_WORDS)
+        else value
         for name, value in headers.items()
     }

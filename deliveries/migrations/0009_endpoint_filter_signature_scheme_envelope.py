@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0007_payload_offload'),
+        ('deliveries', '0008_endpoint_secret_custom_headers'),
     ]
 
     operations = [
