@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from deliveries import tracing
-from deliveries.crypto import SecretDecryptionError
+from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes, selectors, services
 from .metrics import RequestOutcome, count_request, observe_delivery_lag

@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -10,7 +9,9 @@ from rest_framework.response import Response
 
 from .. import event_types, services
 from ..models import Replay
+from .base import ApiDefaults
 from .parsers import SafeJSONParser
+from .schema import extend_schema
 
 
 class ReplayRequestSerializer(serializers.Serializer[Any]):
@@ -67,7 +68,9 @@ class ReplaySerializer(serializers.ModelSerializer[Replay]):
         read_only_fields = fields
 
 
-class ReplayViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class ReplayViewSet(
+    ApiDefaults, mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
     parser_classes = [SafeJSONParser]
     queryset = Replay.objects.all()
     serializer_class = ReplaySerializer

@@ -3,7 +3,6 @@
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -14,7 +13,9 @@ from rest_framework.serializers import BaseSerializer
 from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
+from .base import ApiDefaults
 from .parsers import SafeJSONParser
+from .schema import OpenApiParameter, extend_schema, extend_schema_view
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]
@@ -28,7 +29,7 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
-class EndpointViewSet(viewsets.ModelViewSet):
+class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     parser_classes = PARSERS
     queryset = Endpoint.objects.all()
     serializer_class = s.EndpointSerializer
@@ -97,6 +98,7 @@ class EndpointViewSet(viewsets.ModelViewSet):
 
 
 class EventViewSet(
+    ApiDefaults,
     mixins.CreateModelMixin,
     mixins.RetrieveModelMixin,
     mixins.ListModelMixin,
@@ -136,7 +138,9 @@ class EventViewSet(
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.DeliveryFilterSerializer]))
-class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class DeliveryViewSet(
+    ApiDefaults, mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
     parser_classes = PARSERS
     serializer_class = s.DeliverySummarySerializer
 

@@ -13,8 +13,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from deliveries import services, tracing
 from deliveries.models import DeliveryStatus
+from examples.payments.models import Order
 from receivers import services as receiving
-from receivers.models import InboxEvent, Order
+from receivers.models import InboxEvent
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, settled
 from tests.receiver import Receiver
