@@ -38,7 +38,7 @@ SCENARIOS = (
     "refused",
     "memory",
 )
-EXTERNAL = ("isolation", "receiving")
+EXTERNAL = ("isolation", "receiving", "filters")
 # The sizes, and a smoke run's.
 FULL = {
     "events": 10_000,
@@ -525,6 +525,31 @@ def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]])
             rows.append(
                 Row("receiver: lost / duplicated", lost, "", "0 / 0", numbers(lost) == [0, 0])
             )
+    filters = external.get("filters")
+    if filters is not None:
+        plain, filtered = find(filters, "no filters"), find(filters, "ms per event, filtered")
+        ratio_text = find(filters, "filtered / unfiltered")
+        ratio = numbers(ratio_text)
+        rows.append(
+            Row(
+                "fan-out to 100 endpoints, ms per event: no filters -> all filtered",
+                f"{plain} -> {filtered} ({ratio_text})" if plain and filtered else "no figure",
+                "",
+                "<= 1.2x",
+                bool(ratio) and ratio[-1] <= 1.2,
+            )
+        )
+        in_transaction = find(filters, "in the transaction only")
+        if in_transaction:
+            rows.append(
+                Row(
+                    "the same, its transaction only (no publishing), ms",
+                    in_transaction.replace(" / ", " -> "),
+                    "",
+                    "<= 1.2x",
+                    numbers(in_transaction.split("(")[-1])[:1] <= [1.2],
+                )
+            )
     return rows
 
 
@@ -597,6 +622,10 @@ def main() -> None:
         events = str(args.receiving_events)
         external["receiving"] = run_external(
             "bench.receiving", ["--events", events, "--noop-requests", events], args.timeout
+        )
+    if "filters" in chosen:
+        external["filters"] = run_external(
+            "bench.filters", ["--events", "5" if args.quick else "20"], args.timeout
         )
     print(f"\nbench: finished in {(time.monotonic() - began) / 60:.1f} min\n")
     rows = table_rows(args, ceilings, ours, peer, external, peer_note)

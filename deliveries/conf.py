@@ -51,6 +51,12 @@ SETTINGS: tuple[Setting, ...] = (
         "still validated).",
     ),
     Setting(
+        "WEBHOOKS_CLOUDEVENTS_SOURCE",
+        "/webhooks",
+        "The CloudEvents `source` attribute (a URI-reference naming this sender) of endpoints "
+        "whose `envelope` is `cloudevents`.",
+    ),
+    Setting(
         "WEBHOOKS_EVENT_TYPE_MODULES",
         (),
         "Modules imported at start-up to declare event types, besides every installed app's "
@@ -204,6 +210,7 @@ class DeliverySettings:
     purge_interval_seconds: float = 600.0
     payload_offload_bytes: int = 65536
     payload_storage: str = "default"
+    cloudevents_source: str = "/webhooks"
 
 
 def get() -> DeliverySettings:
@@ -225,6 +232,7 @@ def get() -> DeliverySettings:
         purge_interval_seconds=value("WEBHOOKS_PURGE_INTERVAL_SECONDS"),
         payload_offload_bytes=int(value("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES")),
         payload_storage=value("WEBHOOKS_PAYLOAD_STORAGE"),
+        cloudevents_source=value("WEBHOOKS_CLOUDEVENTS_SOURCE"),
     )
 
 

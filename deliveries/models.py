@@ -12,6 +12,7 @@ from webhooks_core import crypto
 from webhooks_core.jobs import LeasedJob
 from webhooks_core.secrets import RotatingSecret
 
+from . import signing
 from .retry_policy import RetryPolicy
 
 
@@ -25,6 +26,17 @@ class CircuitState(models.TextChoices):
     CLOSED = "closed", "Closed (sending)"
     OPEN = "open", "Open (waiting for the cool-down)"
     HALF_OPEN = "half_open", "Half-open (one probe in flight)"
+
+
+class SignatureScheme(models.TextChoices):
+    V1 = signing.SCHEME_V1, "v1 (HMAC-SHA256)"
+    V1A = signing.SCHEME_V1A, "v1a (ed25519)"
+    BOTH = signing.SCHEME_BOTH, "v1 and v1a"
+
+
+class EnvelopeKind(models.TextChoices):
+    DEFAULT = "default", "Default JSON"
+    CLOUDEVENTS = "cloudevents", "CloudEvents 1.0 (structured JSON)"
 
 
 class Endpoint(models.Model):
@@ -60,6 +72,16 @@ class Endpoint(models.Model):
     version_pins = models.JSONField(default=dict, blank=True)
     # Events sharing an ordering key are sent one at a time, in emit order (see ordering.py).
     ordered_delivery = models.BooleanField(default=False)
+    # Payload filter over the event (deliveries/payload_filters.py); NULL: every event of
+    # the matching types.
+    filter = models.JSONField(null=True, blank=True, default=None)
+    # What `webhook-signature` carries; v1a needs a key pair (EndpointSigningKey).
+    signature_scheme = models.CharField(
+        max_length=8, choices=SignatureScheme.choices, default=SignatureScheme.V1
+    )
+    envelope = models.CharField(
+        max_length=16, choices=EnvelopeKind.choices, default=EnvelopeKind.DEFAULT
+    )
 
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_success_at = models.DateTimeField(null=True, blank=True)
@@ -140,6 +162,23 @@ class EndpointSecret(RotatingSecret):
 
     def __str__(self) -> str:
         return f"secret #{self.pk} of {self.endpoint_id}"
+
+
+class EndpointSigningKey(RotatingSecret):
+    """An ed25519 key pair for ``v1a`` signatures: the private key encrypted, the public
+    key in clear (it is published). Every unexpired key signs each request."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="signing_keys")
+    public_key = models.CharField(max_length=64, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"signing key {self.public_key}"
+
+    def remember_plaintext_traits(self, plaintext: str) -> None:
+        self.public_key = signing.public_key_of(plaintext)
 
 
 class Event(models.Model):

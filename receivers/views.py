@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from deliveries import tracing
 from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes, selectors, services
@@ -48,6 +49,24 @@ class Reject(Exception):
 # 2xx must mean committed: the inbox insert commits on its own even under ATOMIC_REQUESTS.
 @transaction.non_atomic_requests
 def receive(request: HttpRequest, slug: str) -> HttpResponse:
+    with tracing.span(
+        f"{request.method} /receivers/<slug>/",
+        kind="SERVER",
+        traceparent=tracing.from_header(request.headers.get("traceparent")),
+        attributes={
+            "http.request.method": request.method,
+            "http.route": "/receivers/<slug>/",
+            "webhooks.source": slug,
+        },
+    ) as span:
+        response = _receive(request, slug)
+        tracing.set_attributes(span, {"http.response.status_code": response.status_code})
+        if response.status_code >= 500:
+            tracing.mark_error(span, str(response.status_code))
+        return response
+
+
+def _receive(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method not in ("POST", "HEAD"):
         return HttpResponseNotAllowed(["POST", "HEAD"])
     try:
@@ -96,6 +115,13 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
         outcome = RequestOutcome.IGNORED
     else:
         outcome = RequestOutcome.ACCEPTED
+    tracing.annotate_current(
+        {
+            "webhooks.event.id": envelope.event_id,
+            "webhooks.event.type": envelope.type,
+            "webhooks.outcome": str(outcome),
+        }
+    )
     logger.info(
         "webhook %s",
         outcome,

@@ -21,7 +21,14 @@ from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
 from .. import headers, services
-from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
+from ..models import (
+    CircuitTransition,
+    DeliveryStatus,
+    Endpoint,
+    EndpointState,
+    EnvelopeKind,
+    SignatureScheme,
+)
 from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import CREATE_ONLY, DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
@@ -62,6 +69,14 @@ class EndpointForm(forms.ModelForm[Endpoint]):
         f"A masked value ({headers.MASK}) left as it is keeps the stored value.",
     )
 
+    # Not required: a form posted without them (a script, an old page) keeps the defaults.
+    signature_scheme = forms.ChoiceField(
+        choices=SignatureScheme.choices, required=False, initial=SignatureScheme.V1
+    )
+    envelope = forms.ChoiceField(
+        choices=EnvelopeKind.choices, required=False, initial=EnvelopeKind.DEFAULT
+    )
+
     class Meta:
         model = Endpoint
         fields = [
@@ -74,6 +89,9 @@ class EndpointForm(forms.ModelForm[Endpoint]):
             "secret_headers",
             "version_pins",
             "ordered_delivery",
+            "filter",
+            "signature_scheme",
+            "envelope",
             "max_attempts",
             "backoff_base_seconds",
             "backoff_max_seconds",
@@ -91,6 +109,14 @@ class EndpointForm(forms.ModelForm[Endpoint]):
         if not self.instance._state.adding and "custom_headers" in self.fields:
             self.initial["custom_headers"] = self.instance.custom_headers_masked()
             self.initial["secret_headers"] = ", ".join(self.instance.secret_header_names)
+
+    def clean_signature_scheme(self) -> str:
+        return self.cleaned_data.get("signature_scheme") or (
+            self.instance.signature_scheme or SignatureScheme.V1
+        )
+
+    def clean_envelope(self) -> str:
+        return self.cleaned_data.get("envelope") or (self.instance.envelope or EnvelopeKind.DEFAULT)
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
@@ -168,12 +194,14 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "state",
         "state_reason",
         "signing_secrets",
+        "public_key",
         "test_events",
     ]
     actions = [
         "suspend_endpoints",
         "resume_endpoints",
         "rotate_secret",
+        "rotate_signing_key",
         "send_test_event",
     ]
 
@@ -254,6 +282,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             active,
             url,
         )
+
+    @admin.display(description="public key (v1a)")
+    def public_key(self, endpoint: Endpoint) -> str:
+        # Public by nature: the consumer verifies v1a signatures with it.
+        return services.endpoint_public_key(endpoint=endpoint) or "-"
 
     @admin.display(description="test events (webhook.test)")
     def test_events(self, endpoint: Endpoint) -> SafeString | str:
@@ -364,6 +397,25 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             note="Copy them now; they are not shown again.",
             grace_seconds=grace,
         )
+
+    @admin.action(description="Rotate the v1a signing key pair", permissions=["rotate_secret"])
+    def rotate_signing_key(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        rotated = []
+        for endpoint in queryset:
+            try:
+                services.endpoint_rotate_signing_key(endpoint=endpoint)
+            except services.endpoint_options.NoSigningKeys as exc:
+                self.message_user(request, f"{endpoint}: not rotated, {exc}.", messages.WARNING)
+            else:
+                rotated.append(endpoint)
+        if rotated:
+            audit(request, rotated, "Rotated the v1a signing key pair (grace 24 h)")
+            self.message_user(
+                request,
+                f"{len(rotated)} key pair(s) rotated; the old keys sign for 24 h more. "
+                "The new public keys are on each endpoint's page.",
+                messages.SUCCESS,
+            )
 
     @admin.action(description="Send a test event (webhook.test)", permissions=["send_test_event"])
     def send_test_event(

@@ -5,7 +5,17 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import headers, payloads, tenants
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from ..models import (
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointState,
+    EnvelopeKind,
+    Event,
+    SignatureScheme,
+)
+from ..services import endpoint_options
 from ..services.endpoints import BOUNDS
 
 
@@ -77,6 +87,25 @@ class EndpointSerializer(serializers.ModelSerializer):
         "pinned to their newest version when the endpoint is created or its filters change.",
     )
     ordered_delivery = serializers.BooleanField(required=False)
+    filter = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='Payload filter, e.g. {"data.amount": {"$gte": 100}}; null: no filter.',
+    )
+    signature_scheme = serializers.ChoiceField(
+        choices=SignatureScheme.choices,
+        required=False,
+        help_text='"v1" (HMAC, default), "v1a" (ed25519) or "v1,v1a" in webhook-signature.',
+    )
+    envelope = serializers.ChoiceField(
+        choices=EnvelopeKind.choices,
+        required=False,
+        help_text='"default" or "cloudevents" (CloudEvents 1.0 structured JSON).',
+    )
+    public_key = serializers.SerializerMethodField(
+        help_text="The whpk_ key that verifies v1a signatures (the newest unexpired); null "
+        "without v1a."
+    )
     # Health and isolation; null takes the global WEBHOOKS_* default.
     suspend_after_failures = _bounded(
         serializers.IntegerField, "suspend_after_failures", allow_null=True
@@ -111,6 +140,10 @@ class EndpointSerializer(serializers.ModelSerializer):
             "secret_headers",
             "version_pins",
             "ordered_delivery",
+            "filter",
+            "signature_scheme",
+            "envelope",
+            "public_key",
             "suspend_after_failures",
             "suspend_window_seconds",
             "max_in_flight",
@@ -125,6 +158,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = [
             "id",
+            "public_key",
             "state_reason",
             "state_changed_at",
             "consecutive_failures",
@@ -135,6 +169,10 @@ class EndpointSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_public_key(self, endpoint: Endpoint) -> str | None:
+        return endpoint_options.endpoint_public_key(endpoint=endpoint)
 
     def validate_url(self, value: str) -> str:
         if not value.lower().startswith(("http://", "https://")):
@@ -154,6 +192,12 @@ class EndpointCreatedSerializer(EndpointSerializer):
 
     class Meta(EndpointSerializer.Meta):
         fields = [*EndpointSerializer.Meta.fields, "secret"]
+
+
+class RotatedSigningKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    public_key = serializers.CharField(read_only=True)
+    grace_seconds = serializers.IntegerField(read_only=True)
 
 
 class RotateSecretSerializer(serializers.Serializer):

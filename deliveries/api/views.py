@@ -92,6 +92,24 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             status=status.HTTP_200_OK,
         )
 
+    @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSigningKeySerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-signing-key")
+    def rotate_signing_key(self, request: Request, pk: str | None = None) -> Response:
+        endpoint = self.get_object()
+        body = s.RotateSecretSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        grace = body.validated_data.get(
+            "grace_seconds", services.endpoint_options.DEFAULT_KEY_ROTATION_GRACE_SECONDS
+        )
+        try:
+            key = services.endpoint_rotate_signing_key(endpoint=endpoint, grace_seconds=grace)
+        except services.endpoint_options.NoSigningKeys as exc:
+            raise ValidationError({"signature_scheme": [str(exc)]}) from None
+        return Response(
+            {"id": str(endpoint.pk), "public_key": key.public_key, "grace_seconds": grace},
+            status=status.HTTP_200_OK,
+        )
+
 
 @extend_schema_view(list=extend_schema(parameters=[s.TenantFilterSerializer]))
 class EventViewSet(

@@ -2,6 +2,7 @@
 
 from .deadletters import delivery_cancel
 from .endpoint_check import EndpointNotActive, endpoint_send_test_event
+from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
 from .endpoints import (
     EndpointInvalid,
     endpoint_create,
@@ -70,8 +71,10 @@ __all__ = [
     "endpoint_create",
     "endpoint_delete",
     "endpoint_pin_versions",
+    "endpoint_public_key",
     "endpoint_resume",
     "endpoint_rotate_secret",
+    "endpoint_rotate_signing_key",
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",

@@ -13,6 +13,7 @@ from webhooks_core import crypto
 from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
+from . import endpoint_options
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -45,6 +46,7 @@ EDITABLE = frozenset(
         "secret_headers",
         "version_pins",
         "ordered_delivery",
+        *endpoint_options.OPTION_FIELDS,
         *BOUNDS,
     }
 )
@@ -95,6 +97,7 @@ def endpoint_create(
     endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
     secret = _add_secret(endpoint)
+    endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
     return endpoint, secret
 
 
@@ -128,6 +131,8 @@ def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
     if "event_types" in changes or "version_pins" in changes:
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
+    if "signature_scheme" in changes:
+        endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
     if state and state != endpoint.state:
         endpoint_set_state(endpoint_id=endpoint.pk, state=state)
         endpoint.refresh_from_db()
@@ -235,6 +240,13 @@ def _apply_and_validate(
         refuse("backoff_max_seconds", "Must be at least backoff_base_seconds.")
     if custom_headers is not None or secret_headers is not None:
         _apply_headers(endpoint, custom_headers, secret_headers, refuse)
+    options = {name: getattr(endpoint, name) for name in endpoint_options.OPTION_FIELDS}
+    for field, problems in endpoint_options.options_problems(
+        {name: value for name, value in options.items() if name in changed}
+    ).items():
+        errors.setdefault(field, []).extend(problems)
+    if "filter" in changed and "filter" not in errors:
+        endpoint.filter = endpoint_options.normalised_filter(endpoint.filter)
     if errors:
         raise (UnsafeEndpointURL if "url" in errors else EndpointInvalid)(errors)
 

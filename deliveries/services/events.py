@@ -147,15 +147,46 @@ def emit(
 
     With ``tenant`` (1-100 characters of ``[A-Za-z0-9_.:-]``) the event goes to that
     tenant's endpoints only; without one, to the endpoints without a tenant.
+
+    With a tracer provider configured, the event carries its `webhooks emit` span's.
     """
     tenant_problem = tenants.problem(tenant)
     if tenant_problem:
         raise EventValidationError("tenant", tenant_problem)
-    version = _validate(type, data, version, occurred_at, idempotency_key, ordering_key)
     if traceparent is not None and not tracing.is_valid(traceparent):
         raise EventValidationError(
             "traceparent", "must be a W3C traceparent (00-<trace>-<span>-<flags>)"
         )
+    attributes = {"webhooks.event.type": type if isinstance(type, str) else None}
+    with tracing.span(
+        "webhooks emit", kind="PRODUCER", traceparent=traceparent, attributes=attributes
+    ) as span:
+        event = _emit(
+            type,
+            data,
+            version=version,
+            occurred_at=occurred_at,
+            idempotency_key=idempotency_key,
+            ordering_key=ordering_key,
+            traceparent=tracing.traceparent_of(span) or traceparent,
+            tenant=tenant,
+        )
+        tracing.set_attributes(span, {"webhooks.event.id": str(event.pk)})
+        return event
+
+
+def _emit(
+    type: str,
+    data: Any,
+    *,
+    version: int | None,
+    occurred_at: datetime | None,
+    idempotency_key: str | None,
+    ordering_key: str | None,
+    traceparent: str | None,
+    tenant: str | None,
+) -> Event:
+    version = _validate(type, data, version, occurred_at, idempotency_key, ordering_key)
     event = Event(
         id=uuid.uuid4(),
         type=type,

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import event_types, operational, ordering, payloads
+from .. import operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .breaker import circuit_reopens_at
 from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
@@ -120,8 +120,7 @@ def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpo
         .exclude(state=EndpointState.DISABLED)
         .only(
             "id",
-            "tenant",
-            "event_types",
+            *subscriptions.FIELDS,
             "state",
             "ordered_delivery",
             "circuit_state",
@@ -134,7 +133,18 @@ def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpo
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
     # Only operational events need their data here; others may be offloaded and large.
+    attributes = {"webhooks.event.id": str(event.pk), "webhooks.event.type": event.type}
+    with tracing.span(
+        "webhooks fan-out", traceparent=event.traceparent or None, attributes=attributes
+    ) as span:
+        deliveries = _matching(event, endpoints, now)
+        tracing.set_attributes(span, {"webhooks.deliveries": len(deliveries)})
+    return deliveries
+
+
+def _matching(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
     data = payloads.load(event) if event.type in operational.OPERATIONAL_EVENT_TYPES else None
+    subscribers = subscriptions.Subscribers(event)
     return [
         new_delivery(
             event_id=event.pk,
@@ -143,7 +153,7 @@ def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> li
             **ordering.delivery_fields(event, endpoint),
         )
         for endpoint in endpoints
-        if event_types.matches(event.type, endpoint.event_types)
+        if subscribers.accepts(endpoint)
         and not operational.withheld(
             event_type=event.type,
             data=data,

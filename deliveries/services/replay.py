@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .. import conf, event_types, tenants
+from .. import conf, event_types, subscriptions, tenants
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .enqueue import enqueue_deliveries
 from .fanout import new_delivery
@@ -111,7 +111,7 @@ def _events(filters: ReplayFilters) -> QuerySet[Event]:
 def _target_endpoints(filters: ReplayFilters) -> list[Endpoint]:
     # Disabled endpoints get nothing; suspended ones get held deliveries, as in fan-out.
     endpoints = Endpoint.objects.exclude(state=EndpointState.DISABLED).only(
-        "id", "tenant", "event_types", "state"
+        "id", "state", *subscriptions.FIELDS
     )
     if filters.tenant is not None:
         endpoints = endpoints.filter(tenant=filters.tenant)
@@ -121,10 +121,16 @@ def _target_endpoints(filters: ReplayFilters) -> list[Endpoint]:
 
 
 def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
-    """The endpoints that receive an event again: its own tenant's, subscribed to it."""
+    """By tenant and type only: the preview counts per type, so with payload filters its
+    figures are upper bounds (each event is matched against the filters when its batch runs)."""
     return [
         e for e in endpoints if e.tenant == tenant and event_types.matches(type_, e.event_types)
     ]
+
+
+def _receivers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
+    subscribers = subscriptions.Subscribers(event)
+    return [endpoint for endpoint in endpoints if subscribers.accepts(endpoint)]
 
 
 def replay_preview(*, filters: ReplayFilters) -> ReplayPreview:
@@ -206,9 +212,11 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
         if replay is None or replay.status == ReplayStatus.DONE:
             return False
         filters = filters_of(replay)
-        events = (
-            _events(filters).order_by("created_at", "id").only("id", "type", "tenant", "created_at")
-        )
+        endpoints = _target_endpoints(filters)
+        events = _events(filters).order_by("created_at", "id")
+        if not any(endpoint.filter for endpoint in endpoints):
+            # Only filters read the payload: without them the batch stays light.
+            events = events.only("id", "type", "tenant", "created_at")
         if replay.cursor_created_at is not None:
             events = events.filter(
                 Q(created_at__gt=replay.cursor_created_at)
@@ -216,20 +224,20 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
             )
         size = batch_size()
         batch = list(events[:size])
-        endpoints = _target_endpoints(filters)
+        receivers = {event.pk: _receivers_now(event, endpoints) for event in batch}
         deliveries = [
             new_delivery(
                 event_id=event.pk, endpoint=endpoint, now=now, is_replay=True, replay=replay
             )
             for event in batch
-            for endpoint in _receivers_of(event.type, event.tenant, endpoints)
+            for endpoint in receivers[event.pk]
         ]
         created = Delivery.objects.bulk_create(deliveries)
         more = len(batch) == size
         if batch:
             replay.cursor_created_at = batch[-1].created_at
             replay.cursor_event_id = batch[-1].pk
-        replay.events_done += sum(1 for e in batch if _receivers_of(e.type, e.tenant, endpoints))
+        replay.events_done += sum(1 for e in batch if receivers[e.pk])
         replay.deliveries_created += len(created)
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now

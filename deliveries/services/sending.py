@@ -36,13 +36,13 @@ from django.utils import timezone
 
 from webhooks_core import crypto, jobs
 
-from .. import conf, ordering, payloads, transport
+from .. import conf, ordering, payloads, tracing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .admission import Admission, endpoint_admit, endpoint_busy_wait
 from .enqueue import enqueue_deliveries
 from .recording import Claim, Deferral, Outcome, Result, record, release_claim
-from .wire import build_headers, redact_headers, render_body
+from .wire import build_headers, redact_headers, render_body, signing_keys
 
 logger = logging.getLogger(__name__)
 
@@ -279,10 +279,15 @@ def _send(
         decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired secret")
         error = "no unexpired signing secret"
         return [Result(delivery, decision, error=error) for delivery in waiting], Deferral([])
+    endpoint = waiting[0].endpoint
+    private_keys = signing_keys(endpoint, claim.now)
+    if private_keys is None:
+        decision = Decision(Verdict.DEAD_LETTER, reason="endpoint has no unexpired signing key")
+        error = "no unexpired v1a signing key"
+        return [Result(delivery, decision, error=error) for delivery in waiting], Deferral([])
     allowed = admission.how_many(len(waiting))
     queue = deque(waiting[:allowed])
     held_back = waiting[allowed:]
-    endpoint = waiting[0].endpoint
     request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
     lock = threading.Lock()
     results: list[Result] = []
@@ -310,9 +315,9 @@ def _send(
                         stopped.append(wait)
                     return
             try:
-                result = _send_one(claim, delivery, secrets)
+                result = _send_one(claim, delivery, secrets, private_keys)
             except Exception as exc:
-                result = _local_failure(claim, delivery, exc, secrets)
+                result = _local_failure(claim, delivery, exc, [*secrets, *private_keys])
             with lock:
                 results.append(result)
                 if (
@@ -347,7 +352,36 @@ def _run_lanes(lane: Callable[[], None], count: int) -> None:
         thread.join()
 
 
-def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
+def _send_one(
+    claim: Claim, delivery: Delivery, secrets: list[str], private_keys: list[str]
+) -> Result:
+    """One attempt, in an HTTP client span when tracing is on (see `tracing`)."""
+    with tracing.span(
+        "POST",
+        kind="CLIENT",
+        traceparent=delivery.event.traceparent or None,
+        attributes=tracing.attempt_attributes(
+            url=delivery.endpoint.url,
+            attempt=delivery.attempts,
+            delivery_id=delivery.pk,
+            endpoint_id=str(delivery.endpoint_id),
+            event_id=str(delivery.event_id),
+            event_type=delivery.event.type,
+        ),
+    ) as span:
+        result = _send_untraced(claim, delivery, secrets, private_keys, span)
+        tracing.attempt_outcome(
+            span,
+            status_code=result.status_code,
+            outcome=result.decision.verdict,
+            error=result.error,
+        )
+        return result
+
+
+def _send_untraced(
+    claim: Claim, delivery: Delivery, secrets: list[str], private_keys: list[str], span: object
+) -> Result:
     endpoint = delivery.endpoint
     try:
         body = render_body(delivery.event, endpoint)
@@ -363,7 +397,13 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
             now=timezone.now(),
         )
         return Result(delivery, decision, error=str(exc))
-    headers = build_headers(delivery, body, secrets, timestamp=int(claim.now.timestamp()))
+    headers = build_headers(
+        delivery, body, secrets, timestamp=int(claim.now.timestamp()), private_keys=private_keys
+    )
+    traced = tracing.traceparent_of(span)
+    if traced:
+        # The receiver's span becomes a child of this attempt (same trace as the event).
+        headers["traceparent"] = traced
     started_at = timezone.now()
     response = transport.post(
         endpoint.url,

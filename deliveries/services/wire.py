@@ -1,10 +1,10 @@
 """What goes on the wire for a delivery: the JSON body and the headers, signed."""
 
 import json
-from collections.abc import Iterable
-from datetime import UTC
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 
-from .. import rendering, signing
+from .. import conf, rendering, signing
 from ..models import Delivery, Endpoint, Event
 
 REDACTED = "[redacted]"
@@ -13,31 +13,60 @@ SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key"
 
 def render_body(event: Event, endpoint: Endpoint | None = None) -> bytes:
     version, data = rendering.versioned_payload(event, endpoint)
-    occurred_at = event.occurred_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    envelope = {
-        "id": str(event.id),
-        "type": event.type,
-        "version": version,
-        "occurred_at": occurred_at,
-        "data": data,
-    }
-    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    kind = _envelope_of(endpoint)
+    document = rendering.envelope(
+        kind,
+        event_id=str(event.id),
+        event_type=event.type,
+        version=version,
+        occurred_at=event.occurred_at,
+        data=data,
+        source=conf.get().cloudevents_source if kind == rendering.CLOUDEVENTS else "",
+    )
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _envelope_of(endpoint: Endpoint | None) -> str:
+    return getattr(endpoint, "envelope", None) or rendering.DEFAULT
+
+
+def signing_keys(endpoint: Endpoint, now: datetime) -> list[str] | None:
+    """The private keys that sign ``v1a`` entries: [] when the scheme has none, None when
+    it needs one and every key has expired."""
+    if endpoint.signature_scheme not in (signing.SCHEME_V1A, signing.SCHEME_BOTH):
+        return []
+    keys = [key.value for key in endpoint.signing_keys.unexpired(now)]
+    return keys or None
 
 
 def build_headers(
-    delivery: Delivery, body: bytes, secrets: list[str], timestamp: int
+    delivery: Delivery,
+    body: bytes,
+    secrets: list[str],
+    timestamp: int,
+    *,
+    private_keys: Sequence[str] = (),
 ) -> dict[str, str]:
     event_id = str(delivery.event_id)
-    headers = delivery.endpoint.custom_headers_plain()
+    endpoint = delivery.endpoint
+    headers = endpoint.custom_headers_plain()
+    signed = signing.signature_headers(
+        secrets,
+        msg_id=event_id,
+        timestamp=timestamp,
+        body=body,
+        scheme=endpoint.signature_scheme or signing.SCHEME_V1,
+        private_keys=private_keys,
+    )
     ours = {
-        "Content-Type": "application/json",
+        "Content-Type": rendering.content_type(_envelope_of(endpoint)),
         "X-Webhook-Id": event_id,
         "X-Webhook-Event": delivery.event.type,
         "X-Webhook-Timestamp": str(timestamp),
         "X-Webhook-Replay": "true" if delivery.is_replay else "false",
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
-        **signing.signature_headers(secrets, msg_id=event_id, timestamp=timestamp, body=body),
+        **signed,
         **({"traceparent": delivery.event.traceparent} if delivery.event.traceparent else {}),
     }
     # Our headers win over custom ones, whatever their case.

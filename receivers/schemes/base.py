@@ -94,6 +94,15 @@ class Scheme:
         """The signature ``secret`` would give this request; None if it cannot sign."""
         raise NotImplementedError
 
+    def signature_matches(self, secret: str, parts: SignedParts, body: bytes) -> bool:
+        """Whether any candidate is ``secret``'s signature; compares with every candidate,
+        each in constant time, without stopping at a match."""
+        expected = self.expected_signature(secret, parts, body)
+        if expected is None:
+            return False
+        hits = [hmac.compare_digest(expected.encode(), c.encode()) for c in parts.candidates]
+        return any(hits)
+
     def secret_problem(self, secret: str) -> str | None:
         """Why ``secret`` could never verify a request of this scheme (None if it can).
 
@@ -150,11 +159,7 @@ def verify(
     matched: int | None = None
     for index, secret in enumerate(secrets):
         # An empty secret would be an empty HMAC key, which anyone can sign with.
-        expected = scheme.expected_signature(secret, parts, body) if secret else None
-        if expected is None:
-            continue
-        hits = [hmac.compare_digest(expected.encode(), c.encode()) for c in parts.candidates]
-        if any(hits) and matched is None:
+        if secret and scheme.signature_matches(secret, parts, body) and matched is None:
             matched = index
     if matched is None:
         raise SignatureMismatch(f"{scheme.name}: no signature matches an active secret")

@@ -3,6 +3,10 @@
 ``webhook-signature: v1,<base64> [v1,<base64> ...]``, HMAC-SHA256 keyed with the
 base64-decoded part of the secret after ``whsec_``, over ``"<msg id>.<ts>.<raw body>"``.
 The event id is the ``webhook-id`` header, the type is the body's ``type``.
+
+A source may also hold ``whpk_`` ed25519 public keys (Standard Webhooks ``v1a``, as Svix
+signs): such a key verifies the ``v1a,<base64>`` entries over the same signed content. A
+source can mix both kinds during a migration; every unexpired secret or key is tried.
 """
 
 from collections.abc import Mapping
@@ -34,8 +38,8 @@ class StandardScheme(Scheme):
 
     def signed_parts(self, headers: Headers) -> SignedParts:
         signatures = headers.first("webhook-signature", "svix-signature")
-        # Only symmetric v1 signatures; v1a (asymmetric) and unknown versions are skipped.
-        candidates = [s for s in signatures.split() if s.startswith("v1,")]
+        # Symmetric v1 and asymmetric v1a signatures; unknown versions are skipped.
+        candidates = [s for s in signatures.split() if s.startswith(("v1,", "v1a,"))]
         return SignedParts(
             candidates=candidates,
             timestamp=parse_int(headers.first("webhook-timestamp", "svix-timestamp")),
@@ -50,10 +54,32 @@ class StandardScheme(Scheme):
         except ValueError:
             return None  # a secret that is not base64 (or empty) cannot have signed this
 
+    def signature_matches(self, secret: str, parts: SignedParts, body: bytes) -> bool:
+        if not secret.startswith(signing.PUBLIC_KEY_PREFIX):
+            return super().signature_matches(secret, parts, body)
+        if parts.timestamp is None or not parts.msg_id:
+            return False
+        # Every entry is checked (no early exit); ed25519 verification itself does not
+        # leak through its timing which bytes of a forged signature were wrong.
+        hits = [
+            signing.verify_v1a(secret, parts.msg_id, parts.timestamp, body, candidate)
+            for candidate in parts.candidates
+            if candidate.startswith("v1a,")
+        ]
+        return any(hits)
+
     def secret_problem(self, secret: str) -> str | None:
         problem = super().secret_problem(secret)
         if problem:
             return problem
+        if secret.startswith(signing.PUBLIC_KEY_PREFIX):
+            try:
+                signing.check_public_key(secret)
+            except signing.InvalidKey as exc:
+                return str(exc)
+            return None
+        if secret.startswith(signing.PRIVATE_KEY_PREFIX):
+            return "that is a private 'whsk_' key: give the source its 'whpk_' public key"
         try:
             key = signing.standard_webhooks_key(secret)
         except ValueError:

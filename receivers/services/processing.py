@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from deliveries import tracing
 from deliveries.retry_policy import RetryPolicy, backoff_delay
 from webhooks_core import jobs
 
@@ -80,6 +81,33 @@ def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
     claim = inbox_claim(inbox_id=inbox_id)
     if claim is None:
         return Outcome.NOT_CLAIMED
+    event = claim.event
+    with tracing.span(
+        "webhooks process",
+        kind="CONSUMER",
+        traceparent=_traceparent_of(event),
+        attributes={
+            "webhooks.source": event.source.slug,
+            "webhooks.event.id": event.event_id,
+            "webhooks.event.type": event.type,
+            "webhooks.attempt": event.attempts,
+        },
+    ) as span:
+        outcome = _process(claim)
+        tracing.set_attributes(span, {"webhooks.outcome": str(outcome)})
+        if outcome in (Outcome.FAILED, Outcome.RETRY_SCHEDULED):
+            tracing.mark_error(span, str(outcome))
+        return outcome
+
+
+def _traceparent_of(event: InboxEvent) -> str | None:
+    """The sender's traceparent, as stored with the request's headers."""
+    headers = event.headers if isinstance(event.headers, dict) else {}
+    value = next((v for k, v in headers.items() if str(k).lower() == "traceparent"), None)
+    return tracing.from_header(value if isinstance(value, str) else None)
+
+
+def _process(claim: Claim) -> str:
     event = claim.event
     handler = registry.resolve(event.source.slug, event.type)
     if handler is None:

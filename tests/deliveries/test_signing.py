@@ -258,3 +258,112 @@ def test_an_empty_secret_never_signs_v1() -> None:
         signing.sign_v1("", 1, BODY)
     with pytest.raises(ValueError, match="empty"):
         signing.signature_headers([""], msg_id=MSG_ID, timestamp=1, body=BODY)
+
+
+# --- v1a (ed25519) and the published vectors ------------------------------------------
+
+VECTOR_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+VECTOR_TS = 1614265330
+VECTOR_BODY = b'{"test": 2432232314}'
+VECTOR_PRIVATE = (
+    "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg=="
+)
+VECTOR_PUBLIC = "whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4="
+VECTOR_V1A = (
+    "v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg=="
+)
+
+
+def test_published_v1a_vector() -> None:
+    assert signing.sign_v1a(VECTOR_PRIVATE, VECTOR_ID, VECTOR_TS, VECTOR_BODY) == VECTOR_V1A
+    assert signing.public_key_of(VECTOR_PRIVATE) == VECTOR_PUBLIC
+    assert signing.verify_v1a(VECTOR_PUBLIC, VECTOR_ID, VECTOR_TS, VECTOR_BODY, VECTOR_V1A)
+
+
+def test_published_v1_vector() -> None:
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    expected = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    assert signing.sign_standard(secret, VECTOR_ID, VECTOR_TS, VECTOR_BODY) == expected
+
+
+def test_v1a_verification_refuses_any_change() -> None:
+    verify = signing.verify_v1a
+    assert not verify(VECTOR_PUBLIC, VECTOR_ID, VECTOR_TS, VECTOR_BODY + b" ", VECTOR_V1A)
+    assert not verify(VECTOR_PUBLIC, VECTOR_ID, VECTOR_TS + 1, VECTOR_BODY, VECTOR_V1A)
+    assert not verify(VECTOR_PUBLIC, "msg_other", VECTOR_TS, VECTOR_BODY, VECTOR_V1A)
+    _, other_public = signing.generate_key_pair()
+    assert not verify(other_public, VECTOR_ID, VECTOR_TS, VECTOR_BODY, VECTOR_V1A)
+    for garbage in ("v1a,", "v1a,not base64!", "v1a,AAAA", "v1," + VECTOR_V1A[4:], ""):
+        assert not verify(VECTOR_PUBLIC, VECTOR_ID, VECTOR_TS, VECTOR_BODY, garbage)
+    assert not verify("whpk_short", VECTOR_ID, VECTOR_TS, VECTOR_BODY, VECTOR_V1A)
+
+
+def test_generated_key_pairs_follow_the_svix_encoding() -> None:
+    private, public = signing.generate_key_pair()
+    raw = base64.b64decode(private.removeprefix("whsk_"), validate=True)
+    assert len(raw) == 64
+    assert base64.b64decode(public.removeprefix("whpk_"), validate=True) == raw[32:]
+    assert signing.public_key_of(private) == public
+    entry = signing.sign_v1a(private, MSG_ID, 1700000000, BODY)
+    assert signing.verify_v1a(public, MSG_ID, 1700000000, BODY, entry)
+    assert private != signing.generate_key_pair()[0]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "whpk_" + VECTOR_PRIVATE.removeprefix("whsk_"),  # wrong prefix
+        "whsk_not-base64",
+        "whsk_" + base64.b64encode(b"x" * 16).decode(),  # wrong length
+        "whsk_" + base64.b64encode(b"x" * 32 + b"y" * 32).decode(),  # halves do not match
+    ],
+)
+def test_malformed_private_keys_are_refused(bad: str) -> None:
+    with pytest.raises(signing.InvalidKey) as error:
+        signing.public_key_of(bad)
+    assert bad.split("_", 1)[1] not in str(error.value)
+
+
+def test_check_public_key() -> None:
+    signing.check_public_key(VECTOR_PUBLIC)
+    for bad in (VECTOR_PRIVATE, "whpk_", "whpk_AAAA", "whsec_" + VECTOR_PUBLIC[5:]):
+        with pytest.raises(signing.InvalidKey):
+            signing.check_public_key(bad)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "versions"),
+    [("v1", ["v1", "v1"]), ("v1a", ["v1a"]), ("v1,v1a", ["v1", "v1", "v1a"])],
+)
+def test_signature_headers_per_scheme(scheme: str, versions: list[str]) -> None:
+    secrets_ = [signing.generate_secret(), signing.generate_secret()]
+    private, public = signing.generate_key_pair()
+    ts = int(time.time())
+    headers = signing.signature_headers(
+        secrets_, msg_id=MSG_ID, timestamp=ts, body=BODY, scheme=scheme, private_keys=[private]
+    )
+    entries = headers["webhook-signature"].split(" ")
+    assert [entry.split(",", 1)[0] for entry in entries] == versions
+    # The classic header is HMAC whatever the scheme.
+    assert parse_signature_header(headers["X-Webhook-Signature"])[1] == [
+        recipe_v1(s, ts, BODY) for s in secrets_
+    ]
+    for entry in entries:
+        if entry.startswith("v1a,"):
+            assert signing.verify_v1a(public, MSG_ID, ts, BODY, entry)
+    if "v1" in versions:
+        # The standardwebhooks library skips the v1a entry and verifies the v1 one.
+        std = {
+            "webhook-id": MSG_ID,
+            "webhook-timestamp": str(ts),
+            "webhook-signature": headers["webhook-signature"],
+        }
+        Webhook(secrets_[1]).verify(BODY, std)
+
+
+def test_v1a_without_a_key_or_an_unknown_scheme_is_refused() -> None:
+    secret = signing.generate_secret()
+    with pytest.raises(ValueError, match="private key"):
+        signing.signature_headers([secret], msg_id=MSG_ID, timestamp=1, body=BODY, scheme="v1a")
+    with pytest.raises(ValueError, match="unknown signature scheme"):
+        signing.signature_headers([secret], msg_id=MSG_ID, timestamp=1, body=BODY, scheme="v2")

@@ -54,3 +54,29 @@ def test_sender_to_receiver_processes_exactly_once(celery_worker: object, live_s
     assert set(InboxEvent.objects.values_list("status", flat=True)) == {InboxStatus.PROCESSED}
     assert PaymentTransition.objects.filter(to_status="succeeded").count() == 1
     assert endpoint.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_v1a_sender_to_a_standard_webhooks_source_holding_the_public_key(
+    celery_worker: object, live_server: Any
+) -> None:
+    """Our sender signs v1a only; our receiver verifies it with nothing but the public key."""
+    Order.objects.create(reference="ord_2", amount=500, currency="EUR")
+    endpoint, _ = sending.endpoint_create(
+        url=f"{live_server.url}/receivers/shop-v1a/",
+        event_types=["payment.*"],
+        signature_scheme="v1a",
+    )
+    public_key = sending.endpoint_public_key(endpoint=endpoint)
+    assert public_key is not None
+    services.source_create(slug="shop-v1a", scheme="standard", secret=public_key)
+
+    data = {"payment_id": "pay_2", "order": "ord_2", "amount": 500, "currency": "EUR"}
+    created = sending.emit("payment.created", {**data, "version": 1})
+
+    wait_until(
+        lambda: InboxEvent.objects.filter(event_id=str(created.id), status="processed").exists(),
+        timeout=30,
+        what="the v1a-signed event processed",
+    )
+    assert Delivery.objects.get(event=created).status == DeliveryStatus.SUCCEEDED
