@@ -20,7 +20,7 @@ FAST_POLICY = {
     "backoff_max_seconds": 0.5,
     "connect_timeout_seconds": 1.0,
     "read_timeout_seconds": 2.0,
-    "max_attempts": 60,
+    "max_attempts": 50,  # the most an endpoint may have (the services refuse more)
 }
 
 
