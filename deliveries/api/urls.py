@@ -2,7 +2,10 @@ from typing import Any
 
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
 from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
 
 from receivers.api import views as receivers_views
 
@@ -29,6 +32,18 @@ def strip_trailing_slashes(result: dict[str, Any], **kwargs: Any) -> dict[str, A
     return result
 
 
+class NoSuchPath(APIView):
+    """Any other path under the API: a JSON 404 (after the token check), never an HTML page.
+
+    `/api/v1/endpoints/0.5` matches no route (ids have no dots), yet a client asked the API.
+    """
+
+    schema = None
+
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        raise NotFound()
+
+
 router = OptionalSlashRouter()
 router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
@@ -42,7 +57,10 @@ schema_view = SpectacularAPIView.as_view(
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "deliveries.api.urls.strip_trailing_slashes",
-        ]
+            "deliveries.api.schema.document_errors",
+        ],
+        # Request bodies get their own components, where a non-blank string is minLength 1.
+        "COMPONENT_SPLIT_REQUEST": True,
     }
 )
 
@@ -50,4 +68,5 @@ urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
     re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
     path("", include(router.urls)),
+    re_path(r"^", NoSuchPath.as_view(http_method_names=[]), name="no-such-path"),
 ]

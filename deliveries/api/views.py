@@ -3,7 +3,12 @@
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -14,6 +19,7 @@ from rest_framework.serializers import BaseSerializer
 from .. import services, ssrf, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
+from .filters import validated_filters
 from .parsers import SafeJSONParser
 
 # The API speaks JSON only; anything else is answered 415.
@@ -119,9 +125,7 @@ class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets
             return Delivery.objects.select_related("event").prefetch_related("attempt_set")
         queryset = Delivery.objects.all()
         if self.action == "list":
-            filters = s.DeliveryFilterSerializer(data=self.request.query_params)
-            filters.is_valid(raise_exception=True)
-            wanted = filters.validated_data
+            wanted = validated_filters(s.DeliveryFilterSerializer, self.request)
             if "status" in wanted:
                 queryset = queryset.filter(status=wanted["status"])
             if "endpoint" in wanted:
@@ -137,7 +141,13 @@ class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets
             return s.DeliveryDetailSerializer
         return s.DeliverySummarySerializer
 
-    @extend_schema(request=None, responses={202: s.DeliverySummarySerializer})
+    @extend_schema(
+        request=None,
+        responses={
+            202: s.DeliverySummarySerializer,
+            409: OpenApiResponse(description="The delivery cannot be retried now (see detail)."),
+        },
+    )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         delivery = self.get_object()
