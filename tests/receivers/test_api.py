@@ -393,6 +393,12 @@ def test_inbox_list_is_newest_first_without_bodies(api: APIClient, inbox: dict[s
         ({"status": "done"}, "status"),
         ({"type": "t" * 201}, "type"),
         ({"source": "s" * 101}, "source"),
+        # Issue 18: empty values were taken for "no filter", though the schema says
+        # minLength 1.
+        ({"type": ""}, "type"),
+        ({"source": ""}, "source"),
+        ({"status": ""}, "status"),
+        ({"limit": "abc"}, "limit"),
     ],
 )
 def test_inbox_bad_filter_is_400(
