@@ -18,7 +18,7 @@ def validated_filters(
     refused rather than one of the two silently winning.
     """
     params = request.query_params
-    names = [name for name in serializer_class().fields if name in params]
+    names: list[str] = [str(name) for name in serializer_class().fields if name in params]
     repeated = {name: ["must be given once"] for name in names if len(params.getlist(name)) > 1}
     if repeated:
         raise ValidationError(repeated)

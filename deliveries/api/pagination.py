@@ -9,7 +9,6 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-
 _DIGITS = re.compile(r"\A[0-9]+\Z")
 
 
@@ -51,7 +50,7 @@ class NextLinkPagination(CursorPagination):
                 raise invalid
         return cursor
 
-    def get_page_size(self, request: Request) -> int:
+    def get_page_size(self, request: Request) -> int | None:
         # DRF falls back to the default for "abc", "-5" or "null"; a client that asked for
         # something else should hear that it is wrong. Larger than the cap is the cap.
         values = request.query_params.getlist(self.page_size_query_param)

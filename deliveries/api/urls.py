@@ -3,7 +3,6 @@ from typing import Any
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.exceptions import NotFound
-from rest_framework.request import Request
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
@@ -40,7 +39,7 @@ class NoSuchPath(APIView):
 
     schema = None
 
-    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+    def http_method_not_allowed(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotFound()
 
 

@@ -126,7 +126,9 @@ def test_a_path_no_route_matches_is_a_json_404_after_the_token_check(
 
 
 def test_list_parameters_say_what_the_server_enforces(schema: dict[str, Any]) -> None:
-    parameters = {p["name"]: p["schema"] for p in schema["paths"][f"{API}/events"]["get"]["parameters"]}
+    parameters = {
+        p["name"]: p["schema"] for p in schema["paths"][f"{API}/events"]["get"]["parameters"]
+    }
     assert parameters["limit"] == {"type": "integer", "minimum": 1}
     assert parameters["cursor"]["format"] == "cursor"
     assert parameters["cursor"]["minLength"] == 1

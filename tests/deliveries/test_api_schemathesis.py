@@ -114,9 +114,7 @@ def stored(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         received_at=now,
         next_attempt_at=now,
     )
-    replay = Replay.objects.create(
-        requested_via="tests", since=now - timedelta(hours=1), until=now
-    )
+    replay = Replay.objects.create(requested_via="tests", since=now - timedelta(hours=1), until=now)
     return {
         "endpoints": str(endpoint.pk),
         "events": str(event.pk),
