@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -11,9 +11,12 @@ from rest_framework.response import Response
 from .. import event_types, services
 from ..models import Replay
 from .parsers import SafeJSONParser
+from .strict import StrictTypes
 
 
-class ReplayRequestSerializer(serializers.Serializer[Any]):
+# Named for the schema: the body of a request to create a replay.
+@extend_schema_serializer(component_name="ReplayCreate")
+class ReplayRequestSerializer(StrictTypes, serializers.Serializer[Any]):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
     event_types = serializers.ListField(

@@ -7,6 +7,8 @@ from rest_framework import serializers
 
 from .. import catalogue, conf, event_types, payloads, ssrf
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
+from .strict import StrictTypes
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 # Headers that frame or route the request (a custom `Host` would aim the request at another
@@ -172,7 +174,7 @@ class EndpointCreatedSerializer(EndpointSerializer):
         fields = [*EndpointSerializer.Meta.fields, "secret"]
 
 
-class RotateSecretSerializer(serializers.Serializer):
+class RotateSecretSerializer(StrictTypes, serializers.Serializer):
     grace_seconds = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
 
 
@@ -202,9 +204,33 @@ def _unstorable_text(value: Any) -> str | None:
     return None
 
 
-class EventCreateSerializer(serializers.Serializer):
-    type = serializers.CharField(max_length=200)
-    data = serializers.JSONField()  # type: ignore[assignment]  # a field, not .data
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_TYPE_LENGTH,
+        "pattern": EVENT_TYPE.pattern.replace("\\A", "^").replace("\\Z", "$"),
+        "description": "A declared event type (`GET /api/v1/event-types`).",
+    }
+)
+class EventTypeNameField(serializers.CharField):
+    """The schema says what `emit` checks (the rule itself lives there)."""
+
+
+@extend_schema_field(
+    {
+        "description": "Any JSON that validates against the JSON Schema of the type's "
+        "newest version (`GET /api/v1/event-types`). Strings, keys included, cannot "
+        "contain U+0000 or unpaired surrogates (PostgreSQL's jsonb refuses them)."
+    }
+)
+class EventDataField(serializers.JSONField):
+    pass
+
+
+class EventCreateSerializer(StrictTypes, serializers.Serializer):
+    type = EventTypeNameField(max_length=MAX_TYPE_LENGTH, trim_whitespace=False)
+    data = EventDataField()  # type: ignore[assignment]  # a field, not .data
     # Absent: the newest declared version (1 for an undeclared type, when they are allowed).
     version = serializers.IntegerField(min_value=1, max_value=MAX_EVENT_VERSION, required=False)
     occurred_at = serializers.DateTimeField(required=False)

@@ -60,6 +60,10 @@ schema_view = SpectacularAPIView.as_view(
         ],
         # Request bodies get their own components, where a non-blank string is minLength 1.
         "COMPONENT_SPLIT_REQUEST": True,
+        "ENUM_NAME_OVERRIDES": {
+            "DeliveryStatusEnum": "deliveries.models.DeliveryStatus",
+            "InboxStatusEnum": "receivers.models.InboxStatus",
+        },
     }
 )
 

@@ -64,7 +64,8 @@ class EndpointViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"], url_path="rotate-secret")
     def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
         endpoint = self.get_object()
-        body = s.RotateSecretSerializer(data=request.data or {})
+        # An empty body is {} here; `null` and `[]` are not an object (no `or {}`).
+        body = s.RotateSecretSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         grace = body.validated_data.get(
             "grace_seconds", services.endpoints.DEFAULT_ROTATION_GRACE_SECONDS

@@ -134,3 +134,73 @@ def test_list_parameters_say_what_the_server_enforces(schema: dict[str, Any]) ->
     assert parameters["cursor"]["minLength"] == 1
     inbox = {p["name"]: p["schema"] for p in schema["paths"][f"{API}/inbox"]["get"]["parameters"]}
     assert inbox["type"]["minLength"] == 1
+
+
+# --- requests the schema forbids are refused ------------------------------------------------
+
+
+def post(client: APIClient, path: str, raw: str) -> Any:
+    return client.post(API + path, data=raw, content_type="application/json")
+
+
+@pytest.fixture
+def endpoint_id(api: APIClient) -> str:
+    created = post(api, "/endpoints", '{"url": "https://127.0.0.1/h", "event_types": ["*"]}')
+    assert created.status_code == 201, created.content
+    return str(json.loads(created.content)["id"])
+
+
+@pytest.mark.parametrize("raw", ["null", "[]", "[1]", '"x"', "0", '{"grace_seconds": "60"}'])
+def test_rotating_with_a_body_that_is_not_the_documented_object_is_400(
+    api: APIClient, endpoint_id: str, raw: str
+) -> None:
+    # Issue 18: `null` and `[]` rotated the secret.
+    response = post(api, f"/endpoints/{endpoint_id}/rotate-secret", raw)
+    assert response.status_code == 400, response.content
+    assert json.loads(response.content)
+
+
+@pytest.mark.parametrize("raw", ["", "{}", '{"grace_seconds": 60}'])
+def test_rotating_without_a_body_or_with_an_object_works(
+    api: APIClient, endpoint_id: str, raw: str
+) -> None:
+    response = post(api, f"/endpoints/{endpoint_id}/rotate-secret", raw)
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "field"),
+    [
+        ("/events", '{"type": 0, "data": {}}', "type"),
+        ("/events", '{"type": "invoice.paid", "data": {}, "version": "1"}', "version"),
+        ("/events", '{"type": "invoice.paid", "data": {}, "version": true}', "version"),
+        ("/events", '{"type": "invoice.paid", "data": {}, "ordering_key": 7}', "ordering_key"),
+        ("/events", '{"type": "invoice.paid\\n", "data": {}}', "type"),
+        ("/events", '{"type": " invoice.paid", "data": {}}', "type"),
+        ("/replays", '{"since": 0, "until": "2026-01-01T00:00:00Z"}', "since"),
+        (
+            "/replays",
+            '{"since": "2025-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z", "dry_run": "yes"}',
+            "dry_run",
+        ),
+        (
+            "/replays",
+            '{"since": "2025-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z", '
+            '"endpoint_ids": [5]}',
+            "endpoint_ids",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_json_type_is_400_not_coerced(
+    api: APIClient, path: str, raw: str, field: str
+) -> None:
+    response = post(api, path, raw)
+    assert response.status_code == 400, response.content
+    assert field in json.loads(response.content)
+
+
+def test_event_type_and_data_say_what_emit_enforces(schema: dict[str, Any]) -> None:
+    body = schema["components"]["schemas"]["EventCreateRequest"]["properties"]
+    assert body["type"]["minLength"] == 1
+    assert body["type"]["pattern"] == "^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+    assert "event-types" in body["data"]["description"]
