@@ -68,3 +68,25 @@ class StrictTypes(serializers.Serializer[Any]):
             if errors:
                 raise ValidationError(errors)
         return super().to_internal_value(data)
+
+
+class BlankAsNullChoiceField(serializers.ChoiceField):
+    """A choice a model stores as "" when unset: served as null, taken as null or "".
+
+    The schema of a choice is its enum; a stored "" would be served as a value outside it.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Served, it is never "" (so the schema of an answer has no blank value).
+        kwargs.setdefault("allow_blank", not kwargs.get("read_only", False))
+        super().__init__(allow_null=True, **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data is None:
+            return ""
+        return super().run_validation(data)
+
+    def to_representation(self, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        return super().to_representation(value)
