@@ -68,7 +68,7 @@ class SourceCreateSerializer(StrictTypes, serializers.ModelSerializer):
     expected_mode = BlankAsNullChoiceField(
         choices=Source._meta.get_field("expected_mode").choices,
         required=False,
-        help_text=f"{EXPECTED_MODE_HELP} \"\" is taken as null.",
+        help_text=f'{EXPECTED_MODE_HELP} "" is taken as null.',
     )
     scheme = serializers.ChoiceField(choices=Scheme.choices)
     secret = serializers.CharField(

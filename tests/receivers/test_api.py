@@ -181,9 +181,7 @@ def test_create_source_with_the_providers_secret_and_options(api: APIClient) -> 
 
 
 @pytest.mark.parametrize("given", [{}, {"expected_mode": None}, {"expected_mode": ""}])
-def test_a_source_without_an_expected_mode_is_served_with_null(
-    api: APIClient, given: Json
-) -> None:
+def test_a_source_without_an_expected_mode_is_served_with_null(api: APIClient, given: Json) -> None:
     # Issue 18: it was served as "", which the schema's enum (live, test) does not allow.
     created = create_source(api, **given)
     assert created["expected_mode"] is None
