@@ -16,4 +16,5 @@ RUN DEBUG=true python manage.py collectstatic --noinput
 RUN useradd --create-home app
 USER app
 EXPOSE 8000 5555
-CMD ["gunicorn", "webhooks_project.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4"]
+CMD ["gunicorn", "webhooks_project.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", \
+     "--worker-class", "gevent", "--worker-connections", "1000", "--keep-alive", "5"]

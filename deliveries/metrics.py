@@ -7,7 +7,13 @@ describe the database are not kept here: ``webhooks_project.metrics`` computes t
 scrape time. Labels are bounded: endpoint ids and fixed names only.
 """
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+#: Collectors that compute their values from shared state (PostgreSQL) when scraped. Not in
+#: prometheus-client's default REGISTRY: in multiprocess mode a scrape reads the counters
+#: from files instead of that registry, and such a collector would vanish. /metrics serves
+#: this registry beside the counters in both modes.
+SCRAPE_TIME_REGISTRY = CollectorRegistry(auto_describe=False)
 
 deliveries_total = Counter(
     "webhooks_deliveries_total",

@@ -13,6 +13,7 @@ either the old or the new secret verifies it during a rotation:
 """
 
 import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -27,10 +28,26 @@ def generate_secret() -> str:
 
 
 def standard_webhooks_key(secret: str) -> bytes:
-    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    """The HMAC key of a ``whsec_<base64>`` secret; ValueError if it is not one.
+
+    The padding is optional, as in the ``standardwebhooks`` and ``svix`` libraries (some
+    providers show their secrets without it); any other character outside base64 is an
+    error instead of being skipped, and an empty key is never returned.
+    """
+    encoded = secret.removeprefix(SECRET_PREFIX)
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        raise ValueError("the secret is not 'whsec_' followed by base64") from None
+    if not key:
+        raise ValueError("the secret is empty")
+    return key
 
 
 def sign_v1(secret: str, timestamp: int, body: bytes) -> str:
+    if not secret:
+        # An empty HMAC key is a signature anyone can compute.
+        raise ValueError("the secret is empty")
     signed = str(timestamp).encode("ascii") + b"." + body
     return hmac.new(secret.encode("utf-8"), signed, hashlib.sha256).hexdigest()
 

@@ -9,6 +9,7 @@ committed; when the database cannot take it the answer is 503 so the provider re
 """
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 
@@ -27,6 +28,11 @@ logger = logging.getLogger(__name__)
 
 #: Never stored with the inbox row, whatever the scheme.
 ALWAYS_DROPPED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+#: Nor any header whose name says it carries a credential (X-Api-Key, X-Auth-Token, ...):
+#: a provider or a proxy may add one we have never heard of.
+CREDENTIAL_HEADER = re.compile(
+    r"api[-_]?key|token|secret|passw|auth|cookie|session|credential|signature", re.IGNORECASE
+)
 DB_RETRY_AFTER_SECONDS = 30
 
 
@@ -100,6 +106,11 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
 
 def _read_body(request: HttpRequest, limit: int) -> bytes:
     """The raw bytes, never more than ``limit`` + 1 of them read."""
+    if (
+        not request.META.get("CONTENT_LENGTH")
+        and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    ):
+        return _read_chunked(request, limit)
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if not declared.isdigit():
         raise Reject(400, RequestOutcome.MALFORMED, "invalid Content-Length")
@@ -109,6 +120,28 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
     if len(body) > limit:
         raise Reject(413, RequestOutcome.TOO_LARGE, "body too large")
     return body
+
+
+def _read_chunked(request: HttpRequest, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, which Django reads as empty (no length).
+
+    Only a server that decodes the chunks and ends the input stream with the body says so
+    with ``wsgi.input_terminated`` (gunicorn does); on any other, reading on would block
+    or return the raw framing, so the provider is asked for a length (411) instead.
+    """
+    if not request.META.get("wsgi.input_terminated"):
+        raise Reject(411, RequestOutcome.MALFORMED, "Content-Length required")
+    stream = request.META["wsgi.input"]
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = stream.read(min(64 * 1024, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise Reject(413, RequestOutcome.TOO_LARGE, "body too large")
+    return b"".join(chunks)
 
 
 def _verify(
@@ -155,4 +188,8 @@ def stored_headers(
 ) -> dict[str, str]:
     """Request headers worth keeping: everything but signatures and credentials."""
     dropped = ALWAYS_DROPPED_HEADERS | {name.lower() for name in signature_headers}
-    return {name: value for name, value in headers.items() if name.lower() not in dropped}
+    return {
+        name: value
+        for name, value in headers.items()
+        if name.lower() not in dropped and not CREDENTIAL_HEADER.search(name)
+    }

@@ -262,7 +262,16 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
     ),
     "DATABASE_CONN_MAX_AGE": (
         "`60`",
-        "Seconds a database connection is reused (always 0 on SQLite).",
+        "Seconds a database connection is reused (always 0 on SQLite; unused under gevent,"
+        " where a pool keeps the connections).",
+    ),
+    "DATABASE_POOL_MAX_SIZE": (
+        "`10`",
+        "Under gevent (the `web` process): connections in each process's pool.",
+    ),
+    "DATABASE_POOL_TIMEOUT": (
+        "`10.0`",
+        "Under gevent: seconds a request waits for a pooled connection before answering 503.",
     ),
     "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
     "CELERY_BROKER_VISIBILITY_TIMEOUT": (

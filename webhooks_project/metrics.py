@@ -30,6 +30,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+import deliveries.health.metrics  # noqa: F401  (registers the circuit breaker gauges)
+from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
 from receivers.models import InboxEvent, InboxStatus
 
@@ -156,7 +158,9 @@ def exposition() -> bytes:
         MultiProcessCollector(counters, path=multiproc_dir)
     else:
         counters = REGISTRY
-    return generate_latest(counters) + generate_latest(computed)
+    # The apps' own scrape-time collectors (circuit breaker gauges), in both modes.
+    scraped = generate_latest(SCRAPE_TIME_REGISTRY)
+    return generate_latest(counters) + generate_latest(computed) + scraped
 
 
 # --- access ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ default: SQLite and Celery's in-process ``memory://`` broker, so ``make run`` wo
 machine with no servers. Every variable is listed in the README's configuration table.
 """
 
+import sys
 from pathlib import Path
 
 import django_stubs_ext
@@ -47,6 +48,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # NUL in a query parameter or an unknown charset: 400, not a 500 (deliveries/middleware.py).
+    "deliveries.middleware.BadRequestMiddleware",
     # A database outage is a 503 with Retry-After, not a 500 (webhooks_project/unavailable.py).
     "webhooks_project.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
@@ -93,6 +96,26 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+
+
+def _runs_on_greenlets() -> bool:
+    # gevent.monkey is imported by whoever patched (gunicorn's gevent worker); checking
+    # sys.modules first keeps every other process from importing gevent at all.
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey is not None and monkey.is_module_patched("threading"))
+
+
+# The web process runs on gevent (Procfile): Django keeps a connection per thread, and there
+# a "thread" is one request, so persistent connections would pile up until PostgreSQL
+# refuses more. A pool shared by the process's greenlets bounds them instead; a request
+# waits up to DATABASE_POOL_TIMEOUT for a free connection, then answers 503.
+if USES_POSTGRES and _runs_on_greenlets():
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them open
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

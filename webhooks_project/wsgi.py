@@ -2,6 +2,10 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from .bodies import BufferedBody
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webhooks_project.settings")
 
-application = get_wsgi_application()
+# The body is read before Django runs, so a slow client holds no thread and no database
+# connection (webhooks_project/bodies.py; the Procfile runs gunicorn's gevent worker).
+application = BufferedBody(get_wsgi_application())

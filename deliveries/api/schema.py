@@ -4,7 +4,7 @@ drf-spectacular documents an operation's success status only. The error statuses
 from the shape of the operation, so one postprocessing hook adds them to every operation,
 including the ones added later, with the bodies ``errors.exception_handler`` produces:
 
-- ``400`` wherever there is a query parameter, a header or a body to get wrong;
+- ``400`` everywhere (a parameter, a body, a header such as a bogus charset);
 - ``401`` wherever a token is required;
 - ``404`` wherever the path names an object;
 - ``413`` and ``415`` wherever there is a body (the API reads JSON only);
@@ -70,11 +70,9 @@ _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 
 def _answerable(path: str, operation: dict[str, Any]) -> set[int]:
-    statuses = {503}
-    # An unknown id in the path is a 404, whatever its form; other parameters can be wrong.
-    checked = [p for p in operation.get("parameters") or [] if p.get("in") != "path"]
-    if checked or "requestBody" in operation:
-        statuses.add(400)
+    # 400 everywhere: besides parameters and bodies, a Content-Type with a charset that is
+    # no text encoding is refused on any request (deliveries.middleware).
+    statuses = {400, 503}
     security = operation.get("security") or []
     if security and {} not in security:
         statuses.add(401)

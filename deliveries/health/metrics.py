@@ -1,14 +1,17 @@
 """Prometheus metrics of endpoint health, for a /metrics view to expose.
 
 Counters count what this process did. The breaker's current state is read from PostgreSQL
-when metrics are collected, so every process reports the same, true figure.
+when metrics are collected, so every process reports the same, true figure; its collector
+is in ``deliveries.metrics.SCRAPE_TIME_REGISTRY``, which the view serves in both modes.
 """
 
 from collections.abc import Iterator
 
-from prometheus_client import REGISTRY, Counter
+from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from ..metrics import SCRAPE_TIME_REGISTRY
 
 CIRCUIT_TRANSITIONS = Counter(
     "webhooks_circuit_transitions_total",
@@ -74,4 +77,4 @@ class CircuitStateCollector(Collector):
 
 
 _collector = CircuitStateCollector()
-REGISTRY.register(_collector)
+SCRAPE_TIME_REGISTRY.register(_collector)

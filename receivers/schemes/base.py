@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from deliveries.jsondepth import MAX_DEPTH, too_deep
+
 from ..timestamps import within_window
 
 MAX_EVENT_ID_LENGTH = 255
@@ -147,7 +149,8 @@ def verify(
     parts = scheme.signed_parts(headers)
     matched: int | None = None
     for index, secret in enumerate(secrets):
-        expected = scheme.expected_signature(secret, parts, body)
+        # An empty secret would be an empty HMAC key, which anyone can sign with.
+        expected = scheme.expected_signature(secret, parts, body) if secret else None
         if expected is None:
             continue
         hits = [hmac.compare_digest(expected.encode(), c.encode()) for c in parts.candidates]
@@ -166,12 +169,17 @@ def verify(
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
+    too_deep_error = f"body is nested more than {MAX_DEPTH} levels deep"
     try:
         data = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError):
         raise MalformedEnvelope("body is not valid JSON") from None
+    except RecursionError:
+        raise MalformedEnvelope(too_deep_error) from None
     if not isinstance(data, dict):
         raise MalformedEnvelope("body must be a JSON object")
+    if too_deep(data):
+        raise MalformedEnvelope(too_deep_error)
     # Only an escape can smuggle these in; most bodies have none and skip the check.
     if b"\\u" in body and not _storable_text(data):
         raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")

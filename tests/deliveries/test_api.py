@@ -1283,3 +1283,39 @@ def test_errors_are_json(api: APIClient, anon: APIClient) -> None:
     ]:
         assert response.headers["Content-Type"].startswith("application/json")
         assert isinstance(body(response), dict)
+
+
+# --- bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (issue 13, item 6) --------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/events",
+        "/api/v1/endpoints",
+        "/api/v1/sources",
+        "/api/v1/replays",
+    ],
+)
+def test_a_body_over_the_upload_limit_is_a_413_with_a_json_error(
+    api: APIClient, path: str, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    big = json.dumps({"type": "order.created", "data": {"blob": "x" * limit}})
+    with caplog.at_level("WARNING"):
+        response = post_raw(api, path, big, "application/json")
+    assert response.status_code == 413, (path, response.content[:200])
+    assert str(limit) in body(response)["detail"]
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not Event.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [257, 990, 10_000])
+def test_event_data_nested_too_deep_is_a_400(api: APIClient, depth: int) -> None:
+    # Issue 13, item 8, the API's side: refused where it arrives, never a 500 later.
+    nested = "[" * depth + "]" * depth
+    raw = '{"type": "order.created", "data": {"x": ' + nested + "}}"
+    response = post_raw(api, "/api/v1/events", raw, "application/json")
+    assert response.status_code == 400, response.content[:200]
+    assert "nested more than 256 levels" in body(response)["detail"]
+    assert not Event.objects.exists()

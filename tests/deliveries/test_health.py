@@ -13,6 +13,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from deliveries import services, ssrf
+from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import (
     ApiToken,
     Attempt,
@@ -151,7 +152,10 @@ def test_breaker_opens_then_one_probe_then_closes(
         what="the circuit to open",
     )
     assert (
-        REGISTRY.get_sample_value("webhooks_endpoints_by_circuit_state", {"state": "open"}) == 1.0
+        SCRAPE_TIME_REGISTRY.get_sample_value(
+            "webhooks_endpoints_by_circuit_state", {"state": "open"}
+        )
+        == 1.0
     )
     receiver.default = Reply(status=200)
     # The deliveries the open circuit refused wait in the database; beat's sweeper brings

@@ -227,3 +227,34 @@ def test_verify_v1_rejects_a_signature_over_another_timestamp() -> None:
 )
 def test_verify_v1_rejects_malformed_headers_without_raising(header: str) -> None:
     assert signing.verify_v1(signing.generate_secret(), header, BODY, now=1_700_000_000) is False
+
+
+# --- secrets without base64 padding, empty secrets (issue 13, item 12) -------------------
+
+UNPADDED = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
+
+
+def test_an_unpadded_secret_signs_as_the_standard_webhooks_library_does() -> None:
+    from datetime import UTC, datetime
+
+    ts = int(time.time())
+    ours = signing.sign_standard(UNPADDED, MSG_ID, ts, BODY)
+    theirs = Webhook(UNPADDED).sign(MSG_ID, datetime.fromtimestamp(ts, tz=UTC), BODY.decode())
+    assert ours == theirs
+    assert signing.standard_webhooks_key(UNPADDED) == b"zzz" * 10 + b"zz"
+    Webhook(UNPADDED).verify(BODY, _standard_headers([UNPADDED], ts))
+
+
+@pytest.mark.parametrize("secret", ["", "whsec_", "whsec_====", "whsec_a", "whsec_ab!d"])
+def test_an_empty_or_broken_standard_secret_is_refused_never_an_empty_key(secret: str) -> None:
+    with pytest.raises(ValueError, match=r"empty|base64"):
+        signing.standard_webhooks_key(secret)
+    with pytest.raises(ValueError, match=r"empty|base64"):
+        signing.sign_standard(secret, MSG_ID, 1, BODY)
+
+
+def test_an_empty_secret_never_signs_v1() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        signing.sign_v1("", 1, BODY)
+    with pytest.raises(ValueError, match="empty"):
+        signing.signature_headers([""], msg_id=MSG_ID, timestamp=1, body=BODY)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -84,6 +85,41 @@ def _answers(url: str) -> bool:
     with contextlib.suppress(requests.RequestException):
         return requests.get(url, timeout=1).status_code == 200
     return False
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def procfile_web_command() -> str:
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == "web":
+            return command.strip().replace("0.0.0.0:", "127.0.0.1:")
+    raise AssertionError("the Procfile has no web process")
+
+
+@contextlib.contextmanager
+def procfile_web(env: dict[str, str]) -> Iterator[str]:
+    """The `web` process exactly as the Procfile starts it, on a free loopback port;
+    yields its base URL. (`web_process` above is a one-worker gthread stand-in.)"""
+    port = free_port()
+    bin_dir = str(Path(sys.executable).parent)
+    full_env = {**os.environ, **env, "PORT": str(port)}
+    full_env["PATH"] = f"{bin_dir}:{full_env.get('PATH', '')}"
+    full_env.pop("WEB_CONCURRENCY", None)  # the Procfile's default, as in production
+    # Through sh as honcho runs it, so ${PORT:-8000} and the like expand the same way.
+    process = subprocess.Popen(
+        ["sh", "-c", "exec " + procfile_web_command()],
+        env=full_env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"{base}/healthz"), timeout=60, what="the web process")
+        yield base
+    finally:
+        stop_process(process)
 
 
 @contextlib.contextmanager

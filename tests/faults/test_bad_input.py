@@ -46,14 +46,24 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-bodies = st.binary(max_size=512) | json_values.map(lambda v: json.dumps(v).encode())
+# Issue 13: nesting beyond what json (or the rest of the stack) can walk.
+HOSTILE_BODIES = [
+    b"[" * 10_000 + b"]" * 10_000,
+    b'{"id": "x", "type": "t", "data": ' + b"[" * 990 + b"]" * 990 + b"}",
+    b'{"type": "a.b", "data": ' + b'{"d": ' * 300 + b"1" + b"}" * 300 + b"}",
+]
+bodies = (
+    st.binary(max_size=512)
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.sampled_from(HOSTILE_BODIES)
+)
 
 
 def _names_an_event(body: bytes) -> bool:
     """A JSON object with an id and a type: perhaps a real event, which is accepted."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and "id" in data and "type" in data
 
@@ -140,3 +150,125 @@ def test_the_api_answers_garbage_with_4xx(client: Client) -> None:
     for endpoint in Endpoint.objects.all():
         assert endpoint.secrets.exists()
     assert all(isinstance(e.type, str) and e.type for e in Event.objects.all())
+
+
+# --- issue 13: NUL in admin list filters, unknown charsets -------------------------------
+
+
+def test_the_api_answers_a_body_over_the_upload_limit_with_413(
+    client: Client, settings: Any
+) -> None:
+    _, token = ApiToken.issue("big")
+    big = b'{"type": "a.b", "data": "' + b"x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE + b'"}'
+    for path in ("/api/v1/endpoints", "/api/v1/events", "/api/v1/sources", "/api/v1/replays"):
+        response = client.generic(
+            "POST", path, data=big, content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )  # fmt: skip
+        assert response.status_code == 413, (path, response.content[:200])
+        assert response.json()["detail"].startswith("The request body is larger than")
+
+
+def _changelist_urls() -> list[str]:
+    from django.contrib import admin
+    from django.urls import reverse
+
+    return sorted(
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        for model in admin.site._registry
+    )
+
+
+def _filter_parameters(html: str) -> set[str]:
+    """Every query parameter the page's filters, search and sorting links use."""
+    import html as html_lib
+    import re
+    from urllib.parse import parse_qsl
+
+    names = {"q", "o", "p", "e", "_facets"}
+    for query in re.findall(r'href="\?([^"]*)"', html):
+        names |= {name for name, _ in parse_qsl(html_lib.unescape(query))}
+    # Filters typed in (time ranges) are forms with named inputs.
+    names |= set(re.findall(r'<input[^>]+name="([a-z_]+__(?:gte|lt|lte|gt))"', html))
+    return names
+
+
+@pytest.mark.parametrize("changelist", _changelist_urls())
+def test_every_admin_changelist_answers_400_to_nul_in_every_filter(
+    client: Client, changelist: str, django_user_model: Any
+) -> None:
+    """`?type=%00` and the like were a 500: PostgreSQL refuses NUL in text."""
+    from datetime import UTC, datetime
+
+    from deliveries import services as delivery_services
+
+    client.force_login(django_user_model.objects.create_superuser("nul", "n@example.com", "pw"))
+    # Rows, so that the filters derived from data (choices, dates) render their links.
+    endpoint, _ = delivery_services.endpoint_create(url="http://127.0.0.1:9/x", event_types=["*"])
+    event = Event.objects.create(type="t.x", occurred_at=datetime.now(UTC), data={})
+    event.deliveries.create(endpoint=endpoint)
+    receiver_services.source_create(slug="nul-src", scheme="ours")
+    page = client.get(changelist)
+    assert page.status_code == 200, changelist
+    parameters = _filter_parameters(page.content.decode())
+    assert "q" in parameters
+
+    for name in sorted(parameters):
+        for value in ("\x00", "a\x00b"):
+            response = client.get(changelist, {name: value})
+            assert response.status_code == 400, (changelist, name, response.status_code)
+            assert b"NUL" in response.content
+    assert client.get(changelist, {"\x00": "x"}).status_code == 400
+
+
+UNKNOWN_CHARSETS = ["rot13", "base64", "nonsense", "hex", "zlib", "x" * 300]
+
+
+@pytest.mark.parametrize("charset", UNKNOWN_CHARSETS)
+@pytest.mark.parametrize("path", ["/admin/login/", "/api/v1/events", "/receivers/fuzz-cs/"])
+@pytest.mark.parametrize("media_type", ["application/x-www-form-urlencoded", "application/json"])
+def test_an_unknown_charset_is_a_400_on_every_url(
+    client: Client, charset: str, path: str, media_type: str
+) -> None:
+    """A form POST in `charset=rot13` to /admin/login/ was a 500 with a long traceback."""
+    receiver_services.source_create(slug="fuzz-cs", scheme="ours")
+    _, token = ApiToken.issue("charset")
+    response = client.generic(
+        "POST",
+        path,
+        data=b"username=a&password=b",
+        content_type=f"{media_type}; charset={charset}",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 400, (path, charset, response.content[:200])
+    assert b"charset" in response.content
+    assert b"Traceback" not in response.content
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "latin-1", "utf-32", "ascii", "UTF-8"])
+@pytest.mark.parametrize("path", ["/admin/login/", "/api/v1/events", "/receivers/fuzz-cs/"])
+def test_a_known_but_odd_charset_is_never_a_500(client: Client, charset: str, path: str) -> None:
+    receiver_services.source_create(slug="fuzz-cs", scheme="ours")
+    _, token = ApiToken.issue("charset")
+    for media_type in ("application/x-www-form-urlencoded", "application/json"):
+        response = client.generic(
+            "POST",
+            path,
+            data="username=ä&password=b".encode("utf-16"),
+            content_type=f"{media_type}; charset={charset}",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        assert response.status_code < 500, (path, charset, response.content[:200])
+        if media_type.endswith("urlencoded") and charset.lower() != "utf-8":
+            assert response.status_code == 400, (path, charset)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/deliveries", "/api/v1/inbox", "/api/v1/events", "/api/v1/endpoints"],
+)
+def test_the_api_answers_nul_in_its_filters_without_a_500(client: Client, path: str) -> None:
+    _, token = ApiToken.issue("nul")
+    for name in ("status", "type", "source", "event_type", "endpoint", "event", "cursor", "limit"):
+        response = client.get(path, {name: "a\x00b"}, HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert response.status_code in (200, 400), (path, name, response.content[:200])

@@ -207,3 +207,36 @@ def test_a_bad_allow_list_entry_is_a_startup_error_not_a_500(
     assert [e.id for e in check_metrics_access(None)] == ["webhooks.E011"]
     assert client.get("/metrics", REMOTE_ADDR="10.0.0.7").status_code == 200
     assert client.get("/metrics", REMOTE_ADDR="11.0.0.7").status_code == 401
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["one-process", "multiprocess"])
+def test_circuit_breaker_gauges_are_served_in_both_modes(
+    client: Client,
+    metrics_on: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    multiprocess: bool,
+) -> None:
+    # Issue 13, item 13: they vanished when PROMETHEUS_MULTIPROC_DIR was set.
+    from deliveries.models import CircuitState, Endpoint
+
+    tripped, _ = services.endpoint_create(url="http://127.0.0.1:9/open", event_types=["*"])
+    services.endpoint_create(url="http://127.0.0.1:9/closed", event_types=["*"])
+    Endpoint.objects.filter(pk=tripped.pk).update(
+        circuit_state=CircuitState.OPEN, circuit_changed_at=timezone.now()
+    )
+    if multiprocess:
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    else:
+        monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+    samples = scrape(client)
+
+    assert value(samples, "webhooks_endpoints_by_circuit_state", state="open") == 1
+    assert value(samples, "webhooks_endpoints_by_circuit_state", state="closed") == 1
+    assert (
+        value(samples, "webhooks_endpoint_circuit_open", endpoint=str(tripped.pk), state="open")
+        == 1
+    )
+    assert ("webhooks_dead_letter_size", frozenset()) in samples

@@ -41,7 +41,7 @@ def sign_ours(secrets: list[str], body: bytes, timestamp: int | None = None) -> 
     ts = int(time.time()) if timestamp is None else timestamp
     try:
         msg_id = json.loads(body).get("id", "x")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         msg_id = "x"
     headers = signing.signature_headers(secrets, msg_id=str(msg_id), timestamp=ts, body=body)
     return {**headers, "X-Webhook-Id": str(msg_id), "X-Webhook-Timestamp": str(ts)}

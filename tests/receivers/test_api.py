@@ -154,6 +154,18 @@ def test_generated_standard_secret_verifies_the_official_library(api: APIClient)
     assert post(Client(), "std", event, headers).status_code == 200
 
 
+def test_a_standard_secret_without_base64_padding_is_accepted_and_verifies(
+    api: APIClient,
+) -> None:
+    # Issue 13, item 12: the reference libraries accept it, so do we.
+    unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
+    created = create_source(api, slug="std-unpadded", scheme="standard", secret=unpadded)
+    assert created["secret"] == unpadded
+    event = body_of({"type": "invoice.paid", "data": {}})
+    headers = sign_standard_lib(unpadded, event, msg_id="msg_1")
+    assert post(Client(), "std-unpadded", event, headers).status_code == 200
+
+
 def test_create_source_with_the_providers_secret_and_options(api: APIClient) -> None:
     provider_secret = "whsec_from_the_stripe_dashboard"
     created = create_source(

@@ -29,3 +29,9 @@ def test_standard_webhooks_secrets_must_be_base64(secret: str) -> None:
 
 def test_standard_webhooks_secret_without_prefix_is_fine() -> None:
     assert SCHEMES["standard"].secret_problem(generate_secret().removeprefix("whsec_")) is None
+
+
+def test_standard_webhooks_secret_without_padding_is_fine() -> None:
+    # Issue 13, item 12: 32 bytes shown without the trailing "=", as some providers do.
+    unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
+    assert SCHEMES["standard"].secret_problem(unpadded) is None

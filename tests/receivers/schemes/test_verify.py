@@ -199,3 +199,33 @@ def test_malformed_envelopes(body: bytes, message: str) -> None:
     headers = Headers(sign_ours([SECRET], body))
     with pytest.raises(MalformedEnvelope, match=message):
         scheme.envelope(headers, body, scheme.signed_parts(headers))
+
+
+def test_standard_verifies_a_secret_without_base64_padding() -> None:
+    # As shown by some providers; both reference libraries accept it (issue 13, item 12).
+    unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
+    body = ours_event()
+    check("standard", signed("standard", body, secret=unpadded), body, [unpadded])
+    assert SCHEMES["standard"].secret_problem(unpadded) is None
+
+
+@pytest.mark.parametrize("scheme", ["ours", "standard", "stripe", "github"])
+def test_an_empty_secret_never_verifies(scheme: str) -> None:
+    # An empty HMAC key is a signature anyone can compute: it must not count as a secret.
+    import hashlib
+    import hmac
+
+    body = ours_event()
+    ts = int(time.time())
+    forged = hmac.new(b"", f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
+    headers = {
+        "ours": {"X-Webhook-Signature": f"t={ts},v1={forged}"},
+        "stripe": {"Stripe-Signature": f"t={ts},v1={forged}"},
+        "github": {
+            "X-Hub-Signature-256": "sha256=" + hmac.new(b"", body, hashlib.sha256).hexdigest()
+        },
+        "standard": {"webhook-id": "m", "webhook-timestamp": str(ts), "webhook-signature": "v1,"},
+    }[scheme]
+    with pytest.raises(SignatureMismatch):
+        check(scheme, Headers(headers), body, [""])
+    assert SCHEMES[scheme].secret_problem("") is not None

@@ -1,0 +1,137 @@
+"""Read a request's whole body before Django runs (WSGI middleware, in ``wsgi.py``).
+
+The web process runs gunicorn's gevent worker, so a client that sends its body one byte
+every few seconds costs a greenlet and a socket, not one of a few threads. But Django reads
+the body only when a view asks for it, after the middleware, the URL resolution and often
+a database query (the receiver looks its source up, the API its token): a slow body would
+then hold a database connection for as long as the client likes. Reading it here first
+means no Django code, and no connection, is involved until the body is complete.
+
+Two more things come from reading it here:
+
+* a deadline: a body not complete within ``BODY_TIMEOUT_SECONDS`` is answered ``408`` and
+  the connection closed (only under gevent, where the wait can be interrupted);
+* ``Transfer-Encoding: chunked`` bodies (no ``Content-Length``), which Django reads as
+  empty, reach it with their length, up to ``MAX_BODY_BYTES`` (``413`` beyond).
+
+A declared ``Content-Length`` over the limit is not read at all: the view refuses it by
+its declared size, as before.
+"""
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import IO, Any
+
+# The largest body any view takes: a receiving source's own limit is at most 10 MiB.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+BODY_TIMEOUT_SECONDS = 30.0
+# Bodies up to this size stay in memory; larger ones spill to a temporary file.
+IN_MEMORY_BYTES = 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Incomplete(Exception):
+    pass
+
+
+class BufferedBody:
+    def __init__(
+        self,
+        app: WSGIApp,
+        max_bytes: int = MAX_BODY_BYTES,
+        timeout_seconds: float = BODY_TIMEOUT_SECONDS,
+    ) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.timeout_seconds = timeout_seconds
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        declared = environ.get("CONTENT_LENGTH") or ""
+        if chunked and environ.get("wsgi.input_terminated"):
+            limit = self.max_bytes
+        elif declared.isdigit() and 0 < int(declared) <= self.max_bytes:
+            limit = int(declared)
+        else:
+            return self.app(environ, start_response)
+        try:
+            with _deadline(self.timeout_seconds):
+                body = _read(environ["wsgi.input"], limit, allow_more=chunked)
+        except _TooLarge:
+            return _answer(start_response, "413 Content Too Large", "body too large")
+        except _Timeout:
+            return _answer(start_response, "408 Request Timeout", "request body too slow")
+        except _Incomplete:
+            # The client went away mid-body: never hand a truncated body to a view.
+            return _answer(start_response, "400 Bad Request", "request body incomplete")
+        environ["wsgi.input"] = body
+        environ["CONTENT_LENGTH"] = str(body.tell())
+        body.seek(0)
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        return self.app(environ, start_response)
+
+
+def _read(stream: IO[bytes], limit: int, *, allow_more: bool) -> IO[bytes]:
+    """Up to ``limit`` bytes (all of them unless the client stops); more is an error
+    only for a chunked body, whose size nobody declared."""
+    body = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES)  # noqa: SIM115
+    remaining = limit + 1 if allow_more else limit
+    while remaining > 0:
+        chunk = stream.read(min(READ_CHUNK_BYTES, remaining))
+        if not chunk:
+            break
+        body.write(chunk)
+        remaining -= len(chunk)
+    if allow_more and body.tell() > limit:
+        raise _TooLarge
+    if not allow_more and body.tell() < limit:
+        raise _Incomplete
+    return body
+
+
+def _answer(start_response: StartResponse, status: str, detail: str) -> Iterable[bytes]:
+    payload = json.dumps({"detail": detail}).encode()
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(payload))),
+        ("Connection", "close"),
+    ]
+    start_response(status, headers)
+    return [payload]
+
+
+try:
+    from gevent import Timeout as _GeventTimeout
+    from gevent.monkey import is_module_patched
+except ImportError:  # pragma: no cover - gevent is a dependency; kept optional for hosts
+    _GeventTimeout = None
+
+    def is_module_patched(name: str) -> bool:
+        return False
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Any:
+    # Only a greenlet's wait can be cut short from outside; a thread's cannot.
+    if _GeventTimeout is None or not is_module_patched("socket"):
+        yield
+        return
+    timer = _GeventTimeout(seconds, _Timeout)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.close()
