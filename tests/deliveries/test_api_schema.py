@@ -202,3 +202,41 @@ def test_event_type_and_data_say_what_emit_enforces(schema: dict[str, Any]) -> N
     assert body["type"]["minLength"] == 1
     assert body["type"]["pattern"] == "^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
     assert "event-types" in body["data"]["description"]
+
+
+# --- requests the schema allows are accepted: it says what the server enforces ---------------
+
+
+def test_endpoint_event_types_say_they_need_one_filter(schema: dict[str, Any]) -> None:
+    # Issue 18: `event_types: []` is refused, and the schema had no minItems.
+    for name in ("EndpointRequest", "PatchedEndpointRequest"):
+        event_types = schema["components"]["schemas"][name]["properties"]["event_types"]
+        assert event_types["minItems"] == 1, name
+        assert event_types["items"]["minLength"] == 1, name
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('{"url": 5, "event_types": ["*"]}', "url"),
+        ('{"url": "https://127.0.0.1/h", "event_types": [5]}', "event_types"),
+        (
+            '{"url": "https://127.0.0.1/h", "event_types": ["*"], "max_attempts": "5"}',
+            "max_attempts",
+        ),
+        (
+            '{"url": "https://127.0.0.1/h", "event_types": ["*"], "ordered_delivery": "true"}',
+            "ordered_delivery",
+        ),
+        (
+            '{"url": "https://127.0.0.1/h", "event_types": ["*"], "custom_headers": {"X-A": 1}}',
+            "custom_headers",
+        ),
+    ],
+)
+def test_an_endpoint_value_of_the_wrong_json_type_is_400(
+    api: APIClient, raw: str, field: str
+) -> None:
+    response = post(api, "/endpoints", raw)
+    assert response.status_code == 400, response.content
+    assert field in json.loads(response.content)
