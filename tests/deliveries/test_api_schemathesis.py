@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+import redis
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
@@ -136,8 +137,14 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
 
 
 @pytest.fixture
-def stored(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """One row of every kind the API serves, by the first segment of its path."""
+def stored(
+    transactional_db: None, monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis
+) -> Iterator[dict[str, str]]:
+    """One row of every kind the API serves, by the first segment of its path.
+
+    Commits are real, so emitted events enqueue their fan-out; no worker takes them, and
+    the broker is emptied afterwards.
+    """
     # Generated URLs name made-up hosts: resolve them to a public address, never via DNS.
     monkeypatch.setattr(ssrf, "resolve_host", lambda host, port: ["1.1.1.1"])
     now = timezone.now()
@@ -157,7 +164,7 @@ def stored(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         next_attempt_at=now,
     )
     replay = Replay.objects.create(requested_via="tests", since=now - timedelta(hours=1), until=now)
-    return {
+    yield {
         "endpoints": str(endpoint.pk),
         "events": str(event.pk),
         "deliveries": str(delivery.pk),
@@ -165,6 +172,7 @@ def stored(transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         "inbox": str(inbox.pk),
         "replays": str(replay.pk),
     }
+    redis_client.flushdb()
 
 
 @pytest.fixture
