@@ -35,11 +35,12 @@ RESERVED_HEADERS = frozenset(
 RESERVED_HEADER_PREFIXES = ("x-webhook-", "webhook-")
 
 
-class EndpointSerializer(serializers.ModelSerializer):
+class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     url = serializers.URLField(max_length=2048)
     event_types = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
         allow_empty=False,
+        min_length=1,  # what allow_empty says, in a form the schema shows (minItems)
         max_length=100,
     )
     state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
