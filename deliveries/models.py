@@ -46,7 +46,11 @@ class Endpoint(models.Model):
     retry_window_seconds = models.FloatField(default=24 * 3600.0)
     connect_timeout_seconds = models.FloatField(default=3.0)
     read_timeout_seconds = models.FloatField(default=10.0)
+    # Custom headers in clear; the credentials among them (see headers.is_credential, or
+    # marked secret by the operator) are in `secret_custom_headers`, each value encrypted.
+    # Both are written through services.endpoint_create / endpoint_update only.
     custom_headers = models.JSONField(default=dict, blank=True)
+    secret_custom_headers = models.JSONField(default=dict, blank=True, editable=False)
     # {event type: version} this endpoint receives; pinned to the newest on subscription.
     version_pins = models.JSONField(default=dict, blank=True)
     # Events sharing an ordering key are sent one at a time, in emit order (see ordering.py).
@@ -85,15 +89,31 @@ class Endpoint(models.Model):
     def __str__(self) -> str:
         return self.url
 
-    def clean(self) -> None:
-        # Forms (the admin) refuse what the SSRF guard refuses; the API checks it too.
-        from django.core.exceptions import ValidationError
+    # No clean(): every rule (the SSRF guard's among them) is in services.endpoint_create
+    # and endpoint_update, which the API, the admin's forms and the commands call.
 
-        from . import conf, ssrf
+    @property
+    def secret_header_names(self) -> list[str]:
+        return sorted(self.secret_custom_headers or {})
 
-        problem = ssrf.url_refusal(self.url, conf.address_policy()) if self.url else None
-        if problem:
-            raise ValidationError({"url": problem})
+    def custom_headers_masked(self) -> dict[str, str]:
+        """What any reader sees: secret values replaced by `headers.MASK`."""
+        from .headers import MASK
+
+        return {
+            **dict(self.custom_headers or {}),
+            **{name: MASK for name in self.secret_custom_headers or {}},
+        }
+
+    def custom_headers_plain(self) -> dict[str, str]:
+        """Every custom header with its real value: for the wire, never for display."""
+        return {
+            **{str(k): str(v) for k, v in (self.custom_headers or {}).items()},
+            **{
+                str(name): crypto.decrypt(token)
+                for name, token in (self.secret_custom_headers or {}).items()
+            },
+        }
 
     @property
     def retry_policy(self) -> RetryPolicy:

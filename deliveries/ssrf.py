@@ -11,10 +11,14 @@ so a DNS answer that changes in between (DNS rebinding) cannot slip through.
 """
 
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -112,6 +116,54 @@ def address_refusal(address: str | IPAddress, policy: AddressPolicy) -> str | No
     return f"{ip} is a {kind} address (not in WEBHOOKS_ALLOWED_NETWORKS)"
 
 
+# A host made only of digits, dots and hex prefixes that is not a dotted quad (`0x7f.1`,
+# `2130706433`, `017700000001`): the C resolver reads it as an IPv4 address in a form
+# nobody reviewing the URL would recognise.
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*\.?$", re.IGNORECASE)
+
+
+def _comparable_host(host: str) -> str:
+    host = host.lower().strip("[]")
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def ambiguity_refusal(url: str) -> str | None:
+    """Why this URL's host is ambiguous, or None.
+
+    Python's `urlsplit` and urllib3 (which `requests` connects with) do not always agree
+    on where the host ends: in `http://127.0.0.1:1\\@example.com/` the first sees
+    example.com, the second connects to 127.0.0.1. So forms that parsers read differently
+    (backslashes, user info, whitespace, control characters) are refused outright, and the
+    host both parsers find must be the same.
+    """
+    if "\\" in url:
+        return "The URL contains a backslash."
+    if any(ord(char) <= 32 or ord(char) == 127 for char in url):
+        return "The URL contains whitespace or control characters."
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return "The URL contains user info (user:password@); put credentials in a header."
+    try:
+        parsed = parse_url(url)
+        split_port = parts.port
+    except (LocationParseError, ValueError):
+        return "The URL's host or port cannot be parsed."
+    if _comparable_host(parsed.host or "") != _comparable_host(parts.hostname or ""):
+        return "The URL's host is ambiguous (HTTP clients would read it differently)."
+    if parsed.port != split_port:
+        return "The URL's port is ambiguous (HTTP clients would read it differently)."
+    host = parts.hostname or ""
+    if _NUMERIC_HOST.match(host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{host!r} is an IP address in a non-standard form; write it as a.b.c.d."
+    return None
+
+
 def scheme_refusal(url: str, policy: AddressPolicy) -> str | None:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https"):
@@ -127,7 +179,7 @@ def url_refusal(url: str, policy: AddressPolicy) -> str | None:
     A literal IP is judged as is; a name is resolved and every address must pass. A name
     that does not resolve (yet) is accepted here: the connect-time check still applies.
     """
-    problem = scheme_refusal(url, policy)
+    problem = scheme_refusal(url, policy) or ambiguity_refusal(url)
     if problem:
         return problem
     parts = urlsplit(url)

@@ -11,8 +11,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.translation import ngettext
+from django.views.decorators.debug import sensitive_post_parameters
+
+from deliveries.admin.secrets import ShownSecret, secrets_page
 
 from . import schemes, services
 from .models import InboxEvent, InboxStatus, Order, Payment, PaymentTransition, Source, SourceSecret
@@ -62,9 +66,13 @@ class SourceSecretInline(admin.TabularInline[SourceSecret, Source]):
 
 
 class SourceForm(forms.ModelForm[Source]):
+    """Translates the admin's fields for `source_create` / `source_update`, which own the
+    rules; their refusals come back as this form's field errors."""
+
     api_base_url = forms.URLField(required=False, max_length=2048, assume_scheme="https")
     api_token = forms.CharField(
         required=False,
+        strip=False,
         widget=forms.PasswordInput(render_value=False),
         help_text="Token for the provider's API (reconciliation). Leave empty to keep it.",
     )
@@ -84,10 +92,44 @@ class SourceForm(forms.ModelForm[Source]):
             "api_token",
         ]
 
-    def save(self, commit: bool = True) -> Source:
-        if self.cleaned_data.get("api_token"):
-            self.instance.api_token = self.cleaned_data["api_token"]
-        return super().save(commit)
+    def service_fields(self) -> dict[str, Any]:
+        names = [n for n in self.fields if n in services.sources.EDITABLE or n == "secret"]
+        if not self.instance._state.adding:
+            names = [n for n in names if n in self.changed_data]
+        return {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        try:
+            services.source_validate(
+                source=None if self.instance._state.adding else self.instance,
+                **self.service_fields(),
+            )
+        except services.SourceInvalid as exc:
+            for field, problems in exc.errors.items():
+                self.add_error(field if field in self.fields else None, problems)
+        return cleaned
+
+    def _post_clean(self) -> None:
+        # The services validate and write; the instance is not the source of truth here.
+        pass
+
+
+class SourceAddForm(SourceForm):
+    """The add page, like `contrib.auth`'s: the first secret is part of it."""
+
+    secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The provider's signing secret. Leave empty to generate one (our scheme "
+        "and Standard Webhooks only): it is shown once, on the next page.",
+    )
+
+    class Meta(SourceForm.Meta):
+        fields = [*SourceForm.Meta.fields[:2], "secret", *SourceForm.Meta.fields[2:]]
 
 
 class RotateSecretForm(forms.Form):
@@ -108,12 +150,90 @@ class RotateSecretForm(forms.Form):
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin[Source]):
     form = SourceForm
+    add_form = SourceAddForm
     list_display = ["slug", "scheme", "enabled", "tolerance_seconds", "max_body_bytes"]
     list_filter = ["scheme", "enabled"]
     search_fields = ["slug", "description"]
     readonly_fields = ["created_at", "updated_at", "rotate_link"]
     inlines = [SourceSecretInline]
     actions = ["rotate_secret"]
+
+    def get_form(
+        self, request: HttpRequest, obj: Source | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is None:
+            kwargs["form"] = self.add_form
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_inlines(self, request: HttpRequest, obj: Source | None) -> list[Any]:
+        # On the add page the first secret is a field of the form (see SourceAddForm).
+        return [] if obj is None else list(self.inlines)
+
+    def get_fields(self, request: HttpRequest, obj: Source | None = None) -> Any:
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and not self.has_change_permission(request, obj):
+            # A view-only page shows whether a token is set, never the token.
+            fields = ["api_token_set" if f == "api_token" else f for f in fields]
+        return fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Source | None = None) -> Any:
+        return [*super().get_readonly_fields(request, obj), "api_token_set"]
+
+    @admin.display(description="API token")
+    def api_token_set(self, obj: Source) -> str:
+        return "set (stored encrypted)" if obj.encrypted_api_token else "not set"
+
+    @method_decorator(sensitive_post_parameters())
+    def changeform_view(self, *args: Any, **kwargs: Any) -> HttpResponse:
+        return super().changeform_view(*args, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Source, form: Any, change: bool) -> None:
+        fields = form.service_fields()
+        if change:
+            saved = services.source_update(source=obj, **fields)
+        else:
+            given = fields.pop("secret", "") or None
+            saved, secret = services.source_create(
+                slug=fields.pop("slug"), scheme=fields.pop("scheme"), secret=given, **fields
+            )
+            if given is None:
+                # For response_add, in this request only: shown once on its own page.
+                request._new_source_secret = secret  # type: ignore[attr-defined]
+        obj.__dict__.update(saved.__dict__)
+
+    def response_add(
+        self, request: HttpRequest, obj: Source, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        secret = getattr(request, "_new_source_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        return self._secrets_page(
+            request, obj, [secret], title=f"Source {obj.slug} added: its secret", grace=None
+        )
+
+    def _secrets_page(
+        self,
+        request: HttpRequest,
+        source: Source,
+        new_secrets: list[str],
+        *,
+        title: str,
+        grace: int | None,
+        back_to_list: bool = False,
+    ) -> HttpResponse:
+        change_url = reverse("admin:receivers_source_change", args=[source.pk])
+        return secrets_page(
+            request,
+            self.admin_site,
+            self.opts,
+            title=title,
+            rows=[ShownSecret(label=source.slug, secret=s, url=change_url) for s in new_secrets],
+            note="Copy it now and give it to the sender; it is not shown again.",
+            back_url=reverse("admin:receivers_source_changelist") if back_to_list else change_url,
+            back_label="Back to sources" if back_to_list else f"Back to {source.slug}",
+            subject_label="source",
+            grace_seconds=grace,
+        )
 
     def get_urls(self) -> list[URLPattern]:
         rotate = path(
@@ -130,6 +250,7 @@ class SourceAdmin(admin.ModelAdmin[Source]):
         url = reverse("admin:receivers_source_rotate_secret", args=[obj.pk])
         return format_html('<a href="{}">Rotate secret…</a>', url)
 
+    @method_decorator(sensitive_post_parameters())
     def rotate_secret_view(self, request: HttpRequest, source_id: int) -> HttpResponse:
         """Add the provider's new secret (or a generated one) with a grace window for the
         current ones: the rotation the issue asks for, in one step."""
@@ -147,14 +268,15 @@ class SourceAdmin(admin.ModelAdmin[Source]):
             except (services.SecretRequired, services.InvalidSecret) as exc:
                 form.add_error("secret", str(exc))
             else:
-                if form.cleaned_data["secret"]:
-                    self.message_user(request, f"{source.slug}: new secret added.")
-                else:
-                    self.message_user(
+                if not form.cleaned_data["secret"]:
+                    return self._secrets_page(
                         request,
-                        f"{source.slug}: new secret (copy it now, it is not shown again): {secret}",
-                        messages.WARNING,
+                        source,
+                        [secret],
+                        title=f"New secret of {source.slug}",
+                        grace=round(form.cleaned_data["grace_hours"] * 3600),
                     )
+                self.message_user(request, f"{source.slug}: new secret added.")
                 change_url = reverse("admin:receivers_source_change", args=[source.pk])
                 return HttpResponseRedirect(change_url)
         context = {
@@ -169,18 +291,32 @@ class SourceAdmin(admin.ModelAdmin[Source]):
     @admin.action(
         description="Rotate secret (generate a new one, old valid 24 h)", permissions=["change"]
     )
-    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+    def rotate_secret(
+        self, request: HttpRequest, queryset: QuerySet[Source]
+    ) -> HttpResponse | None:
+        rows = []
         for source in queryset:
             try:
                 secret, _ = services.source_rotate_secret(source=source)
             except services.SecretRequired as exc:
                 self.message_user(request, f"{source.slug}: {exc}; add it below.", messages.ERROR)
                 continue
-            self.message_user(
-                request,
-                f"{source.slug}: new secret (copy it now, it is not shown again): {secret}",
-                messages.WARNING,
-            )
+            change_url = reverse("admin:receivers_source_change", args=[source.pk])
+            rows.append(ShownSecret(label=source.slug, secret=secret, url=change_url))
+        if not rows:
+            return None
+        return secrets_page(
+            request,
+            self.admin_site,
+            self.opts,
+            title="New source secrets",
+            rows=rows,
+            note="Copy them now and give them to the senders; they are not shown again.",
+            back_url=reverse("admin:receivers_source_changelist"),
+            back_label="Back to sources",
+            subject_label="source",
+            grace_seconds=services.sources.DEFAULT_ROTATION_GRACE_SECONDS,
+        )
 
 
 @admin.register(InboxEvent)

@@ -8,10 +8,22 @@ through the same transition service the handlers use. Beat runs ``reconcile_all`
 source that has an API base URL and a reconciler for its scheme.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+import requests
+from urllib3.util import parse_url
+
+from deliveries import conf as deliveries_conf
+from deliveries import ssrf
+from deliveries.ssrf_transport import GuardedHTTPAdapter, address_policy
 
 from .models import Source
+
+MAX_PAGES = 20
+TIMEOUT = (3.0, 10.0)
 
 
 @dataclass
@@ -31,6 +43,56 @@ def reconciler(scheme: str) -> Callable[[Reconciler], Reconciler]:
         return fn
 
     return decorate
+
+
+class ProviderURLRefused(ssrf.UnsafeURL):
+    """A reconciliation request was not sent: the URL is unsafe or on another origin."""
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parsed = parse_url(url)
+    scheme = (parsed.scheme or "").lower()
+    return scheme, (parsed.host or "").lower(), parsed.port or (443 if scheme == "https" else 80)
+
+
+def provider_pages(
+    *, base_url: str, token: str, first_url: str, max_pages: int = MAX_PAGES
+) -> Iterator[Any]:
+    """GET a provider's paginated API with the source's bearer token, page by page.
+
+    The token is a credential for the provider only, so the requests go through the same
+    SSRF guard as webhooks (checked at connect time, on the address connected to), and a
+    page's ``next`` link is followed only on the origin (scheme, host, port) of
+    ``base_url``: an answer cannot send the token, or us, anywhere else.
+    """
+    origin = _origin(base_url)
+    policy = deliveries_conf.address_policy()
+    session = requests.Session()
+    session.trust_env = False
+    adapter = GuardedHTTPAdapter(max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    url = first_url
+    with session, address_policy(policy):
+        for _ in range(max_pages):
+            problem = ssrf.scheme_refusal(url, policy) or ssrf.ambiguity_refusal(url)
+            if problem:
+                raise ProviderURLRefused(problem)
+            if _origin(url) != origin:
+                raise ProviderURLRefused("a next link points to another origin; not followed")
+            response = session.get(
+                url,
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=TIMEOUT,
+                allow_redirects=False,
+            )
+            response.raise_for_status()
+            page = response.json()
+            yield page
+            link = page.get("next") if isinstance(page, dict) else None
+            if not link:
+                return
+            url = urljoin(url, str(link))
 
 
 def enqueue_reconciliations() -> int:

@@ -7,8 +7,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from django.db import connection
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from deliveries.models import Event
 
 from tests.conftest import ALL_QUEUES
 from webhooks_project.celery import app as celery_app
@@ -92,3 +98,20 @@ def stop_process(process: "subprocess.Popen[bytes]", grace_seconds: float = 20) 
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def replay_one(event: "Event", endpoint_id: "UUID") -> None:
+    """Send one delivered event to one endpoint again, the documented way (a replay)."""
+    from datetime import timedelta
+
+    from deliveries.services import ReplayFilters, replay_create
+
+    replay_create(
+        filters=ReplayFilters(
+            since=event.created_at - timedelta(seconds=1),
+            until=event.created_at + timedelta(seconds=1),
+            event_types=[event.type],
+            endpoint_ids=[endpoint_id],
+        ),
+        requested_via="tests",
+    )

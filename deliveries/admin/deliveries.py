@@ -48,7 +48,12 @@ class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
             request,
             ngettext("%d delivery queued again.", "%d deliveries queued again.", len(retried))
             % len(retried)
-            + (f" {skipped} skipped (in flight, held, or endpoint not active)." if skipped else ""),
+            + (
+                f" {skipped} skipped (already delivered: use a replay; in flight, held, or "
+                "endpoint not active)."
+                if skipped
+                else ""
+            ),
             messages.SUCCESS,
         )
 

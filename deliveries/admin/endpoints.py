@@ -1,5 +1,6 @@
 """Endpoints: health at a glance, suspend/resume, secret rotation and reveal, test events."""
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -13,16 +14,19 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
+from django.views.decorators.debug import sensitive_post_parameters
 
-from .. import services
+from .. import headers, services
 from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
-from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
+from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
 from ..services.test_events import recent_test_deliveries
 from .audit import audit
+from .secrets import ShownSecret, secrets_page
 
 
 class ResumeForm(forms.Form):
@@ -45,6 +49,77 @@ class RotateForm(forms.Form):
     )
 
 
+class EndpointForm(forms.ModelForm[Endpoint]):
+    """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
+    every rule; their refusals come back as this form's field errors."""
+
+    url = forms.URLField(max_length=2048, assume_scheme="https")
+    secret_headers = forms.CharField(
+        required=False,
+        help_text="Comma-separated names of custom headers to store encrypted and mask on "
+        "every read. Credential-like names (Authorization, X-Api-Key, …) always are. "
+        f"A masked value ({headers.MASK}) left as it is keeps the stored value.",
+    )
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "url",
+            "description",
+            "owner_email",
+            "event_types",
+            "custom_headers",
+            "secret_headers",
+            "version_pins",
+            "ordered_delivery",
+            "max_attempts",
+            "backoff_base_seconds",
+            "backoff_max_seconds",
+            "retry_window_seconds",
+            "connect_timeout_seconds",
+            "read_timeout_seconds",
+            "suspend_after_failures",
+            "suspend_window_seconds",
+            "max_in_flight",
+            "rate_limit_per_second",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.instance._state.adding and "custom_headers" in self.fields:
+            self.initial["custom_headers"] = self.instance.custom_headers_masked()
+            self.initial["secret_headers"] = ", ".join(self.instance.secret_header_names)
+
+    def service_fields(self) -> dict[str, Any]:
+        """The cleaned values the services take: all of them on add, the changed ones after."""
+        names = [n for n in self.fields if n in EDITABLE]
+        if not self.instance._state.adding:
+            names = [n for n in names if n in self.changed_data]
+        fields = {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
+        if "secret_headers" in fields:
+            raw = fields["secret_headers"] or ""
+            fields["secret_headers"] = [n.strip() for n in raw.split(",") if n.strip()]
+        return fields
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        try:
+            services.endpoint_validate(
+                endpoint=None if self.instance._state.adding else self.instance,
+                **self.service_fields(),
+            )
+        except services.EndpointInvalid as exc:
+            for field, problems in exc.errors.items():
+                self.add_error(field if field in self.fields else None, problems)
+        return cleaned
+
+    def _post_clean(self) -> None:
+        # The services validate and write; the instance is not the source of truth here.
+        pass
+
+
 class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
     """The breaker's recent history (read-only)."""
 
@@ -58,6 +133,7 @@ class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
 
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
+    form = EndpointForm
     list_display = [
         "url",
         "state",
@@ -97,6 +173,42 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "rotate_secret",
         "send_test_event",
     ]
+
+    # --- add and change: through the services ------------------------------------------
+
+    @method_decorator(sensitive_post_parameters("custom_headers"))
+    def changeform_view(self, *args: Any, **kwargs: Any) -> HttpResponse:
+        return super().changeform_view(*args, **kwargs)
+
+    def save_model(
+        self, request: HttpRequest, obj: Endpoint, form: forms.ModelForm[Endpoint], change: bool
+    ) -> None:
+        fields = form.service_fields()  # type: ignore[attr-defined]
+        if change:
+            saved = services.endpoint_update(endpoint=obj, **fields)
+        else:
+            saved, secret = services.endpoint_create(**fields)
+            # For response_add, in this request only: shown once on its own page.
+            request._new_endpoint_secret = secret  # type: ignore[attr-defined]
+        obj.__dict__.update(saved.__dict__)
+
+    def response_add(
+        self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        secret = getattr(request, "_new_endpoint_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        return self._secrets_page(
+            request,
+            title="Endpoint added: its signing secret",
+            rows=[self._secret_row(obj, secret)],
+            note="Copy it now; it is not shown again (the reveal permission can show it later).",
+        )
+
+    @admin.display(description="secret headers")
+    def secret_headers(self, endpoint: Endpoint) -> str:
+        # For view-only users: which headers are secret, never their values.
+        return ", ".join(f"{n}: {headers.MASK}" for n in endpoint.secret_header_names) or "-"
 
     # --- list: health figures in the same SELECT -----------------------------------------
 
@@ -231,24 +343,18 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
                 form=form,
             )
         grace = form.cleaned_data["grace_seconds"]
-        rotated = []
+        rotated, rows = [], []
         for endpoint in queryset:
             secret, _ = services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=grace)
-            rotated.append((endpoint, secret, None))
-        audit(request, [row[0] for row in rotated], f"Rotated the signing secret (grace {grace} s)")
-        # The new secrets are rendered once in this response, never put in a message,
-        # a log entry or a URL.
-        return TemplateResponse(
+            rotated.append(endpoint)
+            rows.append(self._secret_row(endpoint, secret))
+        audit(request, rotated, f"Rotated the signing secret (grace {grace} s)")
+        return self._secrets_page(
             request,
-            "admin/deliveries/endpoint/secrets_shown.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "New signing secrets",
-                "opts": self.opts,
-                "rows": rotated,
-                "grace_seconds": grace,
-                "note": "Copy them now; they are not shown again.",
-            },
+            title="New signing secrets",
+            rows=rows,
+            note="Copy them now; they are not shown again.",
+            grace_seconds=grace,
         )
 
     @admin.action(description="Send a test event (webhook.test)", permissions=["send_test_event"])
@@ -311,6 +417,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         ]
         return custom + super().get_urls()
 
+    @method_decorator(sensitive_post_parameters())
     def reveal_secret_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not request.user.has_perm("deliveries.reveal_endpoint_secret"):
             raise PermissionDenied
@@ -324,10 +431,28 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         if request.method == "POST":
             now = timezone.now()
             secrets = list(endpoint.secrets.unexpired(now).order_by("-created_at"))
-            context["rows"] = [(endpoint, s.value, s.expires_at) for s in secrets]
-            context["note"] = "Shown because you asked; this was written to the admin log."
             audit(request, [endpoint], "Revealed the signing secrets")
-            return TemplateResponse(
-                request, "admin/deliveries/endpoint/secrets_shown.html", context
+            return self._secrets_page(
+                request,
+                title="Reveal signing secrets",
+                rows=[self._secret_row(endpoint, s.value, s.expires_at) for s in secrets],
+                note="Shown because you asked; this was written to the admin log.",
             )
         return TemplateResponse(request, "admin/deliveries/endpoint/reveal_secret.html", context)
+
+    def _secret_row(
+        self, endpoint: Endpoint, secret: str, expires_at: datetime | None = None
+    ) -> ShownSecret:
+        url = reverse("admin:deliveries_endpoint_change", args=[endpoint.pk])
+        return ShownSecret(label=endpoint.url, secret=secret, url=url, expires_at=expires_at)
+
+    def _secrets_page(self, request: HttpRequest, **kwargs: Any) -> TemplateResponse:
+        return secrets_page(
+            request,
+            self.admin_site,
+            self.opts,
+            back_url=reverse("admin:deliveries_endpoint_changelist"),
+            back_label="Back to endpoints",
+            subject_label="endpoint",
+            **kwargs,
+        )

@@ -1,9 +1,13 @@
-"""API tokens: the plain value is shown once, at creation."""
+"""API tokens: the plain value is shown once, at creation, on its own page."""
 
-from django.contrib import admin, messages
-from django.http import HttpRequest
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 
 from ..models import ApiToken
+from .secrets import ShownSecret, secrets_page
 
 
 @admin.register(ApiToken)
@@ -12,14 +16,35 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     readonly_fields = ["token_prefix", "created_at", "last_used_at"]
     fields = ["name", "token_prefix", "created_at", "last_used_at", "revoked_at"]
 
-    def save_model(self, request: HttpRequest, obj: ApiToken, form: object, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
         token, plain = ApiToken.issue(obj.name)
-        obj.pk = token.pk
-        self.message_user(
+        obj.__dict__.update(token.__dict__)
+        # For response_add in this request only: never a message (a cookie) or a log line.
+        request._new_api_token = plain  # type: ignore[attr-defined]
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        plain = getattr(request, "_new_api_token", None)
+        if plain is None:
+            return super().response_add(request, obj, post_url_continue)
+        return secrets_page(
             request,
-            f"Token created. Copy it now, it is not shown again: {plain}",
-            messages.WARNING,
+            self.admin_site,
+            self.opts,
+            title="API token created",
+            rows=[
+                ShownSecret(
+                    label=obj.name,
+                    secret=plain,
+                    url=reverse("admin:deliveries_apitoken_change", args=[obj.pk]),
+                )
+            ],
+            note="Copy it now; it is not shown again.",
+            back_url=reverse("admin:deliveries_apitoken_changelist"),
+            back_label="Back to API tokens",
+            subject_label="token",
         )

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .. import services, ssrf, tracing
+from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .filters import validated_filters
@@ -48,17 +48,25 @@ class EndpointViewSet(viewsets.ModelViewSet):
         fields.pop("state", None)
         try:
             endpoint, secret = services.endpoint_create(**fields)
-        except ssrf.UnsafeURL as exc:
-            raise ValidationError({"url": [str(exc)]}) from None
+        except services.EndpointInvalid as exc:
+            raise ValidationError(exc.errors) from None
         data = s.EndpointSerializer(endpoint).data
         return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
 
-    def perform_update(self, serializer: BaseSerializer[Endpoint]) -> None:
-        new_state = serializer.validated_data.pop("state", None)
-        endpoint = services.endpoint_pin_versions(endpoint=serializer.save())
-        if new_state and new_state != endpoint.state:
-            services.endpoint_set_state(endpoint_id=endpoint.pk, state=new_state)
-            endpoint.refresh_from_db()
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # The serializer checks the shape; the service owns the rules and the write.
+        endpoint = self.get_object()
+        serializer = s.EndpointSerializer(
+            endpoint, data=request.data, partial=kwargs.get("partial", False)
+        )
+        serializer.is_valid(raise_exception=True)
+        try:
+            endpoint = services.endpoint_update(
+                endpoint=endpoint, **dict(serializer.validated_data)
+            )
+        except services.EndpointInvalid as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(s.EndpointSerializer(endpoint).data)
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secret")

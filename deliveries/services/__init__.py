@@ -2,11 +2,14 @@
 
 from .deadletters import delivery_cancel
 from .endpoints import (
+    EndpointInvalid,
     endpoint_create,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
     endpoint_suspend,
+    endpoint_update,
+    endpoint_validate,
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
@@ -36,6 +39,7 @@ from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
+    "EndpointInvalid",
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",
@@ -58,6 +62,8 @@ __all__ = [
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",
+    "endpoint_update",
+    "endpoint_validate",
     "event_fan_out",
     "events_fan_out",
     "purge_expired",

@@ -1,5 +1,6 @@
 """Endpoint life cycle: create, update, rotate secrets, suspend."""
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -7,24 +8,260 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import conf, signing, ssrf
+from .. import catalogue, conf, crypto, headers, signing, ssrf
+from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
 
+#: Bounds of the numeric settings: (smallest, largest). None in a nullable field takes
+#: the global WEBHOOKS_* default.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "max_attempts": (1, 50),
+    "backoff_base_seconds": (0.01, 3600),
+    "backoff_max_seconds": (0.01, 86400),
+    "retry_window_seconds": (1, 7 * 86400),
+    "connect_timeout_seconds": (0.1, 30),
+    "read_timeout_seconds": (0.1, 60),
+    "suspend_after_failures": (0, 100000),
+    "suspend_window_seconds": (0, 30 * 86400),
+    "max_in_flight": (1, 1000),
+    "rate_limit_per_second": (0, 100000),
+}
+MAX_FILTERS = 100
+MAX_VERSION_PIN = 10_000
+#: Fields endpoint_update may change; state goes through endpoint_set_state.
+EDITABLE = frozenset(
+    {
+        "url",
+        "description",
+        "owner_email",
+        "event_types",
+        "custom_headers",
+        "secret_headers",
+        "version_pins",
+        "ordered_delivery",
+        *BOUNDS,
+    }
+)
+
+
+class EndpointInvalid(ValueError):
+    """The endpoint cannot be saved; ``errors`` maps each field to its reasons (safe to show)."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items()))
+
+
+class UnsafeEndpointURL(EndpointInvalid, ssrf.UnsafeURL):
+    """The SSRF guard refuses the URL (besides, maybe, other problems in ``errors``)."""
+
+
 @transaction.atomic
-def endpoint_create(*, url: str, event_types: list[str], **fields: Any) -> tuple[Endpoint, str]:
+def endpoint_create(
+    *,
+    url: str,
+    event_types: list[str],
+    # Any: callers pass options as **kwargs; the rules below check the types.
+    custom_headers: Any = None,
+    secret_headers: Any = None,
+    **fields: Any,
+) -> tuple[Endpoint, str]:
     """Create an endpoint with its first signing secret; the secret is returned once.
 
-    Raises `ssrf.UnsafeURL` for a URL the SSRF guard refuses.
+    Raises `EndpointInvalid` (`UnsafeEndpointURL`, an `ssrf.UnsafeURL`, for a URL the SSRF
+    guard refuses) with every field's problems; nothing is written then.
     """
-    endpoint_check_url(url=url)
-    fields["version_pins"] = default_pins(event_types, fields.get("version_pins"))
-    endpoint = Endpoint.objects.create(url=url, event_types=event_types, **fields)
+    unknown = set(fields) - EDITABLE
+    if unknown:
+        raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
+    endpoint = Endpoint(url=url, event_types=event_types, **fields)
+    _apply_and_validate(
+        endpoint,
+        changed={"url", "event_types", *fields},
+        custom_headers=custom_headers or {},
+        secret_headers=secret_headers,
+    )
+    endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
+    endpoint.save()
     secret = _add_secret(endpoint)
     return endpoint, secret
+
+
+@transaction.atomic
+def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
+    """Change an endpoint's settings under the same rules as `endpoint_create`.
+
+    ``custom_headers`` replaces the whole set; a secret header sent back with the masked
+    value (`headers.MASK`) keeps its stored value. ``secret_headers``, when given, is the
+    full list of names the operator marks secret (credential-like names always are).
+    A ``state`` goes through `endpoint_set_state` (it holds or releases deliveries).
+    Raises `EndpointInvalid`; nothing is written then.
+    """
+    state = changes.pop("state", None)
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise TypeError(f"endpoint_update() got unexpected fields {sorted(unknown)}")
+    if state is not None and state not in EndpointState.values:
+        raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
+    endpoint = Endpoint.objects.select_for_update().get(pk=endpoint.pk)
+    custom = changes.pop("custom_headers", None)
+    marked = changes.pop("secret_headers", None)
+    for name, value in changes.items():
+        setattr(endpoint, name, value)
+    _apply_and_validate(
+        endpoint, changed=set(changes), custom_headers=custom, secret_headers=marked
+    )
+    if "event_types" in changes or "version_pins" in changes:
+        endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
+    endpoint.save()
+    if state and state != endpoint.state:
+        endpoint_set_state(endpoint_id=endpoint.pk, state=state)
+        endpoint.refresh_from_db()
+    return endpoint
+
+
+def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> None:
+    """Raise `EndpointInvalid` if `endpoint_create` (no endpoint) or `endpoint_update`
+    would refuse these fields; writes nothing. Forms call it to show field errors."""
+    fields.pop("state", None)
+    unknown = set(fields) - EDITABLE
+    if unknown:
+        raise TypeError(f"endpoint_validate() got unexpected fields {sorted(unknown)}")
+    editing = endpoint is not None and not endpoint._state.adding
+    candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
+    custom = fields.pop("custom_headers", None)
+    marked = fields.pop("secret_headers", None)
+    for name, value in fields.items():
+        setattr(candidate, name, value)
+    changed = set(fields) if editing else {"url", "event_types", *fields}
+    _apply_and_validate(candidate, changed=changed, custom_headers=custom, secret_headers=marked)
+
+
+def _apply_and_validate(
+    endpoint: Endpoint,
+    *,
+    changed: set[str],
+    custom_headers: dict[str, str] | None,
+    secret_headers: list[str] | None,
+) -> None:
+    """Check the changed fields of an unsaved endpoint (and store its headers' values
+    encrypted where they are credentials); raise `EndpointInvalid` with every problem."""
+    errors: dict[str, list[str]] = {}
+
+    def refuse(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    if "url" in changed:
+        if not isinstance(endpoint.url, str) or not endpoint.url:
+            refuse("url", "Enter a URL.")
+        elif len(endpoint.url) > 2048:
+            refuse("url", "The URL is longer than 2048 characters.")
+        else:
+            problem = ssrf.url_refusal(endpoint.url, conf.address_policy())
+            if problem:
+                refuse("url", problem)
+    if "event_types" in changed:
+        patterns = endpoint.event_types
+        if not isinstance(patterns, list) or not patterns:
+            refuse("event_types", "Give at least one event-type filter.")
+        elif len(patterns) > MAX_FILTERS:
+            refuse("event_types", f"At most {MAX_FILTERS} filters.")
+        else:
+            for pattern in patterns:
+                problem = (
+                    "Each filter must be a text." if not isinstance(pattern, str) else None
+                ) or validate_filter(pattern)
+                if not problem and conf.get().require_declared_types:
+                    problem = catalogue.filter_problem(pattern)
+                if problem:
+                    refuse("event_types", problem)
+            if "event_types" not in errors:
+                endpoint.event_types = list(dict.fromkeys(patterns))
+    if "version_pins" in changed:
+        pins = endpoint.version_pins
+        if not isinstance(pins, dict):
+            refuse("version_pins", "Give an object {event type: version}.")
+        else:
+            for name, number in pins.items():
+                declared = catalogue.get(name)
+                if declared is None:
+                    refuse("version_pins", f"{name!r} is not a declared event type.")
+                elif not isinstance(number, int) or declared.version(number) is None:
+                    refuse(
+                        "version_pins",
+                        f"{name} has versions 1 to {declared.newest.number}, not {number}.",
+                    )
+    for field, (low, high) in BOUNDS.items():
+        if field not in changed:
+            continue
+        value = getattr(endpoint, field)
+        nullable = Endpoint._meta.get_field(field).null
+        if value is None and nullable:
+            continue
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if not numeric or not low <= value <= high:
+            refuse(field, f"Must be a number from {low:g} to {high:g}.")
+    if (
+        "backoff_base_seconds" not in errors
+        and "backoff_max_seconds" not in errors
+        and endpoint.backoff_max_seconds < endpoint.backoff_base_seconds
+    ):
+        refuse("backoff_max_seconds", "Must be at least backoff_base_seconds.")
+    if custom_headers is not None or secret_headers is not None:
+        _apply_headers(endpoint, custom_headers, secret_headers, refuse)
+    if errors:
+        raise (UnsafeEndpointURL if "url" in errors else EndpointInvalid)(errors)
+
+
+def _apply_headers(
+    endpoint: Endpoint,
+    given: dict[str, str] | None,
+    marked: list[str] | None,
+    refuse: Callable[[str, str], None],
+) -> None:
+    stored = {} if endpoint._state.adding else endpoint.custom_headers_plain()
+    stored_secret = {name.lower() for name in endpoint.secret_custom_headers or {}}
+    if given is None:
+        given = dict(stored)
+    elif not isinstance(given, dict):
+        refuse("custom_headers", "Give an object {header name: value}.")
+        return
+    wanted: dict[str, str] = {}
+    for name, value in given.items():
+        if value == headers.MASK and isinstance(name, str):
+            # The masked value a read returned, sent back: keep what is stored.
+            keep = next((v for n, v in stored.items() if n.lower() == name.lower()), None)
+            if keep is None or name.lower() not in stored_secret:
+                refuse("custom_headers", f"{name!r} has no stored secret value to keep.")
+                continue
+            value = keep
+        wanted[name] = value
+    for problem in headers.problems(wanted):
+        refuse("custom_headers", problem)
+    if marked is None:
+        # Keep what the operator marked before (credential-like names are always secret).
+        marked_lower = stored_secret
+    elif not isinstance(marked, list) or not all(isinstance(n, str) for n in marked):
+        refuse("secret_headers", "Give a list of header names.")
+        return
+    else:
+        marked_lower = {name.lower() for name in marked}
+        names = {name.lower() for name in wanted}
+        for name in marked:
+            if name.lower() not in names:
+                refuse("secret_headers", f"{name!r} is not one of the custom headers.")
+    endpoint.custom_headers = {n: v for n, v in wanted.items() if not _is_secret(n, marked_lower)}
+    endpoint.secret_custom_headers = {
+        n: crypto.encrypt(v) for n, v in wanted.items() if _is_secret(n, marked_lower)
+    }
+
+
+def _is_secret(name: str, marked_lower: set[str]) -> bool:
+    return name.lower() in marked_lower or headers.is_credential(name)
 
 
 def endpoint_check_url(*, url: str) -> None:

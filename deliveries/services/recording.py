@@ -80,6 +80,9 @@ class Result:
     status_code: int | None = None
     error: str = ""
     attempt: Attempt | None = None
+    # The attempt failed on our side (an exception while preparing or sending it): it is
+    # recorded and retried, but says nothing about the endpoint's health.
+    local_failure: bool = False
 
 
 def give_back(claim: Claim, deliveries: list[Delivery], *, status: str, **fields: object) -> int:
@@ -163,7 +166,9 @@ def record(
                 first_attempt_at=_first_attempt_of_cycle(done),
             )
         if attempts:
-            _record_endpoint_health(endpoint, [r for r in results if r.attempt is not None])
+            _record_endpoint_health(
+                endpoint, [r for r in results if r.attempt is not None and not r.local_failure]
+            )
         gone = next((r for r in results if r.decision.suspend_endpoint), None)
         if gone is not None and gone.delivery.pk in owned:
             endpoint_suspend_automatically(

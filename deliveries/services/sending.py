@@ -11,6 +11,7 @@ slot, go out one after another over a kept-alive connection and are recorded in 
 transaction (see `recording`): a handful of statements per batch, not ten per delivery.
 """
 
+import logging
 import time
 import uuid
 from collections.abc import Collection
@@ -22,13 +23,15 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from .. import conf, ordering, payloads, transport
+from .. import conf, crypto, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
 from .health import Admission, endpoint_admit, endpoint_busy_wait
 from .recording import Claim, Outcome, PutOff, Result, give_back, record
 from .wire import build_headers, redact_headers, render_body
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Claim",
@@ -158,6 +161,10 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
         else:
             try:
                 sent, put_off = _send_in_turn(claim, waiting, admission)
+            except Exception as exc:
+                # Before any request went out (each request has its own guard below): no
+                # delivery of the batch may stay `sending` and crash again on every lease.
+                sent, put_off = [_local_failure(claim, d, exc) for d in waiting], PutOff([])
             finally:
                 admission.release()
             results += sent
@@ -196,9 +203,12 @@ def _send_in_turn(
             wait = admission.next_request_wait()
             if wait:
                 return results, PutOff(rest, wait)
-        result = _send_one(claim, delivery, secrets)
+        try:
+            result = _send_one(claim, delivery, secrets)
+        except Exception as exc:
+            result = _local_failure(claim, delivery, exc, secrets)
         results.append(result)
-        if result.attempt is not None and result.status_code is None:
+        if result.attempt is not None and result.status_code is None and not result.local_failure:
             # No answer at all (timeout, refused): the others would most likely wait as
             # long for nothing. They go back to the queue for about as long as such a
             # request takes (sooner, they would only meet the same in-flight requests),
@@ -243,17 +253,19 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
         first_attempt_at=delivery.first_attempt_at or started_at,
         now=timezone.now(),
     )
+    # `requests` quotes a refused header value in its message: never store a secret one.
+    network_error = _without_secrets(response.error, delivery, secrets) if response.error else ""
     attempt = Attempt(
         delivery_id=delivery.pk,
         number=delivery.attempts,
         started_at=started_at,
         duration_ms=response.duration_ms,
-        request_headers=redact_headers(headers),
+        request_headers=redact_headers(headers, endpoint.secret_header_names),
         response_status=response.status_code,
         response_body=response.body_excerpt,
-        error=response.error,
+        error=network_error,
     )
-    error = response.error or (
+    error = network_error or (
         f"HTTP {response.status_code}" if decision.verdict != Verdict.SUCCEEDED else ""
     )
     return Result(
@@ -261,15 +273,75 @@ def _send_one(claim: Claim, delivery: Delivery, secrets: list[str]) -> Result:
     )
 
 
+def _local_failure(
+    claim: Claim, delivery: Delivery, exc: Exception, secrets: Collection[str] = ()
+) -> Result:
+    """An exception while preparing or sending one delivery, as a failed attempt of it:
+    recorded with the error text and retried by the endpoint's policy like any failure."""
+    now = timezone.now()
+    # The exception's type and message only, and with any secret value it may quote
+    # (`requests` names a bad header value in its message) cut out: the text goes into
+    # the attempt row and the log line.
+    error = _without_secrets(
+        f"not sent, error on our side: {type(exc).__name__}: {exc}", delivery, secrets
+    )[:1000]
+    logger.error(
+        "sending a delivery failed",
+        extra={"delivery": delivery.pk, "endpoint": str(delivery.endpoint_id), "error": error},
+    )
+    decision = decide(
+        policy=delivery.endpoint.retry_policy,
+        attempt_number=delivery.attempts_in_cycle,
+        status_code=None,
+        retry_after=None,
+        first_attempt_at=delivery.first_attempt_at or claim.now,
+        now=now,
+    )
+    attempt = Attempt(
+        delivery_id=delivery.pk,
+        number=delivery.attempts,
+        started_at=now,
+        duration_ms=0,
+        request_headers={},
+        response_status=None,
+        response_body="",
+        error=error,
+    )
+    return Result(delivery, decision, error=error, attempt=attempt, local_failure=True)
+
+
+def _without_secrets(text: str, delivery: Delivery, secrets: Collection[str]) -> str:
+    endpoint = delivery.endpoint
+    hidden = list(secrets)
+    try:
+        plain = endpoint.custom_headers_plain()
+    except crypto.SecretDecryptionError:
+        plain = {}  # an undecryptable header: nothing of it to quote
+    hidden += [plain[name] for name in endpoint.secret_header_names if name in plain]
+    for value in sorted(filter(None, hidden), key=len, reverse=True):
+        for form in (value, repr(value)[1:-1]):
+            text = text.replace(form, "[redacted]")
+    return text
+
+
 class DeliveryNotRetryable(Exception):
-    """The delivery is in flight or held; a manual retry would change nothing."""
+    """The delivery is in flight, held or already delivered; a retry would not be right."""
+
+
+#: Why a succeeded delivery is not retried (the API answers it with 409).
+ALREADY_DELIVERED = (
+    "delivery already succeeded; to send a delivered event again, create a replay "
+    "(POST /api/v1/replays, or Replays in the admin)"
+)
 
 
 def delivery_retry(*, delivery_id: int) -> Delivery:
     """Send a delivery again now, with a fresh retry cycle (operator or API action).
 
-    Works for succeeded, dead-lettered, cancelled and pending deliveries; the request
-    goes through the same claim, signing and backoff path as any other.
+    Works for dead-lettered, cancelled and pending deliveries; the request goes through
+    the same claim, signing and backoff path as any other. A succeeded delivery is not
+    sent again by a retry (a double click or a scripted retry would re-deliver on
+    purpose-less grounds): a replay is the explicit, recorded way to do that.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -278,6 +350,8 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
             .select_related("endpoint")
             .get(pk=delivery_id)
         )
+        if delivery.status == DeliveryStatus.SUCCEEDED:
+            raise DeliveryNotRetryable(ALREADY_DELIVERED)
         if delivery.status in (DeliveryStatus.SENDING, DeliveryStatus.HELD):
             raise DeliveryNotRetryable(f"delivery is {delivery.status}")
         if delivery.endpoint.state != EndpointState.ACTIVE:

@@ -1,6 +1,7 @@
 """What goes on the wire for a delivery: the JSON body and the headers, signed."""
 
 import json
+from collections.abc import Iterable
 from datetime import UTC
 
 from .. import rendering, signing
@@ -27,7 +28,7 @@ def build_headers(
     delivery: Delivery, body: bytes, secrets: list[str], timestamp: int
 ) -> dict[str, str]:
     event_id = str(delivery.event_id)
-    headers = {str(k): str(v) for k, v in (delivery.endpoint.custom_headers or {}).items()}
+    headers = delivery.endpoint.custom_headers_plain()
     ours = {
         "Content-Type": "application/json",
         "X-Webhook-Id": event_id,
@@ -46,8 +47,13 @@ def build_headers(
     return headers
 
 
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+def redact_headers(headers: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:
+    """The headers as an attempt stores them: credentials (by name, or marked secret on
+    the endpoint) replaced by a placeholder."""
+    marked = {name.lower() for name in secret_names}
     return {
-        name: REDACTED if any(word in name.lower() for word in SENSITIVE_HEADER_WORDS) else value
+        name: REDACTED
+        if name.lower() in marked or any(word in name.lower() for word in SENSITIVE_HEADER_WORDS)
+        else value
         for name, value in headers.items()
     }

@@ -56,6 +56,8 @@ class SourceViewSet(
             )
         except (services.SecretRequired, services.InvalidSecret) as exc:
             raise ValidationError({"secret": [str(exc)]}) from None
+        except services.SourceInvalid as exc:
+            raise ValidationError(exc.errors) from None
         except IntegrityError:
             # Another request created the same slug between the check and the insert.
             raise ValidationError({"slug": ["A source with this slug already exists."]}) from None

@@ -6,11 +6,10 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-import requests
 from django.utils import timezone
 
 from ..models import Source
-from ..reconciliation import ReconcileResult, reconciler
+from ..reconciliation import ReconcileResult, provider_pages, reconciler
 from .models import Payment, PaymentStatus
 from .payments import TYPE_TO_STATUS, PaymentFacts, payment_apply_state
 
@@ -19,7 +18,6 @@ logger = logging.getLogger(__name__)
 #: A payment must have waited this long before we ask (webhooks usually win the race).
 STALE_AFTER_SECONDS = 60.0
 MAX_PAGES = 20
-TIMEOUT = (3.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -30,20 +28,13 @@ class SenderApiClient:
     def latest_payment_facts(self) -> dict[str, PaymentFacts]:
         """The newest reported state of every payment in the sender's recent events."""
         latest: dict[str, PaymentFacts] = {}
-        url: str | None = self.base_url.rstrip("/") + "/api/v1/events?limit=200"
-        session = requests.Session()
-        session.trust_env = False
-        for _ in range(MAX_PAGES):
-            if url is None:
-                break
-            response = session.get(
-                url,
-                headers={"Authorization": f"Bearer {self.token}"},
-                timeout=TIMEOUT,
-                allow_redirects=False,
-            )
-            response.raise_for_status()
-            page = response.json()
+        pages = provider_pages(
+            base_url=self.base_url,
+            token=self.token,
+            first_url=self.base_url.rstrip("/") + "/api/v1/events?limit=200",
+            max_pages=MAX_PAGES,
+        )
+        for page in pages:
             for event in page.get("results", []):
                 facts = _facts(event)
                 if facts is None:
@@ -51,7 +42,6 @@ class SenderApiClient:
                 known = latest.get(facts.provider_payment_id)
                 if known is None or facts.version > known.version:
                     latest[facts.provider_payment_id] = facts
-            url = page.get("next")
         return latest
 
 

@@ -2,7 +2,15 @@
 
 from .arrival import Arrival, expectation_mismatch, inbox_record
 from .processing import InboxNotRetryable, Outcome, inbox_claim, inbox_process, inbox_retry
-from .sources import InvalidSecret, SecretRequired, source_create, source_rotate_secret
+from .sources import (
+    InvalidSecret,
+    SecretRequired,
+    SourceInvalid,
+    source_create,
+    source_rotate_secret,
+    source_update,
+    source_validate,
+)
 from .sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
 
 __all__ = [
@@ -12,6 +20,7 @@ __all__ = [
     "InvalidSecret",
     "Outcome",
     "SecretRequired",
+    "SourceInvalid",
     "expectation_mismatch",
     "inbox_apply_retention",
     "inbox_claim",
@@ -21,4 +30,6 @@ __all__ = [
     "inbox_sweep",
     "source_create",
     "source_rotate_secret",
+    "source_update",
+    "source_validate",
 ]

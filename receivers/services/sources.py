@@ -1,11 +1,14 @@
-"""Source life cycle: create, add and rotate verification secrets."""
+"""Source life cycle: create, update, add and rotate verification secrets."""
 
+import re
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries import signing
+from deliveries import conf as deliveries_conf
+from deliveries import signing, ssrf
 
 from .. import schemes
 from ..models import Scheme, Source, SourceSecret
@@ -23,6 +26,116 @@ class InvalidSecret(ValueError):
     """The given secret could never verify a request of the source's scheme."""
 
 
+class SourceInvalid(ValueError):
+    """The source cannot be saved; ``errors`` maps each field to its reasons (safe to show)."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items()))
+
+
+SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
+BOUNDS: dict[str, tuple[int, int]] = {
+    "tolerance_seconds": (1, 3600),
+    "max_body_bytes": (1024, 10 * 1024 * 1024),
+}
+#: What source_create and source_update take besides slug, scheme and secret.
+EDITABLE = frozenset(
+    {
+        "slug",
+        "scheme",
+        "description",
+        "enabled",
+        "expected_account",
+        "expected_mode",
+        "api_base_url",
+        "api_token",
+        *BOUNDS,
+    }
+)
+
+
+def source_validate(*, source: Source | None = None, **fields: Any) -> None:
+    """Raise `SourceInvalid` if `source_create` (no source) or `source_update` would
+    refuse these fields; writes nothing. Forms call it to show field errors."""
+    errors: dict[str, list[str]] = {}
+
+    def refuse(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    unknown = set(fields) - EDITABLE - {"secret"}
+    if unknown:
+        raise TypeError(f"unexpected source fields {sorted(unknown)}")
+    if "slug" in fields:
+        slug = fields["slug"]
+        if not isinstance(slug, str) or not SLUG.match(slug):
+            refuse("slug", "Letters, digits, hyphens and underscores, at most 100.")
+        else:
+            taken = Source.objects.filter(slug=slug)
+            if source is not None:
+                taken = taken.exclude(pk=source.pk)
+            if taken.exists():
+                refuse("slug", "A source with this slug already exists.")
+    scheme = fields.get("scheme", source.scheme if source else None)
+    if "scheme" in fields and scheme not in Scheme.values:
+        refuse("scheme", f"{scheme!r} is not a scheme.")
+    for field, (low, high) in BOUNDS.items():
+        value = fields.get(field)
+        if field in fields and (not isinstance(value, int) or not low <= value <= high):
+            refuse(field, f"Must be a whole number from {low} to {high}.")
+    if fields.get("expected_mode") not in (None, "", "live", "test"):
+        refuse("expected_mode", "live, test, or empty.")
+    url = fields.get("api_base_url")
+    if url:
+        # The token goes to this URL: the same SSRF guard as endpoints (and again at
+        # connect time, see receivers.reconciliation.provider_get).
+        problem = (
+            "The URL is longer than 2048 characters."
+            if len(url) > 2048
+            else ssrf.url_refusal(url, deliveries_conf.address_policy())
+        )
+        if problem:
+            refuse("api_base_url", problem)
+    token = fields.get("api_token")
+    if token:
+        try:
+            token.encode("latin-1")
+        except UnicodeEncodeError:
+            refuse("api_token", "The token has characters an HTTP header cannot carry.")
+        if any(ord(char) < 32 or ord(char) == 127 for char in token):
+            refuse("api_token", "The token contains control characters (a pasted line break?).")
+    if source is None and scheme in Scheme.values:
+        secret = fields.get("secret")
+        if not secret and scheme not in GENERATED_SECRET_SCHEMES:
+            refuse("secret", f"a {scheme} source needs the secret the provider gave you")
+        elif secret:
+            problem = schemes.get(scheme).secret_problem(secret)
+            if problem:
+                refuse("secret", problem)
+    if errors:
+        raise SourceInvalid(errors)
+
+
+def _apply(source: Source, fields: dict[str, Any]) -> None:
+    for name, value in fields.items():
+        if name == "api_token":
+            # Empty keeps the stored token (forms never show it back).
+            if value:
+                source.api_token = value
+        else:
+            setattr(source, name, value)
+
+
+@transaction.atomic
+def source_update(*, source: Source, **fields: Any) -> Source:
+    """Change a source's settings under the rules of `source_create`; raises `SourceInvalid`."""
+    source_validate(source=source, **fields)
+    source = Source.objects.select_for_update().get(pk=source.pk)
+    _apply(source, fields)
+    source.save()
+    return source
+
+
 def _check_secret(scheme: str, secret: str) -> None:
     problem = schemes.get(scheme).secret_problem(secret)
     if problem:
@@ -38,15 +151,21 @@ def _add_secret(source: Source, plain: str) -> SourceSecret:
 
 @transaction.atomic
 def source_create(
-    *, slug: str, scheme: str, secret: str | None = None, **fields: object
+    *, slug: str, scheme: str, secret: str | None = None, **fields: Any
 ) -> tuple[Source, str]:
-    """Create a source with its first secret; returns the secret (generated if allowed)."""
+    """Create a source with its first secret; returns the secret (generated if allowed).
+
+    Raises `SecretRequired` / `InvalidSecret` for the secret, `SourceInvalid` for the rest.
+    """
     if not secret:
         if scheme not in GENERATED_SECRET_SCHEMES:
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
     _check_secret(scheme, secret)
-    source = Source.objects.create(slug=slug, scheme=scheme, **fields)
+    source_validate(slug=slug, scheme=scheme, secret=secret, **fields)
+    source = Source(slug=slug, scheme=scheme)
+    _apply(source, dict(fields))
+    source.save()
     _add_secret(source, secret)
     return source, secret
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from deliveries import services
 from deliveries.models import (
     ApiToken,
     Attempt,
@@ -1111,7 +1112,6 @@ def test_unknown_or_malformed_delivery_id_is_404(api: APIClient, suffix: str, ac
     "status",
     [
         DeliveryStatus.DEAD_LETTERED,
-        DeliveryStatus.SUCCEEDED,
         DeliveryStatus.CANCELLED,
         DeliveryStatus.PENDING,
     ],
@@ -1149,6 +1149,28 @@ def test_retry_of_in_flight_or_held_delivery_is_409(api: APIClient, status: str)
     assert body(response)["detail"]
     delivery.refresh_from_db()
     assert delivery.status == status
+
+
+def test_retry_of_a_succeeded_delivery_is_409_and_points_to_replay(api: APIClient) -> None:
+    """Issue 13 item 14: a retry must not send a delivered event again (replay does)."""
+    done = timezone.now()
+    delivery = make_delivery(
+        make_event(),
+        create_endpoint(api)["id"],
+        status=DeliveryStatus.SUCCEEDED,
+        attempts=1,
+        completed_at=done,
+    )
+    response = api.post(f"{API}/deliveries/{delivery.pk}/retry")
+    assert response.status_code == 409
+    assert response["Content-Type"].startswith("application/json")
+    assert "replay" in body(response)["detail"]
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.completed_at) == ("succeeded", 1, done)
+    assert delivery.attempts_before_cycle == 0
+    # The rule is the service's, so the admin action and any other caller keep it too.
+    with pytest.raises(services.DeliveryNotRetryable, match="replay"):
+        services.delivery_retry(delivery_id=delivery.pk)
 
 
 def test_retry_needs_post(api: APIClient) -> None:
@@ -1319,3 +1341,151 @@ def test_event_data_nested_too_deep_is_a_400(api: APIClient, depth: int) -> None
     assert response.status_code == 400, response.content[:200]
     assert "nested more than 256 levels" in body(response)["detail"]
     assert not Event.objects.exists()
+
+
+# --- issue 13: every endpoint rule in the services, for POST and PATCH alike -------------
+
+# Inputs the rules refuse, with the field the error is reported under.
+ENDPOINT_RULE_CASES: list[tuple[Json, str]] = [
+    ({"custom_headers": {"X-Price": "price €5"}}, "custom_headers"),  # not Latin-1 (item 7)
+    ({"custom_headers": {"X-Emoji": "\U0001f600"}}, "custom_headers"),
+    ({"custom_headers": {"Connection": "close"}}, "custom_headers"),
+    ({"custom_headers": {"Keep-Alive": "timeout=5"}}, "custom_headers"),
+    ({"custom_headers": {"TE": "trailers"}}, "custom_headers"),
+    ({"custom_headers": {"Upgrade": "h2c"}}, "custom_headers"),
+    ({"custom_headers": {"HOST": "internal.example"}}, "custom_headers"),
+    ({"custom_headers": {"X-A": "line\nbreak"}}, "custom_headers"),
+    ({"custom_headers": {"X-A": "a", "x-a": "b"}}, "custom_headers"),
+    ({"custom_headers": {"X-A": "a"}, "secret_headers": ["X-B"]}, "secret_headers"),
+    ({"custom_headers": {"X-Api-Key": "<redacted>"}}, "custom_headers"),  # nothing to keep
+    ({"event_types": ["nothing.declared.here"]}, "event_types"),
+    ({"event_types": ["nosuchprefix.*"]}, "event_types"),
+    ({"version_pins": {"invoice.paid": 99}}, "version_pins"),
+    ({"version_pins": {"undeclared.type": 1}}, "version_pins"),
+    ({"url": "http://127.0.0.1:18291\\@example.com/x"}, "url"),  # item 5
+]
+
+
+@pytest.mark.parametrize(("payload", "field"), ENDPOINT_RULE_CASES)
+def test_endpoint_rules_refuse_on_create(api: APIClient, payload: Json, field: str) -> None:
+    response = post_json(api, f"{API}/endpoints", {**GOOD_ENDPOINT, **payload})
+    assert_field_error(response, field)
+    assert not Endpoint.objects.exists()
+
+
+@pytest.mark.parametrize(("payload", "field"), ENDPOINT_RULE_CASES)
+def test_endpoint_rules_refuse_on_patch_and_nothing_changes(
+    api: APIClient, payload: Json, field: str
+) -> None:
+    created = create_endpoint(api, custom_headers={"X-Tenant": "acme"})
+    before = Endpoint.objects.values().get(pk=created["id"])
+    response = patch_json(api, f"{API}/endpoints/{created['id']}", payload)
+    assert_field_error(response, field)
+    assert Endpoint.objects.values().get(pk=created["id"]) == before
+
+
+def test_patch_goes_through_endpoint_update(api: APIClient) -> None:
+    """PATCH no longer saves the serializer: the service re-pins versions and changes state."""
+    created = create_endpoint(api, event_types=["customer.*"])
+    assert "invoice.paid" not in created["version_pins"]
+    response = patch_json(
+        api, f"{API}/endpoints/{created['id']}", {"event_types": ["invoice.paid"]}
+    )
+    assert response.status_code == 200, response.content
+    assert body(response)["version_pins"]["invoice.paid"] >= 1
+    with pytest.raises(services.EndpointInvalid) as refused:
+        services.endpoint_update(
+            endpoint=Endpoint.objects.get(pk=created["id"]),
+            custom_headers={"Transfer-Encoding": "chunked"},
+        )
+    assert "custom_headers" in refused.value.errors
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:18291\\@example.com/x",
+        "https://example.com\\@127.0.0.1/",
+        "https://user:pw@example.com/hook",
+        "https://127.0.0.1%2f@example.com/",
+        "https://example.com@127.0.0.1/",
+        "https://exa mple.com/",
+        "https://example.com\t/hook",
+        "https://0x7f.1/hook",
+        "https://2130706433/hook",
+        "https://0177.0.0.1/hook",
+        "https://127.1/hook",
+        "https://example.com:80:90/",
+    ],
+)
+def test_ambiguous_urls_are_refused_outright(api: APIClient, url: str) -> None:
+    """Item 5: forms that urlsplit and urllib3 read differently never reach the database."""
+    response = post_json(api, f"{API}/endpoints", {**GOOD_ENDPOINT, "url": url})
+    assert response.status_code == 400, response.content
+    assert "url" in body(response)
+    assert not Endpoint.objects.exists()
+    with pytest.raises(services.EndpointInvalid):
+        services.endpoint_create(url=url, event_types=["*"])
+
+
+def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
+    api: APIClient,
+) -> None:
+    created = create_endpoint(
+        api,
+        custom_headers={
+            "Authorization": "Basic czNjcjN0",
+            "X-Api-Key": "k-123",
+            "X-Partner": "p-456",
+            "X-Tenant": "acme",
+        },
+        secret_headers=["X-Partner"],
+    )
+    masked = {
+        "Authorization": "<redacted>",
+        "X-Api-Key": "<redacted>",
+        "X-Partner": "<redacted>",
+        "X-Tenant": "acme",
+    }
+    assert created["custom_headers"] == masked
+    assert created["secret_headers"] == ["Authorization", "X-Api-Key", "X-Partner"]
+    row = Endpoint.objects.get(pk=created["id"])
+    assert row.custom_headers == {"X-Tenant": "acme"}
+    stored = json.dumps(row.secret_custom_headers)
+    for secret in ("czNjcjN0", "k-123", "p-456"):
+        assert secret not in stored
+    assert body(api.get(f"{API}/endpoints/{row.pk}"))["custom_headers"] == masked
+    listed = body(api.get(f"{API}/endpoints"))
+    assert "k-123" not in json.dumps(listed)
+
+    # Sending the masked values back (a GET-modify-PATCH round trip) keeps them.
+    response = patch_json(
+        api, f"{API}/endpoints/{row.pk}", {"custom_headers": {**masked, "X-Tenant": "globex"}}
+    )
+    assert response.status_code == 200, response.content
+    row.refresh_from_db()
+    assert row.custom_headers_plain() == {
+        "Authorization": "Basic czNjcjN0",
+        "X-Api-Key": "k-123",
+        "X-Partner": "p-456",
+        "X-Tenant": "globex",
+    }
+    # On the wire the real values go out; the stored attempt redacts every secret one.
+    delivery = make_delivery(make_event(), row.pk)
+    headers = build_headers(delivery, b"{}", ["whsec_" + "A" * 44], timestamp=1)
+    assert (headers["Authorization"], headers["X-Partner"]) == ("Basic czNjcjN0", "p-456")
+    from deliveries.services.wire import redact_headers
+
+    redacted = redact_headers(headers, row.secret_header_names)
+    assert redacted["X-Partner"] == "[redacted]"
+    assert redacted["X-Tenant"] == "globex"
+
+    # A header left out is dropped; unmarking a name stores it in clear again.
+    response = patch_json(
+        api,
+        f"{API}/endpoints/{row.pk}",
+        {"custom_headers": {"X-Partner": "<redacted>"}, "secret_headers": []},
+    )
+    assert response.status_code == 200, response.content
+    row.refresh_from_db()
+    assert (row.custom_headers, row.secret_custom_headers) == ({"X-Partner": "p-456"}, {})

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from deliveries import services
+from deliveries import crypto, services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.services.enqueue import enqueue_deliveries
 from tests.conftest import wait_until
@@ -230,8 +230,10 @@ def test_secret_rotation_signs_with_both_during_grace_then_only_the_new(
 def test_custom_headers_are_sent_but_cannot_forge_ours(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    _, secret = make_endpoint(
-        receiver, custom_headers={"X-Tenant": "acme", "x-webhook-signature": "forged"}
+    endpoint, secret = make_endpoint(receiver, custom_headers={"X-Tenant": "acme"})
+    # The services refuse the forged header; written past them, ours still win on the wire.
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        custom_headers={"X-Tenant": "acme", "x-webhook-signature": "forged"}
     )
 
     services.emit("order.created", {"id": 1})
@@ -379,3 +381,53 @@ def test_one_transaction_of_many_events_is_fanned_out_completely(
         what="every delivery to succeed",
     )
     assert {r.headers["X-Webhook-Id"] for r in receiver.requests} == {str(e.id) for e in events}
+
+
+def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sending(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    """Issue 13 item 7: a header value outside Latin-1 (written past the services, which
+    refuse it) made `deliver_batch` raise: no attempt, the rows stuck in `sending`, the same
+    crash after every lease expiry. Now each delivery records the error and retries."""
+    endpoint, _ = make_endpoint(receiver, max_attempts=2)
+    Endpoint.objects.filter(pk=endpoint.pk).update(custom_headers={"X-Price": "price €5"})
+    with transaction.atomic():
+        first = services.emit("order.created", {"id": 1})
+        second = services.emit("order.created", {"id": 2})
+
+    def both_dead_lettered() -> bool:
+        return all(settled(e, DeliveryStatus.DEAD_LETTERED) for e in (first, second))
+
+    wait_until(both_dead_lettered, what="the failing deliveries to use their attempts up")
+    for event in (first, second):
+        delivery = delivery_of(event)
+        assert delivery.attempts == 2
+        assert "UnicodeEncodeError" in delivery.last_error
+        attempts = list(Attempt.objects.filter(delivery=delivery).order_by("number"))
+        assert [a.number for a in attempts] == [1, 2]
+        assert all("UnicodeEncodeError" in a.error for a in attempts)
+    assert receiver.requests == []
+    assert not Delivery.objects.filter(status=DeliveryStatus.SENDING).exists()
+    # Our failure, not the endpoint's: its health counters are untouched.
+    endpoint.refresh_from_db()
+    assert endpoint.consecutive_failures == 0
+    assert endpoint.state == EndpointState.ACTIVE
+
+
+def test_a_send_error_quoting_a_secret_header_records_it_redacted(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # `requests` quotes a bad header value in its exception; the attempt and the log get
+    # the error without the credential.
+    endpoint, _ = make_endpoint(receiver, max_attempts=1)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        secret_custom_headers={"Authorization": crypto.encrypt("Bearer s3cr3t-t0ken\n")}
+    )
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.DEAD_LETTERED), what="the dead letter")
+    attempt = Attempt.objects.get(delivery=delivery_of(event))
+    assert "InvalidHeader" in attempt.error
+    assert "s3cr3t-t0ken" not in attempt.error
+    assert "s3cr3t-t0ken" not in delivery_of(event).last_error
+    assert "[redacted]" in attempt.error

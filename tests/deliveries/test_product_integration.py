@@ -21,6 +21,7 @@ from demo_shop.models import Order
 from demo_shop.webhook_events import ORDER_EXAMPLE
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
+from tests.helpers import replay_one
 from tests.receiver import ReceivedRequest, Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -279,10 +280,10 @@ def test_a_pinned_older_version_for_one_endpoint_the_newest_for_another(
         current_secret, by_path["/hook/current"].headers, by_path["/hook/current"].body
     )
 
-    # A later retry sends the same meaning again: the stored event never changes.
+    # A later replay sends the same meaning again: the stored event never changes.
     delivery = Delivery.objects.get(endpoint=legacy)
     wait_until(lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED)
-    services.delivery_retry(delivery_id=delivery.pk)
+    replay_one(delivery.event, legacy.pk)
     receiver.wait_for(3)
     assert receiver.requests[2].body == by_path["/hook/legacy"].body
 

@@ -135,3 +135,60 @@ def test_connect_time_refuses_http_when_https_is_required() -> None:
         assert result.status_code is None
         assert "https" in result.error
         assert receiver.requests == []
+
+
+# --- issue 13 item 5: ambiguous URL forms are refused outright --------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:18291\\@example.com/x", "backslash"),
+        ("https://example.com\\@127.0.0.1/", "backslash"),
+        ("https://user:pw@example.com/", "user info"),
+        ("https://user@example.com/", "user info"),
+        ("https://127.0.0.1%2f@example.com/", "user info"),
+        ("https://exa mple.com/", "whitespace"),
+        ("https://example.com\t/x", "whitespace"),
+        ("https://example.com/\r\nHost: x", "whitespace"),
+        ("https://example.com:80:90/", "cannot be parsed"),
+        ("https://0x7f.1/", "non-standard form"),
+        ("https://2130706433/", "non-standard form"),
+        ("https://017700000001/", "non-standard form"),
+        ("https://127.1/", "non-standard form"),
+    ],
+)
+def test_ambiguous_url_forms_are_refused(url: str, reason: str) -> None:
+    # Whatever the names would resolve to: refused before any resolution.
+    policy = AddressPolicy(require_https=False, resolver=fixed_resolver("1.1.1.1"))
+    problem = url_refusal(url, policy)
+    assert problem is not None
+    assert reason in problem
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/hooks?a=b#c",
+        "https://api.example.com:8443/v1",
+        "https://[2606:4700::1111]/hook",
+        "https://bücher.example/hook",
+        "https://EXAMPLE.com./x",
+    ],
+)
+def test_plain_url_forms_stay_accepted(url: str) -> None:
+    policy = AddressPolicy(require_https=False, resolver=fixed_resolver("1.1.1.1"))
+    assert ssrf.ambiguity_refusal(url) is None
+    assert url_refusal(url, policy) is None
+
+
+def test_endpoint_clean_does_no_dns_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 4: the rules (and the save-time check) are the services'; a model form's
+    full_clean no longer resolves names (the connect-time guard does)."""
+    from deliveries.models import Endpoint
+
+    def no_dns(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a DNS lookup in Endpoint.clean()")
+
+    monkeypatch.setattr("socket.getaddrinfo", no_dns)
+    Endpoint(url="https://somewhere.example/hook", event_types=["*"]).clean()

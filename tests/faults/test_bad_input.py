@@ -272,3 +272,78 @@ def test_the_api_answers_nul_in_its_filters_without_a_500(client: Client, path: 
     for name in ("status", "type", "source", "event_type", "endpoint", "event", "cursor", "limit"):
         response = client.get(path, {name: "a\x00b"}, HTTP_AUTHORIZATION=f"Bearer {token}")
         assert response.status_code in (200, 400), (path, name, response.content[:200])
+
+
+# Issue 13: endpoint settings the services refuse, whichever door they come through.
+bad_header_names = st.sampled_from(
+    [
+        "Host",
+        "Transfer-Encoding",
+        "Content-Length",
+        "Connection",
+        "TE",
+        "Upgrade",
+        "Keep-Alive",
+        "X-Webhook-Id",
+        "webhook-signature",
+        "bad name",
+        "X-A\r\nX-B",
+        "",
+    ]
+)
+bad_header_values = st.sampled_from(
+    ["price €5", "a\r\nX-Injected: 1", "nul\x00", "\U0001f600", "line\nbreak", "x" * 1001]
+)
+ambiguous_urls = st.sampled_from(
+    [
+        "http://127.0.0.1:18291\\@example.com/x",
+        "https://example.com\\@127.0.0.1/",
+        "https://user:pw@example.com/",
+        "https://127.0.0.1%2f@example.com/",
+        "https://0x7f.1/",
+        "https://2130706433/",
+        "https://exa mple.com/",
+        "https://example.com:80:90/",
+        "http://169.254.169.254/latest/",
+    ]
+)
+bad_endpoint_fields = st.one_of(
+    st.builds(lambda n: {"custom_headers": {n: "v"}}, bad_header_names),
+    st.builds(lambda v: {"custom_headers": {"X-Ok": v}}, bad_header_values),
+    st.builds(lambda u: {"url": u}, ambiguous_urls),
+    st.just({"event_types": ["nothing.declared.here"]}),
+    st.just({"custom_headers": {"X-Api-Key": "<redacted>"}}),
+    st.just({"custom_headers": {"X-A": "a"}, "secret_headers": ["X-B"]}),
+)
+
+
+def test_bad_endpoint_settings_are_400_on_create_and_patch_and_change_nothing(
+    client: Client, settings: Any
+) -> None:
+    settings.WEBHOOKS_ALLOWED_NETWORKS = []
+    _, token = ApiToken.issue("fuzz-endpoints")
+    auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    good = {"url": "https://1.1.1.1/hook", "event_types": ["*"]}
+    created = client.post(
+        "/api/v1/endpoints", data=json.dumps(good), content_type="application/json", **auth
+    )
+    assert created.status_code == 201
+    endpoint_id = created.json()["id"]
+    before = Endpoint.objects.values().get(pk=endpoint_id)
+
+    @FUZZ
+    @given(fields=bad_endpoint_fields)
+    def check(fields: dict[str, Any]) -> None:
+        for method, path, payload in [
+            ("POST", "/api/v1/endpoints", {**good, **fields}),
+            ("PATCH", f"/api/v1/endpoints/{endpoint_id}", fields),
+        ]:
+            response = client.generic(
+                method, path, data=json.dumps(payload), content_type="application/json", **auth
+            )
+            assert response.status_code == 400, (method, fields, response.content[:300])
+            assert b"Traceback" not in response.content
+
+    check()
+    assert Endpoint.objects.count() == 1
+    assert Endpoint.objects.values().get(pk=endpoint_id) == before

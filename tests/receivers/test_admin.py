@@ -1,9 +1,12 @@
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
 from deliveries.signing import generate_secret
+from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
@@ -50,9 +53,14 @@ def test_source_admin_adds_a_secret_and_rotates(staff: Client, make_source: Make
         {"action": "rotate_secret", "_selected_action": [str(source.pk)]},
         follow=True,
     )
-    assert "new secret" in response.content.decode()
     assert source.secrets.count() == 2
     assert source.secrets.filter(expires_at__isnull=False).count() == 1
+    newest = source.secrets.order_by("-created_at", "-id").first()
+    assert newest is not None
+    # Shown once on its own page, never in the messages cookie.
+    assert newest.value in response.content.decode()
+    assert "no-store" in response.headers["Cache-Control"]
+    assert newest.value not in str(response.cookies.get("messages", ""))
 
     github = Source.objects.create(slug="gh", scheme="github")
     response = staff.post(
@@ -126,6 +134,111 @@ def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
     response = staff.post(url, {"secret": "", "grace_hours": "1"}, follow=True)
     newest = source.secrets.order_by("-created_at", "-id").first()
     assert newest is not None
-    assert newest.value in response.content.decode()  # shown once, as a message
+    assert newest.value in response.content.decode()  # shown once, on its own page
     assert source.secrets.unexpired(timezone.now()).count() == 2
     assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404
+
+
+# --- issue 13 -----------------------------------------------------------------------------
+
+
+def _staff_in(group: str) -> Client:
+    from tests.deliveries.console.helpers import staff_in
+
+    client = Client()
+    client.force_login(staff_in(group))
+    return client
+
+
+@pytest.mark.parametrize("group", ["viewers", "operators"])
+def test_view_only_users_never_see_the_reconciliation_token(
+    make_source: MakeSource, group: str
+) -> None:
+    """Item 1: the decrypted api_token was a read-only field for viewers and operators."""
+    source, _ = make_source(api_base_url="https://api.provider.example")
+    source.api_token = "tok_live_s3cr3t_value"
+    source.save()
+    page = _staff_in(group).get(f"/admin/receivers/source/{source.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "tok_live_s3cr3t_value" not in text
+    assert "set (stored encrypted)" in text
+
+
+SOURCE_FORM = {
+    "slug": "shop",
+    "scheme": "ours",
+    "secret": "",
+    "description": "",
+    "enabled": "on",
+    "tolerance_seconds": "300",
+    "max_body_bytes": str(256 * 1024),
+    "expected_account": "",
+    "expected_mode": "",
+    "api_base_url": "",
+    "api_token": "",
+}
+
+
+def test_admin_add_source_gives_it_a_secret_shown_once(staff: Client) -> None:
+    response = staff.post("/admin/receivers/source/add/", SOURCE_FORM)
+    assert response.status_code == 200, response.content.decode()[:3000]
+    source = Source.objects.get(slug="shop")
+    secret = source.secrets.get()
+    assert secret.value in response.content.decode()
+    assert secret.value not in str(response.cookies.get("messages", ""))
+
+    # A provider-issued scheme needs the provider's secret: a field error, nothing stored.
+    refused = staff.post(
+        "/admin/receivers/source/add/", {**SOURCE_FORM, "slug": "gh", "scheme": "github"}
+    )
+    assert refused.status_code == 200
+    assert "needs the secret the provider gave you" in refused.content.decode()
+    assert not Source.objects.filter(slug="gh").exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/api",
+        "http://169.254.169.254/latest/",
+        "http://10.1.2.3/",
+        "http://127.0.0.1:18291\\@example.com/x",
+        "https://user:pw@provider.example/",
+    ],
+)
+def test_reconciliation_url_gets_the_ssrf_guard_at_save_time(
+    staff: Client, make_source: MakeSource, settings: Any, url: str
+) -> None:
+    """Item 3: a source's api_base_url is refused like an endpoint URL, everywhere."""
+    settings.WEBHOOKS_ALLOWED_NETWORKS = []
+    with pytest.raises(services.SourceInvalid) as refused:
+        services.source_create(slug="api", scheme="ours", api_base_url=url)
+    assert "api_base_url" in refused.value.errors
+    assert not Source.objects.filter(slug="api").exists()
+
+    response = staff.post("/admin/receivers/source/add/", {**SOURCE_FORM, "api_base_url": url})
+    assert response.status_code == 200
+    assert not Source.objects.filter(slug="shop").exists()
+
+    source, _ = make_source(api_base_url="https://1.1.1.1/api")
+    with pytest.raises(services.SourceInvalid):
+        services.source_update(source=source, api_base_url=url)
+    source.refresh_from_db()
+    assert source.api_base_url == "https://1.1.1.1/api"
+
+
+def test_views_that_take_secrets_hide_them_from_error_reports(
+    staff: Client, make_source: MakeSource
+) -> None:
+    """Item 9: sensitive_post_parameters on every view that takes a secret by POST."""
+    source, _ = make_source("github", secret="old github secret")
+    for url, data in [
+        (f"/admin/receivers/source/{source.pk}/rotate-secret/", {"secret": "", "grace_hours": "x"}),
+        (f"/admin/receivers/source/{source.pk}/change/", {"slug": ""}),
+        ("/admin/receivers/source/add/", {"slug": ""}),
+    ]:
+        response = staff.post(url, data)
+        assert response.status_code == 200, url
+        request = response.context["request"]
+        assert getattr(request, "sensitive_post_parameters", None) == "__ALL__", url

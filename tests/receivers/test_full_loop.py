@@ -9,6 +9,7 @@ from deliveries.models import Delivery, DeliveryStatus
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Order, OrderStatus, PaymentTransition
 from tests.conftest import wait_until
+from tests.helpers import replay_one
 
 
 @pytest.mark.django_db(transaction=True)
@@ -39,12 +40,11 @@ def test_sender_to_receiver_processes_exactly_once(celery_worker: object, live_s
 
     # The sender replays the delivery: same X-Webhook-Id, a duplicate for the receiver.
     delivery = Delivery.objects.get(event=paid)
-    sending.delivery_retry(delivery_id=delivery.pk)
+    replay_one(paid, delivery.endpoint_id)
     wait_until(
-        lambda: (
-            Delivery.objects.get(pk=delivery.pk).attempts == 2
-            and Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
-        ),
+        lambda: Delivery.objects.filter(
+            event=paid, is_replay=True, status=DeliveryStatus.SUCCEEDED
+        ).exists(),
         timeout=30,
         what="the replayed delivery",
     )

@@ -4,6 +4,8 @@ Plain ``django_db`` tests through Django's test client; the ones that need a wor
 real receiver are in test_console_pipeline.py.
 """
 
+import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +19,7 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import (
+    ApiToken,
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -24,6 +27,7 @@ from deliveries.models import (
     EndpointState,
     Event,
     Replay,
+    hash_api_token,
 )
 from tests.deliveries.console.helpers import endpoint, event_at, hours_ago, staff_in
 
@@ -362,3 +366,145 @@ def test_replay_console_previews_then_confirms(operator: Client) -> None:
         {**form, "since": form["until"], "until": form["since"], "preview": "Preview"},
     )
     assert "must be after since" in backwards.content.decode()
+
+
+# --- issue 13: the admin's forms go through the services; secrets on their own page ------
+
+
+def endpoint_form(**overrides: str) -> dict[str, str]:
+    """The add/change form as a browser posts it (the circuit inline is read-only)."""
+    return {
+        "url": "https://admin-added.example.com/hook",
+        "description": "",
+        "owner_email": "",
+        "event_types": '["invoice.*"]',
+        "custom_headers": "{}",
+        "secret_headers": "",
+        "version_pins": "{}",
+        "max_attempts": "12",
+        "backoff_base_seconds": "10",
+        "backoff_max_seconds": "900",
+        "retry_window_seconds": "86400",
+        "connect_timeout_seconds": "3",
+        "read_timeout_seconds": "10",
+        "circuit_transitions-TOTAL_FORMS": "0",
+        "circuit_transitions-INITIAL_FORMS": "0",
+        "circuit_transitions-MIN_NUM_FORMS": "0",
+        "circuit_transitions-MAX_NUM_FORMS": "0",
+        **overrides,
+    }
+
+
+def test_admin_add_endpoint_creates_its_secret_and_pins_shown_once(superuser: Client) -> None:
+    response = superuser.post(f"{ADMIN}/endpoint/add/", endpoint_form())
+    assert response.status_code == 200, response.content.decode()[:3000]
+    created = Endpoint.objects.get()
+    secret = created.secrets.get()  # before the fix: no secret, every delivery dead-lettered
+    page = response.content.decode()
+    assert secret.value in page  # on its own page, once
+    assert "no-store" in response["Cache-Control"]
+    assert secret.value not in str(response.cookies.get("messages", ""))
+    assert created.version_pins.get("invoice.paid", 0) >= 1
+    assert (
+        secret.value not in superuser.get(f"{ADMIN}/endpoint/{created.pk}/change/").content.decode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"custom_headers": '{"Host": "internal.example"}'}, "set by the sender"),
+        ({"custom_headers": '{"Transfer-Encoding": "chunked"}'}, "set by the sender"),
+        ({"custom_headers": '{"X-A": "a\\r\\nX-Injected: 1"}'}, "line break"),
+        ({"custom_headers": '{"X-Price": "price €5"}'}, "Latin-1"),
+        ({"event_types": '["nothing.declared.here"]'}, "matches no declared event type"),
+        ({"version_pins": '{"invoice.paid": 99}'}, "versions 1 to"),
+        ({"url": "http://127.0.0.1:18291\\@example.com/x"}, "backslash"),
+    ],
+)
+def test_admin_endpoint_forms_keep_the_services_rules(
+    superuser: Client, overrides: dict[str, str], problem: str
+) -> None:
+    response = superuser.post(f"{ADMIN}/endpoint/add/", endpoint_form(**overrides))
+    assert response.status_code == 200
+    assert problem in response.content.decode()
+    assert not Endpoint.objects.exists()
+
+    ep = endpoint("https://kept.example.com/hook", custom_headers={"X-Tenant": "acme"})
+    before = Endpoint.objects.values().get(pk=ep.pk)
+    response = superuser.post(
+        f"{ADMIN}/endpoint/{ep.pk}/change/",
+        endpoint_form(
+            **{"url": "https://kept.example.com/hook", "event_types": '["*"]', **overrides}
+        ),
+    )
+    assert response.status_code == 200
+    assert problem in response.content.decode()
+    assert Endpoint.objects.values().get(pk=ep.pk) == before
+
+
+def test_admin_change_endpoint_masks_credential_headers_and_keeps_them(
+    superuser: Client, viewer: Client
+) -> None:
+    ep = endpoint(custom_headers={"X-Api-Key": "k-123", "X-Tenant": "acme"})
+    change = superuser.get(f"{ADMIN}/endpoint/{ep.pk}/change/").content.decode()
+    assert "k-123" not in change
+    assert "&lt;redacted&gt;" in change
+    assert "k-123" not in viewer.get(f"{ADMIN}/endpoint/{ep.pk}/change/").content.decode()
+
+    # Saving the form as shown (masked value untouched) keeps the stored value.
+    response = superuser.post(
+        f"{ADMIN}/endpoint/{ep.pk}/change/",
+        endpoint_form(
+            url=ep.url,
+            event_types='["*"]',
+            description="renamed",
+            custom_headers='{"X-Api-Key": "<redacted>", "X-Tenant": "acme"}',
+            secret_headers="X-Api-Key",
+        ),
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    ep.refresh_from_db()
+    assert ep.description == "renamed"
+    assert ep.custom_headers_plain() == {"X-Api-Key": "k-123", "X-Tenant": "acme"}
+    assert "k-123" not in json.dumps(ep.secret_custom_headers)
+
+
+def test_admin_api_token_is_shown_on_its_page_never_in_a_message(superuser: Client) -> None:
+    response = superuser.post("/admin/deliveries/apitoken/add/", {"name": "billing"})
+    assert response.status_code == 200
+    token = ApiToken.objects.get()
+    page = response.content.decode()
+    shown = re.search(r'<code class="secret">([^<]+)</code>', page)
+    assert shown is not None
+    assert token.token_hash == hash_api_token(shown.group(1))
+    assert shown.group(1) not in str(response.cookies.get("messages", ""))
+    # Nothing left for the next page to show either.
+    follow = superuser.get("/admin/deliveries/apitoken/")
+    assert shown.group(1) not in follow.content.decode()
+
+
+def test_admin_retry_now_leaves_a_succeeded_delivery_alone(superuser: Client) -> None:
+    ep = endpoint()
+    done = Delivery.objects.create(
+        event=event_at("invoice.paid", hours_ago(1)),
+        endpoint=ep,
+        status=DeliveryStatus.SUCCEEDED,
+        attempts=1,
+        completed_at=timezone.now(),
+    )
+    response = act(superuser, "delivery", "retry_now", [done.pk])
+    assert "1 skipped (already delivered: use a replay" in response.content.decode()
+    done.refresh_from_db()
+    assert (done.status, done.attempts_before_cycle) == (DeliveryStatus.SUCCEEDED, 0)
+
+
+def test_endpoint_views_that_take_secrets_hide_them_from_error_reports(
+    superuser: Client,
+) -> None:
+    ep = endpoint()
+    response = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/change/", endpoint_form(url=""))
+    assert response.status_code == 200
+    assert response.context["request"].sensitive_post_parameters == ("custom_headers",)
+    revealed = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/reveal-secret/")
+    assert revealed.context["request"].sensitive_post_parameters == "__ALL__"

@@ -1,0 +1,105 @@
+"""Issue 13 item 3: reconciliation requests carry a bearer token, so they get the SSRF
+guard at connect time and follow `next` links on the base URL's origin only. Real HTTP
+servers on 127.0.0.1 (two ports: two origins)."""
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import requests
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from receivers.reconciliation import ProviderURLRefused, provider_pages
+
+
+class PagesServer:
+    """Answers every GET with the next scripted JSON page; records what it was sent."""
+
+    def __init__(self) -> None:
+        self.pages: list[dict[str, Any]] = []
+        self.seen: list[tuple[str, str]] = []  # (path, Authorization)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.seen.append((self.path, self.headers.get("Authorization", "")))
+                page = server.pages.pop(0) if server.pages else {"results": []}
+                raw = json.dumps(page).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def provider() -> Iterator[PagesServer]:
+    server = PagesServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[PagesServer]:
+    server = PagesServer()
+    yield server
+    server.close()
+
+
+def test_next_links_are_followed_on_the_same_origin_only(
+    provider: PagesServer, elsewhere: PagesServer
+) -> None:
+    provider.pages = [
+        {"results": [1], "next": "/api/v1/events?cursor=2"},  # relative: same origin
+        {"results": [2], "next": f"{provider.url}/api/v1/events?cursor=3"},
+        {"results": [3], "next": f"{elsewhere.url}/steal"},  # another port: another origin
+    ]
+    pages = provider_pages(
+        base_url=provider.url, token="tok_secret", first_url=f"{provider.url}/api/v1/events"
+    )
+    got = [next(pages)["results"], next(pages)["results"], next(pages)["results"]]
+    assert got == [[1], [2], [3]]
+    with pytest.raises(ProviderURLRefused, match="another origin"):
+        next(pages)
+    assert [auth for _, auth in provider.seen] == ["Bearer tok_secret"] * 3
+    assert elsewhere.seen == []  # the token never left the provider's origin
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["http://127.0.0.1:1\\@example.com/x", "https://{host}/x", "//evil.example/x"],
+)
+def test_ambiguous_or_foreign_next_links_are_not_followed(provider: PagesServer, link: str) -> None:
+    host = provider.url.removeprefix("http://")
+    provider.pages = [{"results": [], "next": link.format(host=host)}]
+    pages = provider_pages(base_url=provider.url, token="t", first_url=provider.url + "/")
+    next(pages)
+    with pytest.raises(ProviderURLRefused):
+        next(pages)
+    assert len(provider.seen) == 1
+
+
+def test_connect_time_guard_refuses_an_internal_provider_url(
+    provider: PagesServer, settings: SettingsWrapper
+) -> None:
+    # A row written past the services (or a name that resolves inward later): the request
+    # itself is refused before any byte is sent.
+    settings.WEBHOOKS_ALLOWED_NETWORKS = []
+    pages = provider_pages(base_url=provider.url, token="t", first_url=provider.url + "/")
+    with pytest.raises(requests.ConnectionError, match="SSRF guard"):
+        next(pages)
+    assert provider.seen == []
