@@ -23,8 +23,44 @@ def _bounded(
     return serializers.FloatField(min_value=low, max_value=high, required=False, **kwargs)
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "uri",
+        "maxLength": 2048,
+        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+        "description": "An http(s) URL as Django's URLValidator takes it (a host name with a "
+        "domain, `localhost` or an IP address), without user info, backslashes, white space "
+        "or ambiguous host and port forms, whose host does not resolve to a refused "
+        "network (the SSRF guard; https only with WEBHOOKS_REQUIRE_HTTPS).",
+    }
+)
+class EndpointURLField(serializers.URLField):
+    """The schema says what `endpoint_create` checks (the rules live there and in ssrf)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": headers.MAX_HEADERS,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": headers.MAX_VALUE_LENGTH,
+            # Latin-1 without CR, LF and NUL (deliveries.headers).
+            "pattern": "^[\\u0001-\\u0009\\u000b\\u000c\\u000e-\\u00ff]*$",
+        },
+        "description": "{name: value} added to every request. In answers the value of a "
+        f"secret header is {headers.MASK!r}; sending that back keeps the stored value. "
+        "Names are HTTP tokens, unique ignoring case, not one the sender sets itself "
+        "(framing, routing, signing).",
+    }
+)
+class CustomHeadersField(serializers.DictField):
+    """The schema says what `deliveries.headers` checks (the rules live there)."""
+
+
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
-    url = serializers.URLField(max_length=2048)
+    url = EndpointURLField(max_length=2048)
     event_types = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
         allow_empty=False,
@@ -38,13 +74,11 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     retry_window_seconds = _bounded(serializers.FloatField, "retry_window_seconds")
     connect_timeout_seconds = _bounded(serializers.FloatField, "connect_timeout_seconds")
     read_timeout_seconds = _bounded(serializers.FloatField, "read_timeout_seconds")
-    custom_headers = serializers.DictField(
+    custom_headers = CustomHeadersField(
         child=serializers.CharField(
             max_length=headers.MAX_VALUE_LENGTH, allow_blank=True, trim_whitespace=False
         ),
         required=False,
-        help_text="{name: value} added to every request. In answers the value of a secret "
-        f"header is {headers.MASK!r}; sending that back keeps the stored value.",
     )
     secret_headers = serializers.ListField(
         child=serializers.CharField(max_length=100),
