@@ -48,5 +48,5 @@ def _event_types_page(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "admin/deliveries/event_types.html", context)
 
 
-#: Staff only, with the admin's login redirect (mounted in webhooks_project/urls.py).
+#: Staff only, with the admin's login redirect; a host mounts it at `admin/event-types/`.
 event_types_page = admin.site.admin_view(_event_types_page)

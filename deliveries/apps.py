@@ -10,10 +10,14 @@ class DeliveriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import conf
+        from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
+        from webhooks_core import tasking
+
+        from . import checks, conf, tasks  # noqa: F401
 
         # Event types are declared at import time: every installed app's `webhook_events`
         # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.
         autodiscover_modules("webhook_events")
         for module in conf.get().event_type_modules:
             import_module(module)
+        tasking.install_on_current_app()

@@ -1,10 +1,172 @@
-"""The sending side's settings, with their defaults, in one place (see the README table)."""
+"""The sending side's settings: the registry (names, defaults, what they do) and typed views
+of it. Code reads settings only through this module."""
 
 from dataclasses import dataclass
 
-from django.conf import settings
+from webhooks_core.conf import Registry, Setting
+from webhooks_core.conf import value as core_value
 
 from .ssrf import AddressPolicy, parse_networks
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "WEBHOOKS_LEASE_SECONDS",
+        120.0,
+        "How long a worker owns a delivery it is sending; an expired lease is taken over by "
+        "another worker.",
+    ),
+    Setting(
+        "WEBHOOKS_DELIVERY_BATCH_SIZE",
+        50,
+        "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
+    ),
+    Setting(
+        "WEBHOOKS_DELIVERY_BATCH_SECONDS",
+        5.0,
+        "A batch starts no new request after this long (nor when its lease could not cover "
+        "one more); the rest go back to the queue.",
+    ),
+    Setting(
+        "WEBHOOKS_FANOUT_GRACE_SECONDS",
+        30.0,
+        "An event not fanned out after this long is fanned out by the sweeper.",
+    ),
+    Setting(
+        "WEBHOOKS_REQUEUE_GRACE_SECONDS",
+        120.0,
+        "A due delivery whose task message has not been consumed after this long is enqueued "
+        "again.",
+    ),
+    Setting(
+        "WEBHOOKS_REPLAY_BATCH_SIZE",
+        500,
+        "Events per replay batch (one task, one transaction each).",
+    ),
+    Setting(
+        "WEBHOOKS_REQUIRE_DECLARED_TYPES",
+        True,
+        "`emit` and the API refuse event types not declared in the catalogue, and endpoint "
+        "filters that match none. Off: undeclared types pass unchecked (declared ones are "
+        "still validated).",
+    ),
+    Setting(
+        "WEBHOOKS_EVENT_TYPE_MODULES",
+        (),
+        "Modules imported at start-up to declare event types, besides every installed app's "
+        "`webhook_events` module.",
+    ),
+    Setting(
+        "WEBHOOKS_EVENT_RETENTION_DAYS",
+        30,
+        "Events (with their deliveries and attempts) are deleted after this, once every "
+        "delivery is final.",
+    ),
+    Setting(
+        "WEBHOOKS_ATTEMPT_RETENTION_DAYS",
+        30,
+        "Attempt rows are deleted after this (may be shorter than the events').",
+    ),
+    Setting(
+        "WEBHOOKS_PURGE_BATCH_SIZE",
+        1000,
+        "Rows per retention batch (one short transaction each).",
+    ),
+    Setting(
+        "WEBHOOKS_PURGE_INTERVAL_SECONDS",
+        600.0,
+        "How often beat runs the retention purge.",
+    ),
+    Setting(
+        "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES",
+        65536,
+        "Event data whose compact JSON is larger than this is written through Django's "
+        "storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
+    ),
+    Setting(
+        "WEBHOOKS_PAYLOAD_STORAGE",
+        "default",
+        "Key of Django's `STORAGES` that large payloads go to.",
+    ),
+    Setting(
+        "WEBHOOKS_ALLOWED_NETWORKS",
+        (),
+        "CIDR networks the SSRF guard admits besides public addresses. In DEBUG loopback "
+        "(`127.0.0.0/8`, `::1`) is admitted too.",
+        debug_default=("127.0.0.0/8", "::1"),
+    ),
+    Setting(
+        "WEBHOOKS_REQUIRE_HTTPS",
+        True,
+        "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is "
+        "sent. Off in DEBUG.",
+        debug_default=False,
+    ),
+    Setting(
+        "WEBHOOKS_SUSPEND_AFTER_FAILURES",
+        20,
+        "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: "
+        "`suspend_after_failures`; 0 = never).",
+    ),
+    Setting(
+        "WEBHOOKS_SUSPEND_WINDOW_SECONDS",
+        3600.0,
+        "... that span at least this long (per endpoint: `suspend_window_seconds`).",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_ERROR_RATE",
+        0.5,
+        "The circuit opens when at least this share of the attempts in the window failed ...",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_MIN_ATTEMPTS",
+        10,
+        "... out of at least this many attempts ...",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_WINDOW_SECONDS",
+        300.0,
+        "... within this window.",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_COOLDOWN_SECONDS",
+        30.0,
+        "An open circuit lets one probe through after this cool-down.",
+    ),
+    Setting(
+        "WEBHOOKS_BREAKER_RAMP_SECONDS",
+        60.0,
+        "After a good probe, traffic ramps from 10 % to 100 % over this long.",
+    ),
+    Setting(
+        "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT",
+        4,
+        "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`).",
+    ),
+    Setting(
+        "WEBHOOKS_ENDPOINT_RATE_LIMIT",
+        0,
+        "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit.",
+    ),
+    Setting(
+        "WEBHOOKS_GLOBAL_RATE_LIMIT",
+        0,
+        "Requests per second to all endpoints together; 0 = no limit.",
+    ),
+    Setting(
+        "WEBHOOKS_DEFER_SECONDS",
+        1.0,
+        "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to "
+        "30 s).",
+    ),
+    Setting(
+        "WEBHOOKS_HEALTH_REDIS_URL",
+        "",
+        "Redis for the shared counters (in-flight slots, limits, breaker). Empty: the Celery "
+        "broker's Redis, or process memory when the broker is not Redis.",
+    ),
+)
+
+value = Registry(SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -19,19 +181,35 @@ class DeliverySettings:
     response_body_limit: int = 2048
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
+    sweep_interval_seconds: float = 15.0
+    replay_batch_size: int = 500
+    event_retention_days: int = 30
+    attempt_retention_days: int = 30
+    purge_batch_size: int = 1000
+    purge_interval_seconds: float = 600.0
+    payload_offload_bytes: int = 65536
+    payload_storage: str = "default"
 
 
 def get() -> DeliverySettings:
     return DeliverySettings(
-        max_countdown_seconds=getattr(settings, "WEBHOOKS_MAX_COUNTDOWN_SECONDS", 60.0),
-        lease_seconds=getattr(settings, "WEBHOOKS_LEASE_SECONDS", 120.0),
-        fanout_grace_seconds=getattr(settings, "WEBHOOKS_FANOUT_GRACE_SECONDS", 30.0),
-        requeue_grace_seconds=getattr(settings, "WEBHOOKS_REQUEUE_GRACE_SECONDS", 120.0),
-        sweep_batch_size=getattr(settings, "WEBHOOKS_SWEEP_BATCH_SIZE", 500),
-        batch_size=getattr(settings, "WEBHOOKS_DELIVERY_BATCH_SIZE", 50),
-        batch_seconds=getattr(settings, "WEBHOOKS_DELIVERY_BATCH_SECONDS", 5.0),
-        require_declared_types=getattr(settings, "WEBHOOKS_REQUIRE_DECLARED_TYPES", True),
-        event_type_modules=tuple(getattr(settings, "WEBHOOKS_EVENT_TYPE_MODULES", ())),
+        max_countdown_seconds=core_value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"),
+        lease_seconds=value("WEBHOOKS_LEASE_SECONDS"),
+        fanout_grace_seconds=value("WEBHOOKS_FANOUT_GRACE_SECONDS"),
+        requeue_grace_seconds=value("WEBHOOKS_REQUEUE_GRACE_SECONDS"),
+        sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
+        batch_size=value("WEBHOOKS_DELIVERY_BATCH_SIZE"),
+        batch_seconds=value("WEBHOOKS_DELIVERY_BATCH_SECONDS"),
+        require_declared_types=value("WEBHOOKS_REQUIRE_DECLARED_TYPES"),
+        event_type_modules=tuple(value("WEBHOOKS_EVENT_TYPE_MODULES")),
+        sweep_interval_seconds=core_value("WEBHOOKS_SWEEP_INTERVAL_SECONDS"),
+        replay_batch_size=int(value("WEBHOOKS_REPLAY_BATCH_SIZE")),
+        event_retention_days=value("WEBHOOKS_EVENT_RETENTION_DAYS"),
+        attempt_retention_days=value("WEBHOOKS_ATTEMPT_RETENTION_DAYS"),
+        purge_batch_size=value("WEBHOOKS_PURGE_BATCH_SIZE"),
+        purge_interval_seconds=value("WEBHOOKS_PURGE_INTERVAL_SECONDS"),
+        payload_offload_bytes=int(value("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES")),
+        payload_storage=value("WEBHOOKS_PAYLOAD_STORAGE"),
     )
 
 
@@ -57,21 +235,30 @@ class HealthSettings:
 
 def health() -> HealthSettings:
     return HealthSettings(
-        allowed_networks=tuple(getattr(settings, "WEBHOOKS_ALLOWED_NETWORKS", ())),
-        require_https=getattr(settings, "WEBHOOKS_REQUIRE_HTTPS", True),
-        suspend_after_failures=getattr(settings, "WEBHOOKS_SUSPEND_AFTER_FAILURES", 20),
-        suspend_window_seconds=getattr(settings, "WEBHOOKS_SUSPEND_WINDOW_SECONDS", 3600.0),
-        breaker_error_rate=getattr(settings, "WEBHOOKS_BREAKER_ERROR_RATE", 0.5),
-        breaker_min_attempts=getattr(settings, "WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10),
-        breaker_window_seconds=getattr(settings, "WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0),
-        breaker_cooldown_seconds=getattr(settings, "WEBHOOKS_BREAKER_COOLDOWN_SECONDS", 30.0),
-        breaker_ramp_seconds=getattr(settings, "WEBHOOKS_BREAKER_RAMP_SECONDS", 60.0),
-        endpoint_max_in_flight=getattr(settings, "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", 4),
-        endpoint_rate_limit=getattr(settings, "WEBHOOKS_ENDPOINT_RATE_LIMIT", 0),
-        global_rate_limit=getattr(settings, "WEBHOOKS_GLOBAL_RATE_LIMIT", 0),
-        defer_seconds=getattr(settings, "WEBHOOKS_DEFER_SECONDS", 1.0),
-        redis_url=getattr(settings, "WEBHOOKS_HEALTH_REDIS_URL", ""),
+        allowed_networks=tuple(value("WEBHOOKS_ALLOWED_NETWORKS")),
+        require_https=value("WEBHOOKS_REQUIRE_HTTPS"),
+        suspend_after_failures=value("WEBHOOKS_SUSPEND_AFTER_FAILURES"),
+        suspend_window_seconds=value("WEBHOOKS_SUSPEND_WINDOW_SECONDS"),
+        breaker_error_rate=value("WEBHOOKS_BREAKER_ERROR_RATE"),
+        breaker_min_attempts=value("WEBHOOKS_BREAKER_MIN_ATTEMPTS"),
+        breaker_window_seconds=value("WEBHOOKS_BREAKER_WINDOW_SECONDS"),
+        breaker_cooldown_seconds=value("WEBHOOKS_BREAKER_COOLDOWN_SECONDS"),
+        breaker_ramp_seconds=value("WEBHOOKS_BREAKER_RAMP_SECONDS"),
+        endpoint_max_in_flight=value("WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT"),
+        endpoint_rate_limit=value("WEBHOOKS_ENDPOINT_RATE_LIMIT"),
+        global_rate_limit=value("WEBHOOKS_GLOBAL_RATE_LIMIT"),
+        defer_seconds=value("WEBHOOKS_DEFER_SECONDS"),
+        redis_url=value("WEBHOOKS_HEALTH_REDIS_URL") or _broker_redis_url(),
     )
+
+
+def _broker_redis_url() -> str:
+    # The shared counters live beside the broker when it is Redis; otherwise (the embedded
+    # memory:// broker: one process) they stay in process memory.
+    from celery import current_app
+
+    url = str(current_app.conf.broker_url or "")
+    return url if url.startswith(("redis://", "rediss://")) else ""
 
 
 def address_policy() -> AddressPolicy:

@@ -3,7 +3,7 @@
 They are incremented in Celery workers; with ``PROMETHEUS_MULTIPROC_DIR`` set (before the
 process starts) every process writes its values to files there and ``/metrics`` adds them
 up, so prefork workers and several gunicorn processes report one truth. Gauges that
-describe the database are not kept here: ``webhooks_project.metrics`` computes them at
+describe the database are not kept here: ``webhooks_core.metrics`` computes them at
 scrape time. Labels are bounded: endpoint ids and fixed names only.
 """
 

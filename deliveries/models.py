@@ -3,14 +3,15 @@
 import hashlib
 import secrets
 import uuid
-from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from . import crypto
+from webhooks_core import crypto
+from webhooks_core.jobs import LeasedJob
+from webhooks_core.secrets import RotatingSecret
+
 from .retry_policy import RetryPolicy
 
 
@@ -125,39 +126,6 @@ class Endpoint(models.Model):
         )
 
 
-class RotatingSecretQuerySet(models.QuerySet[Any]):
-    def unexpired(self, now: datetime) -> "RotatingSecretQuerySet":
-        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-
-
-class RotatingSecret(models.Model):
-    """A secret encrypted at rest that stays valid until ``expires_at`` (rotation grace).
-
-    Endpoint secrets (sending) and source secrets (receiving) share it.
-    """
-
-    encrypted_value = models.TextField(editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-
-    objects = RotatingSecretQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-    @property
-    def value(self) -> str:
-        return crypto.decrypt(self.encrypted_value)
-
-    @value.setter
-    def value(self, plaintext: str) -> None:
-        self.encrypted_value = crypto.encrypt(plaintext)
-        self.remember_plaintext_traits(plaintext)
-
-    def remember_plaintext_traits(self, plaintext: str) -> None:
-        """Hook for what a subclass keeps about a new value (never the value itself)."""
-
-
 class EndpointSecret(RotatingSecret):
     """A signing secret. Every unexpired secret signs each request."""
 
@@ -213,7 +181,7 @@ class DeliveryStatus(models.TextChoices):
     HELD = "held", "Held (endpoint suspended)"
 
 
-class Delivery(models.Model):
+class Delivery(LeasedJob):
     """One event to one endpoint. Its row, not a broker message, says what is left to do."""
 
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
@@ -225,15 +193,6 @@ class Delivery(models.Model):
     replay = models.ForeignKey(
         "Replay", on_delete=models.SET_NULL, null=True, blank=True, related_name="deliveries"
     )
-    attempts = models.PositiveIntegerField(default=0)
-    # A manual retry starts a fresh retry cycle: the policy counts attempts since then.
-    attempts_before_cycle = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # When a task message was last sent for this row; NULL means none is out, so the
-    # sweeper enqueues the row as soon as it is due.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.UUIDField(null=True, blank=True, editable=False)
     last_status_code = models.PositiveIntegerField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     first_attempt_at = models.DateTimeField(null=True, blank=True)

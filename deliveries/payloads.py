@@ -12,7 +12,6 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
@@ -27,11 +26,15 @@ class PayloadUnavailable(Exception):
 
 
 def _storage() -> Storage:
-    return storages[getattr(settings, "WEBHOOKS_PAYLOAD_STORAGE", "default")]
+    from . import conf
+
+    return storages[conf.get().payload_storage]
 
 
 def _threshold() -> int:
-    return int(getattr(settings, "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES", 65536))
+    from . import conf
+
+    return conf.get().payload_offload_bytes
 
 
 def encode(data: Any) -> bytes:

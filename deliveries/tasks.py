@@ -2,10 +2,18 @@
 
 import time
 from dataclasses import asdict
+from typing import Any
 
-from celery import shared_task
+from webhooks_core.tasking import (
+    QUEUE_DELIVERY,
+    QUEUE_FANOUT,
+    QUEUE_MAINTENANCE,
+    every,
+    periodic,
+    webhook_task,
+)
 
-from . import services
+from . import conf, services
 from .services.enqueue import enqueue_delivery_groups
 
 # A message that started this much after it was due waited in a backlog.
@@ -16,17 +24,17 @@ def _late(due: float | None) -> bool:
     return due is not None and time.time() - due > LATE_SECONDS
 
 
-@shared_task(name="deliveries.tasks.fan_out_event")
+@webhook_task("deliveries.tasks.fan_out_event", queue=QUEUE_FANOUT)
 def fan_out_event(event_id: str) -> int:
     return services.event_fan_out(event_id=event_id)
 
 
-@shared_task(name="deliveries.tasks.fan_out_events")
+@webhook_task("deliveries.tasks.fan_out_events", queue=QUEUE_FANOUT)
 def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
-@shared_task(name="deliveries.tasks.deliver_batch")
+@webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
 def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
     wait = services.deliveries_busy_wait(delivery_ids=delivery_ids) if delivery_ids else 0.0
     if wait:
@@ -37,27 +45,39 @@ def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str
     return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}
 
 
-@shared_task(name="deliveries.tasks.deliver")
+@webhook_task("deliveries.tasks.deliver", queue=QUEUE_DELIVERY)
 def deliver(delivery_id: int) -> str:
     """Messages of one delivery, as versions before batching sent them."""
     return services.delivery_attempt(delivery_id=delivery_id)
 
 
-@shared_task(name="deliveries.tasks.sweep")
+@webhook_task("deliveries.tasks.sweep", queue=QUEUE_MAINTENANCE)
 def sweep() -> dict[str, int]:
     return asdict(services.sweep())
 
 
-@shared_task(name="deliveries.tasks.run_replay")
+@webhook_task("deliveries.tasks.run_replay", queue=QUEUE_MAINTENANCE)
 def run_replay(replay_id: int) -> bool:
     return services.replay_step(replay_id=replay_id)
 
 
-@shared_task(name="deliveries.tasks.resume_stalled_replays")
+@webhook_task("deliveries.tasks.resume_stalled_replays", queue=QUEUE_MAINTENANCE)
 def resume_stalled_replays() -> int:
     return services.replays_resume_stalled()
 
 
-@shared_task(name="deliveries.tasks.purge")
+@webhook_task("deliveries.tasks.purge", queue=QUEUE_MAINTENANCE)
 def purge() -> dict[str, int]:
     return asdict(services.purge_expired())
+
+
+@periodic
+def beat_entries() -> dict[str, dict[str, Any]]:
+    settings = conf.get()
+    return {
+        "deliveries-sweep": every("deliveries.tasks.sweep", settings.sweep_interval_seconds),
+        "deliveries-resume-stalled-replays": every(
+            "deliveries.tasks.resume_stalled_replays", settings.sweep_interval_seconds
+        ),
+        "deliveries-purge": every("deliveries.tasks.purge", settings.purge_interval_seconds),
+    }

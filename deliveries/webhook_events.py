@@ -6,7 +6,7 @@ suspended automatically; `webhook.test` is what an operator's "send a test event
 
 from .catalogue import Version, declare
 from .operational import ENDPOINT_SUSPENDED
-from .services.test_events import TEST_EVENT_TYPE
+from .services.endpoint_check import TEST_EVENT_TYPE
 
 declare(
     ENDPOINT_SUSPENDED,

@@ -19,7 +19,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from deliveries.admin.secrets import ShownSecret, secrets_page
 
 from . import schemes, services
-from .models import InboxEvent, InboxStatus, Order, Payment, PaymentTransition, Source, SourceSecret
+from .models import InboxEvent, InboxStatus, Source, SourceSecret
 
 
 class SourceSecretForm(forms.ModelForm[SourceSecret]):
@@ -386,29 +386,3 @@ class InboxEventAdmin(admin.ModelAdmin[InboxEvent]):
         if skipped:
             message += f" {skipped} being processed right now left alone."
         self.message_user(request, message, messages.SUCCESS)
-
-
-class PaymentTransitionInline(admin.TabularInline[PaymentTransition, Payment]):
-    model = PaymentTransition
-    extra = 0
-    can_delete = False
-    readonly_fields = ["from_status", "to_status", "version", "via", "created_at"]
-
-    def has_add_permission(self, request: HttpRequest, obj: Payment | None = None) -> bool:
-        return False
-
-
-@admin.register(Payment)
-class PaymentAdmin(admin.ModelAdmin[Payment]):
-    list_display = ["provider_payment_id", "order", "status", "version", "amount", "currency"]
-    list_filter = ["status", "source"]
-    search_fields = ["provider_payment_id", "order__reference"]
-    readonly_fields = [f.name for f in Payment._meta.fields]
-    inlines = [PaymentTransitionInline]
-
-
-@admin.register(Order)
-class OrderAdmin(admin.ModelAdmin[Order]):
-    list_display = ["reference", "amount", "currency", "status", "paid_at"]
-    list_filter = ["status"]
-    search_fields = ["reference"]

@@ -9,8 +9,12 @@ class ReceiversConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, conf  # noqa: F401 (importing registers the system checks)
+        from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
+        from webhooks_core import tasking
+
+        from . import checks, conf, tasks  # noqa: F401
 
         # Importing a handler module runs its @inbox_handler decorators.
         for module in conf.get().handler_modules:
             import_module(module)
+        tasking.install_on_current_app()

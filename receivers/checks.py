@@ -13,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from deliveries.crypto import SecretDecryptionError
+from webhooks_core.crypto import SecretDecryptionError
 
 
 @register(Tags.database)

@@ -1,16 +1,77 @@
-"""The receiving side's settings, with their defaults, in one place (see the README table),
-and the system checks that refuse inconsistent ones."""
+"""The receiving side's settings: the registry (names, defaults, what they do), a typed view
+of it, and the system checks that refuse inconsistent ones. Code reads settings only here."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.apps import AppConfig
-from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+
+from webhooks_core.conf import Registry, Setting
+from webhooks_core.conf import value as core_value
 
 #: Providers retry for days (Stripe: up to 3); dedupe history must outlive that.
 MIN_SAFE_INBOX_RETENTION_DAYS = 7
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "RECEIVERS_MAX_ATTEMPTS",
+        10,
+        "Processing attempts per retry cycle before an inbox event is `failed`.",
+    ),
+    Setting(
+        "RECEIVERS_BACKOFF_BASE_SECONDS",
+        10.0,
+        "Base of the processing backoff (`base·2^(n-1) + jitter`).",
+    ),
+    Setting(
+        "RECEIVERS_BACKOFF_MAX_SECONDS",
+        3600.0,
+        "Cap of the processing backoff.",
+    ),
+    Setting(
+        "RECEIVERS_LEASE_SECONDS",
+        300.0,
+        "How long a worker owns an inbox row it processes; after that the sweeper hands it to "
+        "another.",
+    ),
+    Setting(
+        "RECEIVERS_REQUEUE_GRACE_SECONDS",
+        60.0,
+        "How long a sent processing message may take before the sweeper sends another.",
+    ),
+    Setting(
+        "RECEIVERS_BODY_RETENTION_DAYS",
+        30,
+        "Raw bodies of finished inbox events are cleared after this.",
+    ),
+    Setting(
+        "RECEIVERS_INBOX_RETENTION_DAYS",
+        90,
+        "Processed and ignored inbox events are deleted after this; keep it above providers' "
+        "redelivery windows (a system check warns below 7).",
+    ),
+    Setting(
+        "RECEIVERS_ENQUEUE_BATCH_SIZE",
+        20,
+        "Most inbox ids in one processing message sent by the receiving view.",
+    ),
+    Setting(
+        "RECEIVERS_HANDLER_MODULES",
+        (),
+        "Modules imported at start so their `@inbox_handler` functions register (handlers in "
+        "an app's `ready()` need no entry).",
+    ),
+    Setting(
+        "RECEIVERS_RECONCILE_INTERVAL_SECONDS",
+        300.0,
+        "How often beat starts reconciliation.",
+    ),
+)
+
+value = Registry(SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -26,24 +87,24 @@ class ReceiverSettings:
     max_countdown_seconds: float
     sweep_batch_size: int
     enqueue_batch_size: int
+    reconcile_interval_seconds: float = 300.0
 
 
 def get() -> ReceiverSettings:
     return ReceiverSettings(
-        max_attempts=getattr(settings, "RECEIVERS_MAX_ATTEMPTS", 10),
-        backoff_base_seconds=getattr(settings, "RECEIVERS_BACKOFF_BASE_SECONDS", 10.0),
-        backoff_max_seconds=getattr(settings, "RECEIVERS_BACKOFF_MAX_SECONDS", 3600.0),
-        lease_seconds=getattr(settings, "RECEIVERS_LEASE_SECONDS", 300.0),
-        requeue_grace_seconds=getattr(settings, "RECEIVERS_REQUEUE_GRACE_SECONDS", 60.0),
-        body_retention_days=getattr(settings, "RECEIVERS_BODY_RETENTION_DAYS", 30),
-        inbox_retention_days=getattr(settings, "RECEIVERS_INBOX_RETENTION_DAYS", 90),
-        handler_modules=tuple(
-            getattr(settings, "RECEIVERS_HANDLER_MODULES", ["receivers.example.handlers"])
-        ),
+        max_attempts=value("RECEIVERS_MAX_ATTEMPTS"),
+        backoff_base_seconds=value("RECEIVERS_BACKOFF_BASE_SECONDS"),
+        backoff_max_seconds=value("RECEIVERS_BACKOFF_MAX_SECONDS"),
+        lease_seconds=value("RECEIVERS_LEASE_SECONDS"),
+        requeue_grace_seconds=value("RECEIVERS_REQUEUE_GRACE_SECONDS"),
+        body_retention_days=value("RECEIVERS_BODY_RETENTION_DAYS"),
+        inbox_retention_days=value("RECEIVERS_INBOX_RETENTION_DAYS"),
+        handler_modules=tuple(value("RECEIVERS_HANDLER_MODULES")),
         # Shared with the sending side: bounded by the broker's visibility timeout.
-        max_countdown_seconds=getattr(settings, "WEBHOOKS_MAX_COUNTDOWN_SECONDS", 60.0),
-        sweep_batch_size=getattr(settings, "WEBHOOKS_SWEEP_BATCH_SIZE", 500),
-        enqueue_batch_size=getattr(settings, "RECEIVERS_ENQUEUE_BATCH_SIZE", 20),
+        max_countdown_seconds=core_value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"),
+        sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
+        enqueue_batch_size=value("RECEIVERS_ENQUEUE_BATCH_SIZE"),
+        reconcile_interval_seconds=value("RECEIVERS_RECONCILE_INTERVAL_SECONDS"),
     )
 
 

@@ -96,8 +96,6 @@ def provider_pages(
 
 
 def enqueue_reconciliations() -> int:
-    from django.conf import settings
-
     from .tasks import reconcile_source
 
     ids = list(
@@ -106,7 +104,7 @@ def enqueue_reconciliations() -> int:
         .values_list("id", flat=True)
     )
     for source_id in ids:
-        reconcile_source.apply_async((source_id,), queue=settings.QUEUE_MAINTENANCE)
+        reconcile_source.delay(source_id)
     return len(ids)
 
 

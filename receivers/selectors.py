@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from django.db import connections, router
 
-from deliveries import crypto
+from webhooks_core import crypto
 
 from .models import Source, SourceSecret
 

@@ -1,38 +1,52 @@
 """Celery tasks of the receiving side: thin wrappers that take ids and call services."""
 
 from dataclasses import asdict
+from typing import Any
 
-from celery import shared_task
+from webhooks_core.conf import value as core_value
+from webhooks_core.tasking import QUEUE_INBOX, QUEUE_MAINTENANCE, every, periodic, webhook_task
 
-from . import services
+from . import conf, services
 
 
-@shared_task(name="receivers.tasks.process_inbox_event")
+@webhook_task("receivers.tasks.process_inbox_event", queue=QUEUE_INBOX)
 def process_inbox_event(inbox_id: str) -> str:
     return services.inbox_process(inbox_id=inbox_id)
 
 
-@shared_task(name="receivers.tasks.process_inbox_events")
+@webhook_task("receivers.tasks.process_inbox_events", queue=QUEUE_INBOX)
 def process_inbox_events(inbox_ids: list[str]) -> list[str]:
     # One message for the rows one web process accepted together; each row is claimed on
     # its own, so a redelivered message skips the rows already done.
     return [services.inbox_process(inbox_id=inbox_id) for inbox_id in inbox_ids]
 
 
-@shared_task(name="receivers.tasks.sweep")
+@webhook_task("receivers.tasks.sweep", queue=QUEUE_MAINTENANCE)
 def sweep() -> dict[str, int]:
     return asdict(services.inbox_sweep())
 
 
-@shared_task(name="receivers.tasks.reconcile_all")
+@webhook_task("receivers.tasks.reconcile_all", queue=QUEUE_MAINTENANCE)
 def reconcile_all() -> int:
     from .reconciliation import enqueue_reconciliations
 
     return enqueue_reconciliations()
 
 
-@shared_task(name="receivers.tasks.reconcile_source")
+@webhook_task("receivers.tasks.reconcile_source", queue=QUEUE_MAINTENANCE)
 def reconcile_source(source_id: int) -> dict[str, int]:
     from .reconciliation import source_reconcile
 
     return asdict(source_reconcile(source_id=source_id))
+
+
+@periodic
+def beat_entries() -> dict[str, dict[str, Any]]:
+    return {
+        "receivers-sweep": every(
+            "receivers.tasks.sweep", core_value("WEBHOOKS_SWEEP_INTERVAL_SECONDS")
+        ),
+        "receivers-reconcile": every(
+            "receivers.tasks.reconcile_all", conf.get().reconcile_interval_seconds
+        ),
+    }

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from deliveries.crypto import SecretDecryptionError
+from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes, selectors, services
 from .metrics import RequestOutcome, count_request, observe_delivery_lag

@@ -17,14 +17,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
 from tests.receiver import Receiver
+from webhooks_core.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
-ALL_QUEUES = [
-    settings.QUEUE_FANOUT,
-    settings.QUEUE_DELIVERY,
-    settings.QUEUE_INBOX,
-    settings.QUEUE_MAINTENANCE,
-]
+ALL_QUEUES = list(QUEUES)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,4 +12,4 @@ class WebhooksProjectConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
 
         # The admin index links to the dashboard (admin/dashboard/, see urls.py).
-        admin.site.index_template = "webhooks_project/admin_index.html"
+        admin.site.index_template = "deliveries/admin_index.html"

@@ -20,7 +20,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,221 +35,6 @@ REGISTRIES = (
     ("Shared (`webhooks_core`)", "webhooks_core.conf"),
 )
 
-
-@dataclass(frozen=True)
-class _Setting:
-    """The shape of ``webhooks_core.conf.Setting`` (only what the page needs)."""
-
-    name: str
-    default: object
-    doc: str
-
-
-# --- FALLBACK: delete once deliveries.conf / receivers.conf expose SETTINGS -------------
-# Until the settings registry lands, the apps' settings as their accessors read them today
-# (deliveries/conf.py, receivers/conf.py, and the few read straight from django.conf). The
-# generator uses this list only for a module that has no SETTINGS attribute.
-_FALLBACK: dict[str, tuple[_Setting, ...]] = {
-    "deliveries.conf": (
-        _Setting(
-            "WEBHOOKS_ENCRYPTION_KEY",
-            "",
-            "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` makes one.",
-        ),
-        _Setting(
-            "WEBHOOKS_MAX_COUNTDOWN_SECONDS",
-            60.0,
-            "Retries due sooner than this wait as Celery countdowns; later ones wait in the database for the sweeper. Keep it far below the broker's visibility timeout.",
-        ),
-        _Setting(
-            "WEBHOOKS_LEASE_SECONDS",
-            120.0,
-            "How long a worker owns a delivery it is sending; an expired lease is taken over by another worker.",
-        ),
-        _Setting(
-            "WEBHOOKS_DELIVERY_BATCH_SIZE",
-            50,
-            "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
-        ),
-        _Setting(
-            "WEBHOOKS_DELIVERY_BATCH_SECONDS",
-            5.0,
-            "A batch starts no new request after this long (nor when its lease could not cover one more); the rest go back to the queue.",
-        ),
-        _Setting(
-            "WEBHOOKS_FANOUT_GRACE_SECONDS",
-            30.0,
-            "An event not fanned out after this long is fanned out by the sweeper.",
-        ),
-        _Setting(
-            "WEBHOOKS_REQUEUE_GRACE_SECONDS",
-            120.0,
-            "A due delivery whose task message has not been consumed after this long is enqueued again.",
-        ),
-        _Setting(
-            "WEBHOOKS_SWEEP_BATCH_SIZE",
-            500,
-            "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`).",
-        ),
-        _Setting(
-            "WEBHOOKS_SWEEP_INTERVAL_SECONDS",
-            15.0,
-            "How often beat runs the sweepers (and resumes stalled replays).",
-        ),
-        _Setting(
-            "WEBHOOKS_REPLAY_BATCH_SIZE",
-            500,
-            "Events per replay batch (one task, one transaction each).",
-        ),
-        _Setting(
-            "WEBHOOKS_REQUIRE_DECLARED_TYPES",
-            True,
-            "`emit` and the API refuse event types not declared in the catalogue, and endpoint filters that match none. Off: undeclared types pass unchecked (declared ones are still validated).",
-        ),
-        _Setting(
-            "WEBHOOKS_EVENT_TYPE_MODULES",
-            (),
-            "Modules imported at start-up to declare event types, besides every installed app's `webhook_events` module.",
-        ),
-        _Setting(
-            "WEBHOOKS_ALLOWED_NETWORKS",
-            (),
-            "CIDR networks the SSRF guard admits besides public addresses.",
-        ),
-        _Setting(
-            "WEBHOOKS_REQUIRE_HTTPS",
-            True,
-            "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is sent.",
-        ),
-        _Setting(
-            "WEBHOOKS_SUSPEND_AFTER_FAILURES",
-            20,
-            "Auto-suspend an endpoint after this many failed attempts in a row (per endpoint: `suspend_after_failures`; 0 = never).",
-        ),
-        _Setting(
-            "WEBHOOKS_SUSPEND_WINDOW_SECONDS",
-            3600.0,
-            "... that span at least this long (per endpoint: `suspend_window_seconds`).",
-        ),
-        _Setting(
-            "WEBHOOKS_BREAKER_ERROR_RATE",
-            0.5,
-            "The circuit opens when at least this share of the attempts in the window failed ...",
-        ),
-        _Setting("WEBHOOKS_BREAKER_MIN_ATTEMPTS", 10, "... out of at least this many attempts ..."),
-        _Setting("WEBHOOKS_BREAKER_WINDOW_SECONDS", 300.0, "... within this window."),
-        _Setting(
-            "WEBHOOKS_BREAKER_COOLDOWN_SECONDS",
-            30.0,
-            "An open circuit lets one probe through after this cool-down.",
-        ),
-        _Setting(
-            "WEBHOOKS_BREAKER_RAMP_SECONDS",
-            60.0,
-            "After a good probe, traffic ramps from 10 % to 100 % over this long.",
-        ),
-        _Setting(
-            "WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT",
-            4,
-            "Requests in flight per endpoint across all workers (per endpoint: `max_in_flight`).",
-        ),
-        _Setting(
-            "WEBHOOKS_ENDPOINT_RATE_LIMIT",
-            0,
-            "Requests per second per endpoint (per endpoint: `rate_limit_per_second`); 0 = no limit.",
-        ),
-        _Setting(
-            "WEBHOOKS_GLOBAL_RATE_LIMIT",
-            0,
-            "Requests per second to all endpoints together; 0 = no limit.",
-        ),
-        _Setting(
-            "WEBHOOKS_DEFER_SECONDS",
-            1.0,
-            "Base wait of a delivery put off by the in-flight limit (grows with the queue, up to 30 s).",
-        ),
-        _Setting(
-            "WEBHOOKS_HEALTH_REDIS_URL",
-            "",
-            "Redis holding the shared health counters (keys `webhooks:health:*`); empty: in-process memory (one process only).",
-        ),
-        _Setting(
-            "WEBHOOKS_EVENT_RETENTION_DAYS",
-            30,
-            "Events (with their deliveries and attempts) are deleted after this, once every delivery is final.",
-        ),
-        _Setting(
-            "WEBHOOKS_ATTEMPT_RETENTION_DAYS",
-            30,
-            "Attempt rows are deleted after this (may be shorter than the events').",
-        ),
-        _Setting(
-            "WEBHOOKS_PURGE_BATCH_SIZE",
-            1000,
-            "Rows per retention batch (one short transaction each).",
-        ),
-        _Setting(
-            "WEBHOOKS_PURGE_INTERVAL_SECONDS", 600.0, "How often beat runs the retention purge."
-        ),
-        _Setting(
-            "WEBHOOKS_PAYLOAD_OFFLOAD_BYTES",
-            65536,
-            "Event data whose compact JSON is larger than this is written through Django's storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
-        ),
-        _Setting(
-            "WEBHOOKS_PAYLOAD_STORAGE",
-            "default",
-            "Key of Django's `STORAGES` that large payloads go to.",
-        ),
-    ),
-    "receivers.conf": (
-        _Setting(
-            "RECEIVERS_MAX_ATTEMPTS",
-            10,
-            "Processing attempts per retry cycle before an inbox event is `failed`.",
-        ),
-        _Setting(
-            "RECEIVERS_BACKOFF_BASE_SECONDS",
-            10.0,
-            "Base of the processing backoff (`base·2^(n-1) + jitter`).",
-        ),
-        _Setting("RECEIVERS_BACKOFF_MAX_SECONDS", 3600.0, "Cap of the processing backoff."),
-        _Setting(
-            "RECEIVERS_LEASE_SECONDS",
-            300.0,
-            "How long a worker owns an inbox row it processes; after that the sweeper hands it to another.",
-        ),
-        _Setting(
-            "RECEIVERS_REQUEUE_GRACE_SECONDS",
-            60.0,
-            "How long a sent processing message may take before the sweeper sends another.",
-        ),
-        _Setting(
-            "RECEIVERS_BODY_RETENTION_DAYS",
-            30,
-            "Raw bodies of finished inbox events are cleared after this.",
-        ),
-        _Setting(
-            "RECEIVERS_INBOX_RETENTION_DAYS",
-            90,
-            "Processed and ignored inbox events are deleted after this; keep it above providers' redelivery windows (a system check warns below 7).",
-        ),
-        _Setting(
-            "RECEIVERS_HANDLER_MODULES",
-            ["receivers.example.handlers"],
-            "Modules imported at start-up to register inbox handlers.",
-        ),
-        _Setting(
-            "RECEIVERS_RECONCILE_INTERVAL_SECONDS", 300.0, "How often beat starts reconciliation."
-        ),
-        _Setting(
-            "RECEIVERS_ENQUEUE_BATCH_SIZE",
-            20,
-            "Most inbox ids in one processing message sent by the receiving view.",
-        ),
-    ),
-}
-# --- end of FALLBACK -------------------------------------------------------------------
 
 # The reference deployment's own variables (webhooks_project/settings.py), besides the
 # apps' settings above: name -> (default, meaning). The generator refuses to run when
@@ -312,11 +96,6 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "`json` (`console` in DEBUG)",
         "`json`: one JSON object per line; `console`: aligned `key=value` for people.",
     ),
-    "METRICS_TOKEN": ("none", "Bearer token that `GET /metrics` accepts."),
-    "METRICS_ALLOWED_IPS": (
-        "none",
-        "Comma-separated addresses or CIDR networks allowed to read `/metrics` without the token (the connecting address, never `X-Forwarded-For`). With neither set, `/metrics` answers `403`.",
-    ),
 }
 # Read by other parts of the deployment than settings.py.
 OTHER_VARIABLES: dict[str, tuple[str, str]] = {
@@ -348,10 +127,7 @@ def _registry(module_name: str) -> Sequence[Any] | None:
         if error.name and module_name.startswith(error.name):
             return None  # that package does not exist (yet)
         raise
-    registry = getattr(module, "SETTINGS", None)
-    if registry is None:
-        return _FALLBACK.get(module_name)
-    return tuple(registry)
+    return tuple(module.SETTINGS)
 
 
 def library_settings() -> list[tuple[str, Sequence[Any]]]:
@@ -419,6 +195,10 @@ def render_configuration() -> str:
     sections = library_settings()
     library = {s.name: s for _, entries in sections for s in entries}
     reads = _env_reads(_settings_source())
+    # settings.py reads every registry setting from the environment (its loop over
+    # webhooks_core.conf.all_settings()), with the registry's default.
+    for name in library:
+        reads.setdefault(name, None)
     deployment_names = set(reads) - set(library)
     missing = sorted(deployment_names - set(DEPLOYMENT))
     stale = sorted(set(DEPLOYMENT) - deployment_names)

@@ -8,11 +8,9 @@ machine with no servers. Every variable is listed in the README's configuration 
 import sys
 from pathlib import Path
 
-import django_stubs_ext
 import environ
 
-# Lets Django's generic classes be subscripted at run time (ModelAdmin[Endpoint]).
-django_stubs_ext.monkeypatch()
+from webhooks_core.conf import Setting, all_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -41,17 +39,19 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "webhooks_project.apps.WebhooksProjectConfig",
-    "deliveries.apps.DeliveriesConfig",
-    "receivers.apps.ReceiversConfig",
-    "demo_shop.apps.DemoShopConfig",
+    "deliveries",
+    "receivers",
+    # The examples: a shop that emits events, and payments fed by received webhooks.
+    "examples.demo_shop.apps.DemoShopConfig",
+    "examples.payments.apps.PaymentsConfig",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # NUL in a query parameter or an unknown charset: 400, not a 500 (deliveries/middleware.py).
     "deliveries.middleware.BadRequestMiddleware",
-    # A database outage is a 503 with Retry-After, not a 500 (webhooks_project/unavailable.py).
-    "webhooks_project.unavailable.DatabaseUnavailableMiddleware",
+    # A database outage is a 503 with Retry-After, not a 500 (webhooks_core/unavailable.py).
+    "webhooks_core.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -152,10 +152,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 EMBEDDED_MODE = CELERY_BROKER_URL.startswith("memory://")
 
-# At-least-once: a task is acknowledged only after it ran, and a task whose worker died
-# is given back to the broker. Every task is idempotent (it claims a row first).
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# At-least-once: the apps' tasks carry acks_late and reject_on_worker_lost themselves
+# (webhooks_core/tasking.py); a worker should not hold messages it is not working on.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
@@ -186,25 +184,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 5,
 }
 
-QUEUE_FANOUT = "webhooks.fanout"
-QUEUE_DELIVERY = "webhooks.delivery"
-QUEUE_INBOX = "webhooks.inbox"
-QUEUE_MAINTENANCE = "webhooks.maintenance"
-CELERY_TASK_DEFAULT_QUEUE = QUEUE_MAINTENANCE
-CELERY_TASK_ROUTES = {
-    "deliveries.tasks.fan_out_event": {"queue": QUEUE_FANOUT},
-    "deliveries.tasks.fan_out_events": {"queue": QUEUE_FANOUT},
-    "deliveries.tasks.deliver": {"queue": QUEUE_DELIVERY},
-    "deliveries.tasks.deliver_batch": {"queue": QUEUE_DELIVERY},
-    "receivers.tasks.*": {"queue": QUEUE_INBOX},
-}
-WEBHOOKS_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOKS_SWEEP_INTERVAL_SECONDS", default=15.0)
+# The apps' tasks name their own queues; this deployment's own task (the heartbeat) goes
+# to the maintenance queue, which every worker of the Procfile consumes.
+CELERY_TASK_DEFAULT_QUEUE = "webhooks.maintenance"
+# The apps add their periodic tasks (sweepers, purge, reconciliation) themselves.
 CELERY_BEAT_SCHEDULE = {
-    "deliveries-sweep": {
-        "task": "deliveries.tasks.sweep",
-        "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
-        "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS},
-    },
     "worker-heartbeat": {
         "task": "webhooks_project.tasks.heartbeat",
         "schedule": 60.0,
@@ -216,20 +200,7 @@ CELERY_BEAT_SCHEDULE = {
 FLOWER_BASIC_AUTH = env.str("FLOWER_BASIC_AUTH", default="")
 
 # --- Django REST framework ------------------------------------------------------------
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["deliveries.api.authentication.BearerTokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "deliveries.api.pagination.NextLinkPagination",
-    "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "deliveries.api.errors.exception_handler",
-    "UNAUTHENTICATED_USER": None,
-}
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Reliable webhooks API",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-}
+# None: the API's views fix their own authentication, pagination, errors and schema.
 
 # --- Logging --------------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
@@ -251,95 +222,28 @@ LOGGING["handlers"]["console"]["formatter"] = "structured"  # type: ignore[index
 # Workers log through the same configuration instead of Celery replacing the root logger.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Observability (issue 8): /metrics, retention -------------------------------------
-# /metrics answers a bearer token or a client address in the allow-list (IPs or CIDRs).
-METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
-WEBHOOKS_EVENT_RETENTION_DAYS = env.int("WEBHOOKS_EVENT_RETENTION_DAYS", default=30)
-WEBHOOKS_ATTEMPT_RETENTION_DAYS = env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30)
-WEBHOOKS_PURGE_BATCH_SIZE = env.int("WEBHOOKS_PURGE_BATCH_SIZE", default=1000)
-WEBHOOKS_PURGE_INTERVAL_SECONDS = env.float("WEBHOOKS_PURGE_INTERVAL_SECONDS", default=600.0)
-# Event data whose compact JSON is larger than this many bytes is written through Django's
-# storage API (STORAGES[WEBHOOKS_PAYLOAD_STORAGE]); the row keeps a reference and a hash.
-WEBHOOKS_PAYLOAD_OFFLOAD_BYTES = env.int("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES", default=65536)
-WEBHOOKS_PAYLOAD_STORAGE = env.str("WEBHOOKS_PAYLOAD_STORAGE", default="default")
-# The "default" storage is the file system under MEDIA_ROOT (never served over HTTP here);
-# point STORAGES["default"] at a django-storages backend in production.
+# --- Observability (issue 8) ---------------------------------------------------------
+# Event data offloaded to storage (WEBHOOKS_PAYLOAD_OFFLOAD_BYTES) goes to STORAGES["default"]:
+# the file system under MEDIA_ROOT (never served over HTTP here); point it at a
+# django-storages backend in production.
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(VAR_DIR / "media"))
-CELERY_BEAT_SCHEDULE["deliveries-purge"] = {
-    "task": "deliveries.tasks.purge",
-    "schedule": WEBHOOKS_PURGE_INTERVAL_SECONDS,
-    "options": {"expires": WEBHOOKS_PURGE_INTERVAL_SECONDS},
-}
 
-# --- Webhooks (sending side); read through deliveries/conf.py --------------------------
-WEBHOOKS_ENCRYPTION_KEY = env.str("WEBHOOKS_ENCRYPTION_KEY", default="")
-WEBHOOKS_MAX_COUNTDOWN_SECONDS = env.float("WEBHOOKS_MAX_COUNTDOWN_SECONDS", default=60.0)
-WEBHOOKS_LEASE_SECONDS = env.float("WEBHOOKS_LEASE_SECONDS", default=120.0)
-WEBHOOKS_DELIVERY_BATCH_SIZE = env.int("WEBHOOKS_DELIVERY_BATCH_SIZE", default=50)
-WEBHOOKS_DELIVERY_BATCH_SECONDS = env.float("WEBHOOKS_DELIVERY_BATCH_SECONDS", default=5.0)
-WEBHOOKS_FANOUT_GRACE_SECONDS = env.float("WEBHOOKS_FANOUT_GRACE_SECONDS", default=30.0)
-WEBHOOKS_REQUEUE_GRACE_SECONDS = env.float("WEBHOOKS_REQUEUE_GRACE_SECONDS", default=120.0)
-WEBHOOKS_SWEEP_BATCH_SIZE = env.int("WEBHOOKS_SWEEP_BATCH_SIZE", default=500)
-# Operator console (issue 5): events per replay batch; stalled replays resume with the sweeps.
-WEBHOOKS_REPLAY_BATCH_SIZE = env.int("WEBHOOKS_REPLAY_BATCH_SIZE", default=500)
-CELERY_BEAT_SCHEDULE["deliveries-resume-stalled-replays"] = {
-    "task": "deliveries.tasks.resume_stalled_replays",
-    "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
-    "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS},
-}
 
-# Event-type catalogue: emit() refuses types nobody declared (off: they pass unchecked).
-WEBHOOKS_REQUIRE_DECLARED_TYPES = env.bool("WEBHOOKS_REQUIRE_DECLARED_TYPES", default=True)
-# Modules declaring event types, besides every installed app's `webhook_events` module.
-WEBHOOKS_EVENT_TYPE_MODULES = env.list("WEBHOOKS_EVENT_TYPE_MODULES", default=[])
+# --- The apps' settings (WEBHOOKS_*, RECEIVERS_*, METRICS_*) -----------------------------
+# Their defaults live in the apps' registries (deliveries/conf.py, receivers/conf.py,
+# webhooks_core/conf.py); this deployment sets from the environment those it finds there.
+def _from_env(setting: Setting) -> object:
+    if isinstance(setting.default, bool):
+        return env.bool(setting.name)
+    if isinstance(setting.default, int):
+        return env.int(setting.name)
+    if isinstance(setting.default, float):
+        return env.float(setting.name)
+    if isinstance(setting.default, tuple | list):
+        return env.list(setting.name)
+    return env.str(setting.name)
 
-# --- Webhooks: endpoint health and isolation; read through deliveries/conf.py ---------
-# SSRF guard: only public addresses, plus these networks (the embedded demo allows loopback).
-WEBHOOKS_ALLOWED_NETWORKS = env.list(
-    "WEBHOOKS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1"] if DEBUG else []
-)
-WEBHOOKS_REQUIRE_HTTPS = env.bool("WEBHOOKS_REQUIRE_HTTPS", default=not DEBUG)
-WEBHOOKS_SUSPEND_AFTER_FAILURES = env.int("WEBHOOKS_SUSPEND_AFTER_FAILURES", default=20)
-WEBHOOKS_SUSPEND_WINDOW_SECONDS = env.float("WEBHOOKS_SUSPEND_WINDOW_SECONDS", default=3600.0)
-WEBHOOKS_BREAKER_ERROR_RATE = env.float("WEBHOOKS_BREAKER_ERROR_RATE", default=0.5)
-WEBHOOKS_BREAKER_MIN_ATTEMPTS = env.int("WEBHOOKS_BREAKER_MIN_ATTEMPTS", default=10)
-WEBHOOKS_BREAKER_WINDOW_SECONDS = env.float("WEBHOOKS_BREAKER_WINDOW_SECONDS", default=300.0)
-WEBHOOKS_BREAKER_COOLDOWN_SECONDS = env.float("WEBHOOKS_BREAKER_COOLDOWN_SECONDS", default=30.0)
-WEBHOOKS_BREAKER_RAMP_SECONDS = env.float("WEBHOOKS_BREAKER_RAMP_SECONDS", default=60.0)
-WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT = env.int("WEBHOOKS_ENDPOINT_MAX_IN_FLIGHT", default=4)
-WEBHOOKS_ENDPOINT_RATE_LIMIT = env.int("WEBHOOKS_ENDPOINT_RATE_LIMIT", default=0)
-WEBHOOKS_GLOBAL_RATE_LIMIT = env.int("WEBHOOKS_GLOBAL_RATE_LIMIT", default=0)
-WEBHOOKS_DEFER_SECONDS = env.float("WEBHOOKS_DEFER_SECONDS", default=1.0)
-# Shared counters (in-flight slots, rate limits, breaker windows); the broker's Redis by
-# default, in-process memory when there is no Redis (embedded mode: one process).
-WEBHOOKS_HEALTH_REDIS_URL = env.str(
-    "WEBHOOKS_HEALTH_REDIS_URL",
-    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
-)
 
-# --- Webhooks (receiving side); read through receivers/conf.py -------------------------
-RECEIVERS_MAX_ATTEMPTS = env.int("RECEIVERS_MAX_ATTEMPTS", default=10)
-RECEIVERS_BACKOFF_BASE_SECONDS = env.float("RECEIVERS_BACKOFF_BASE_SECONDS", default=10.0)
-RECEIVERS_BACKOFF_MAX_SECONDS = env.float("RECEIVERS_BACKOFF_MAX_SECONDS", default=3600.0)
-RECEIVERS_LEASE_SECONDS = env.float("RECEIVERS_LEASE_SECONDS", default=300.0)
-RECEIVERS_REQUEUE_GRACE_SECONDS = env.float("RECEIVERS_REQUEUE_GRACE_SECONDS", default=60.0)
-RECEIVERS_BODY_RETENTION_DAYS = env.int("RECEIVERS_BODY_RETENTION_DAYS", default=30)
-RECEIVERS_INBOX_RETENTION_DAYS = env.int("RECEIVERS_INBOX_RETENTION_DAYS", default=90)
-RECEIVERS_ENQUEUE_BATCH_SIZE = env.int("RECEIVERS_ENQUEUE_BATCH_SIZE", default=20)
-RECEIVERS_HANDLER_MODULES = env.list(
-    "RECEIVERS_HANDLER_MODULES", default=["receivers.example.handlers"]
-)
-RECEIVERS_RECONCILE_INTERVAL_SECONDS = env.float(
-    "RECEIVERS_RECONCILE_INTERVAL_SECONDS", default=300.0
-)
-CELERY_BEAT_SCHEDULE["receivers-sweep"] = {
-    "task": "receivers.tasks.sweep",
-    "schedule": WEBHOOKS_SWEEP_INTERVAL_SECONDS,
-    "options": {"expires": WEBHOOKS_SWEEP_INTERVAL_SECONDS, "queue": QUEUE_MAINTENANCE},
-}
-CELERY_BEAT_SCHEDULE["receivers-reconcile"] = {
-    "task": "receivers.tasks.reconcile_all",
-    "schedule": RECEIVERS_RECONCILE_INTERVAL_SECONDS,
-    "options": {"expires": RECEIVERS_RECONCILE_INTERVAL_SECONDS, "queue": QUEUE_MAINTENANCE},
-}
+for _setting in all_settings():
+    if _setting.name in env:
+        globals()[_setting.name] = _from_env(_setting)

@@ -2,17 +2,18 @@ from django.contrib import admin
 from django.urls import include, path
 
 from deliveries.admin_catalogue import event_types_page
-
-from . import dashboard, health, metrics
+from deliveries.dashboard.views import dashboard
+from webhooks_core.metrics import metrics_view
+from webhooks_core.probes import healthz, readyz
 
 urlpatterns = [
-    path("healthz", health.healthz, name="healthz"),
-    path("readyz", health.readyz, name="readyz"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("admin/event-types/", event_types_page, name="admin-event-types"),
-    path("metrics", metrics.metrics_view, name="metrics"),
-    path("admin/dashboard/", dashboard.dashboard, name="webhooks-dashboard"),
+    path("metrics", metrics_view, name="metrics"),
+    path("admin/dashboard/", dashboard, name="webhooks-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("deliveries.api.urls")),
     path("receivers/", include("receivers.urls")),
-    path("demo/", include("demo_shop.urls")),
+    path("demo/", include("examples.demo_shop.urls")),
 ]

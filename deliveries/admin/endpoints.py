@@ -22,9 +22,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from .. import headers, services
 from ..models import CircuitTransition, DeliveryStatus, Endpoint, EndpointState
+from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
-from ..services.test_events import recent_test_deliveries
 from .audit import audit
 from .secrets import ShownSecret, secrets_page
 

@@ -2,13 +2,14 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import catalogue
+from .base import ApiDefaults
+from .schema import extend_schema
 
 
 def _describe(event_type: catalogue.EventType) -> dict[str, Any]:
@@ -40,7 +41,7 @@ class EventTypeListSerializer(serializers.Serializer):
     results = EventTypeSerializer(many=True)
 
 
-class EventTypeList(APIView):
+class EventTypeList(ApiDefaults, APIView):
     """Every declared event type with each version's JSON Schema of `data` and an example."""
 
     @extend_schema(responses={200: EventTypeListSerializer})

@@ -20,6 +20,8 @@ class NextLinkPagination(CursorPagination):
     """
 
     ordering = ("-created_at", "-pk")
+    # Our own, not the host's REST_FRAMEWORK["PAGE_SIZE"].
+    page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
     # Only what `next` gave out: DRF's cursors are base64 of a query string.

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -10,7 +10,9 @@ from rest_framework.response import Response
 
 from .. import event_types, services
 from ..models import Replay
+from .base import ApiDefaults
 from .parsers import SafeJSONParser
+from .schema import extend_schema
 from .strict import StrictTypes
 
 
@@ -70,7 +72,9 @@ class ReplaySerializer(serializers.ModelSerializer[Replay]):
         read_only_fields = fields
 
 
-class ReplayViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class ReplayViewSet(
+    ApiDefaults, mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
     parser_classes = [SafeJSONParser]
     queryset = Replay.objects.all()
     serializer_class = ReplaySerializer

@@ -3,12 +3,7 @@
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -19,8 +14,10 @@ from rest_framework.serializers import BaseSerializer
 from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
+from .base import ApiDefaults
 from .filters import validated_filters
 from .parsers import SafeJSONParser
+from .schema import OpenApiParameter, extend_schema, extend_schema_view
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]
@@ -34,7 +31,7 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
-class EndpointViewSet(viewsets.ModelViewSet):
+class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     parser_classes = PARSERS
     queryset = Endpoint.objects.all()
     serializer_class = s.EndpointSerializer
@@ -86,6 +83,7 @@ class EndpointViewSet(viewsets.ModelViewSet):
 
 
 class EventViewSet(
+    ApiDefaults,
     mixins.CreateModelMixin,
     mixins.RetrieveModelMixin,
     mixins.ListModelMixin,
@@ -125,7 +123,9 @@ class EventViewSet(
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.DeliveryFilterSerializer]))
-class DeliveryViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class DeliveryViewSet(
+    ApiDefaults, mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
     parser_classes = PARSERS
     serializer_class = s.DeliverySummarySerializer
 

@@ -6,7 +6,8 @@ from django.db import migrations, models
 def encrypt_credential_headers(apps: Any, schema_editor: Any) -> None:
     """Custom headers that are credentials (Authorization, X-Api-Key, ...) move out of the
     plaintext column into the encrypted one."""
-    from deliveries import crypto, headers
+    from deliveries import headers
+    from webhooks_core import crypto
 
     Endpoint = apps.get_model("deliveries", "Endpoint")
     for endpoint in Endpoint.objects.exclude(custom_headers={}).iterator():

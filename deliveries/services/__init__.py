@@ -1,6 +1,7 @@
 """Services of the sending side: the only place where its business rules live."""
 
 from .deadletters import delivery_cancel
+from .endpoint_check import EndpointNotActive, endpoint_send_test_event
 from .endpoints import (
     EndpointInvalid,
     endpoint_create,
@@ -34,7 +35,6 @@ from .sending import (
     delivery_retry,
 )
 from .sweeper import SweepResult, sweep
-from .test_events import EndpointNotActive, endpoint_send_test_event
 from .versions import endpoint_pin_versions
 
 __all__ = [

@@ -8,7 +8,9 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import catalogue, conf, crypto, headers, signing, ssrf
+from webhooks_core import crypto
+
+from .. import catalogue, conf, headers, signing, ssrf
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
 from .versions import default_pins

@@ -5,9 +5,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from celery import current_app as celery_app
 from django.db import transaction
-
-from webhooks_project.celery import app as celery_app
 
 from .. import conf
 

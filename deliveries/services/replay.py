@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -23,8 +22,6 @@ from .. import conf, event_types
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .enqueue import enqueue_deliveries
 from .fanout import new_delivery
-
-DEFAULT_BATCH_SIZE = 500
 
 
 class ReplayInvalid(ValueError):
@@ -55,7 +52,7 @@ class ReplayPreview:
 
 
 def batch_size() -> int:
-    return int(getattr(settings, "WEBHOOKS_REPLAY_BATCH_SIZE", DEFAULT_BATCH_SIZE))
+    return conf.get().replay_batch_size
 
 
 def replay_validate(filters: ReplayFilters) -> None:

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from webhooks_project.batches import run_in_batches
+from webhooks_core.batches import run_in_batches
 
-from .. import payloads
+from .. import conf, payloads
 from ..models import Attempt, Delivery, DeliveryStatus, Event
 
 UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
@@ -36,10 +35,11 @@ class PurgeResult:
 
 
 def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
-    size = batch_size or settings.WEBHOOKS_PURGE_BATCH_SIZE
+    settings = conf.get()
+    size = batch_size or settings.purge_batch_size
     now = timezone.now()
-    attempt_cutoff = now - timedelta(days=settings.WEBHOOKS_ATTEMPT_RETENTION_DAYS)
-    event_cutoff = now - timedelta(days=settings.WEBHOOKS_EVENT_RETENTION_DAYS)
+    attempt_cutoff = now - timedelta(days=settings.attempt_retention_days)
+    event_cutoff = now - timedelta(days=settings.event_retention_days)
 
     def old_attempts() -> QuerySet[Attempt]:
         # Walking the primary key finds the oldest rows first without a started_at index.

@@ -20,10 +20,12 @@ from itertools import groupby
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from .. import conf, crypto, ordering, payloads, transport
+from webhooks_core import crypto, jobs
+
+from .. import conf, ordering, payloads, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .enqueue import enqueue_deliveries
@@ -55,20 +57,11 @@ def deliveries_claim(*, delivery_ids: Collection[int], top_up: bool = False) -> 
     batches, and the messages of the deliveries taken here find nothing left to claim.
     """
     now = timezone.now()
-    token = uuid.uuid4()
     settings = conf.get()
     lease = timedelta(seconds=settings.lease_seconds)
-    due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) | Q(
-        status=DeliveryStatus.SENDING, lease_expires_at__lt=now
-    )
+    due = jobs.claimable(waiting=[DeliveryStatus.PENDING], busy=DeliveryStatus.SENDING, now=now)
     ids = sorted(set(delivery_ids))
-    taken = {
-        "status": DeliveryStatus.SENDING,
-        "lease_token": token,
-        "lease_expires_at": now + lease,
-        "attempts": F("attempts") + 1,
-        "updated_at": now,
-    }
+    token, taken = jobs.lease(busy=DeliveryStatus.SENDING, now=now, seconds=settings.lease_seconds)
     # Most deliveries have no ordering key, and their claim need not pay for the
     # subqueries that find an ordered delivery's place in line.
     claimed = Delivery.objects.filter(due, pk__in=ids, ordering_key__isnull=True).update(**taken)

@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from webhooks_project.requeue import requeue_in_batches
+from webhooks_core.requeue import requeue_in_batches
 
 from .. import conf
 from ..models import Delivery, DeliveryStatus, Event

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.db import IntegrityError
 from django.db.models import Q, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -12,9 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from deliveries.api.base import ApiDefaults
 from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
 from deliveries.api.parsers import SafeJSONParser
+from deliveries.api.schema import extend_schema, extend_schema_view
 
 from .. import services
 from ..models import InboxEvent, Source
@@ -29,6 +31,7 @@ class InboxPagination(NextLinkPagination):
 
 
 class SourceViewSet(
+    ApiDefaults,
     mixins.CreateModelMixin,
     mixins.RetrieveModelMixin,
     mixins.ListModelMixin,
@@ -66,7 +69,9 @@ class SourceViewSet(
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.InboxFilterSerializer]))
-class InboxViewSet(mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+class InboxViewSet(
+    ApiDefaults, mixins.RetrieveModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
     """The inbox: what providers delivered, and how its processing went."""
 
     parser_classes = PARSERS

@@ -15,21 +15,6 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Order',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reference', models.CharField(max_length=100, unique=True)),
-                ('amount', models.PositiveBigIntegerField(help_text='In minor units (cents).')),
-                ('currency', models.CharField(max_length=3)),
-                ('status', models.CharField(choices=[('pending', 'Pending payment'), ('paid', 'Paid'), ('refunded', 'Refunded')], default='pending', max_length=16)),
-                ('paid_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-            ],
-            options={
-                'ordering': ['-created_at'],
-            },
-        ),
-        migrations.CreateModel(
             name='Source',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
@@ -48,39 +33,6 @@ class Migration(migrations.Migration):
             ],
             options={
                 'ordering': ['slug'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Payment',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('provider_payment_id', models.CharField(max_length=255)),
-                ('amount', models.PositiveBigIntegerField()),
-                ('currency', models.CharField(max_length=3)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('processing', 'Processing'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('refunded', 'Refunded')], default='pending', max_length=16)),
-                ('version', models.PositiveBigIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='receivers.order')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='receivers.source')),
-            ],
-            options={
-                'ordering': ['-created_at'],
-            },
-        ),
-        migrations.CreateModel(
-            name='PaymentTransition',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_status', models.CharField(max_length=16)),
-                ('to_status', models.CharField(max_length=16)),
-                ('version', models.PositiveBigIntegerField()),
-                ('via', models.CharField(max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('payment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transitions', to='receivers.payment')),
-            ],
-            options={
-                'ordering': ['created_at', 'id'],
             },
         ),
         migrations.CreateModel(
@@ -125,18 +77,6 @@ class Migration(migrations.Migration):
             options={
                 'ordering': ['-created_at', '-id'],
             },
-        ),
-        migrations.AddIndex(
-            model_name='payment',
-            index=models.Index(fields=['status', 'updated_at'], name='payment_status_idx'),
-        ),
-        migrations.AddConstraint(
-            model_name='payment',
-            constraint=models.UniqueConstraint(fields=('source', 'provider_payment_id'), name='payment_unique_provider_id'),
-        ),
-        migrations.AddConstraint(
-            model_name='payment',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ['succeeded', 'refunded'])), fields=('order',), name='payment_one_success_per_order'),
         ),
         migrations.AddIndex(
             model_name='inboxevent',

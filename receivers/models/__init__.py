@@ -1,5 +1,3 @@
-from receivers.example.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
-
 from .inbox import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
@@ -17,11 +15,6 @@ __all__ = [
     "TERMINAL_STATUSES",
     "InboxEvent",
     "InboxStatus",
-    "Order",
-    "OrderStatus",
-    "Payment",
-    "PaymentStatus",
-    "PaymentTransition",
     "Scheme",
     "Source",
     "SourceSecret",

@@ -7,8 +7,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from deliveries import crypto
-from deliveries.models import RotatingSecret
+from webhooks_core import crypto
+from webhooks_core.jobs import LeasedJob
+from webhooks_core.secrets import RotatingSecret
 
 DEFAULT_TOLERANCE_SECONDS = 300
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -96,7 +97,7 @@ class InboxStatus(models.TextChoices):
 TERMINAL_STATUSES = (InboxStatus.PROCESSED, InboxStatus.FAILED, InboxStatus.IGNORED)
 
 
-class InboxEvent(models.Model):
+class InboxEvent(LeasedJob):
     """One event as the provider delivered it, stored before we answered 2xx.
 
     ``UNIQUE(source, event_id)`` makes every redelivery of the event land on this row; its
@@ -110,9 +111,6 @@ class InboxEvent(models.Model):
     status = models.CharField(
         max_length=16, choices=InboxStatus.choices, default=InboxStatus.RECEIVED
     )
-    attempts = models.PositiveIntegerField(default=0)
-    # A manual retry starts a fresh cycle: the retry limit counts attempts since then.
-    attempts_before_cycle = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     last_traceback = models.TextField(blank=True)
     headers = models.JSONField(default=dict, help_text="Request headers without signatures.")
@@ -120,11 +118,6 @@ class InboxEvent(models.Model):
     payload = models.JSONField(null=True, blank=True)
     provider_timestamp = models.DateTimeField(null=True, blank=True)
     received_at = models.DateTimeField(db_index=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # When a task message was last sent; the sweeper re-sends only after a grace period.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.UUIDField(null=True, blank=True, editable=False)
     processed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from uuid import UUID
 
-from webhooks_project.celery import app as celery_app
+from celery import current_app as celery_app
 
 from .. import conf
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from deliveries.retry_policy import RetryPolicy, backoff_delay
+from webhooks_core import jobs
 
 from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
@@ -62,17 +62,13 @@ class Claim:
 
 def inbox_claim(*, inbox_id: uuid.UUID | str) -> Claim | None:
     now = timezone.now()
-    token = uuid.uuid4()
-    claimable = Q(
-        status__in=[InboxStatus.RECEIVED, InboxStatus.RETRYING], next_attempt_at__lte=now
-    ) | Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now)
-    claimed = InboxEvent.objects.filter(claimable, pk=inbox_id).update(
-        status=InboxStatus.PROCESSING,
-        lease_token=token,
-        lease_expires_at=now + timedelta(seconds=conf.get().lease_seconds),
-        attempts=F("attempts") + 1,
-        updated_at=now,
+    due = jobs.claimable(
+        waiting=[InboxStatus.RECEIVED, InboxStatus.RETRYING], busy=InboxStatus.PROCESSING, now=now
     )
+    token, taken = jobs.lease(
+        busy=InboxStatus.PROCESSING, now=now, seconds=conf.get().lease_seconds
+    )
+    claimed = InboxEvent.objects.filter(due, pk=inbox_id).update(**taken)
     if not claimed:
         return None
     event = InboxEvent.objects.select_related("source").get(pk=inbox_id)
@@ -123,8 +119,7 @@ def _mark(claim: Claim, *, status: str, error: str, tb: str, **fields: object) -
     done = status in (InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED)
     values: dict[str, object] = {
         "status": status,
-        "lease_token": None,
-        "lease_expires_at": None,
+        **jobs.released(),
         "last_error": error[:ERROR_LIMIT],
         "last_traceback": tb[-TRACEBACK_LIMIT:],
         "updated_at": now,

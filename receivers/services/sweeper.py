@@ -18,8 +18,8 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from webhooks_project.batches import run_in_batches
-from webhooks_project.requeue import requeue_in_batches
+from webhooks_core.batches import run_in_batches
+from webhooks_core.requeue import requeue_in_batches
 
 from .. import conf
 from ..models import InboxEvent, InboxStatus
@@ -69,7 +69,7 @@ def inbox_apply_retention() -> tuple[int, int]:
     finished = [InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED]
     body_cutoff = now - timedelta(days=settings.body_retention_days)
     row_cutoff = now - timedelta(days=settings.inbox_retention_days)
-    # In small batches (short transactions, short locks): see webhooks_project.batches.
+    # In small batches (short transactions, short locks): see webhooks_core.batches.
     purged = run_in_batches(
         lambda: InboxEvent.objects.filter(
             status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False

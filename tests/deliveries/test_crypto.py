@@ -4,7 +4,8 @@ import pytest
 from cryptography.fernet import Fernet
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries import crypto, signing
+from deliveries import signing
+from webhooks_core import crypto
 
 
 @pytest.fixture

@@ -16,12 +16,13 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from deliveries import crypto, services
+from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.services.enqueue import enqueue_deliveries
 from tests.conftest import wait_until
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
+from webhooks_core import crypto
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,9 +16,9 @@ from rest_framework.test import APIClient
 from deliveries import payloads, services, signals
 from deliveries.bindings import bind_signal
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Event
-from demo_shop import services as shop
-from demo_shop.models import Order
-from demo_shop.webhook_events import ORDER_EXAMPLE
+from examples.demo_shop import services as shop
+from examples.demo_shop.models import Order
+from examples.demo_shop.webhook_events import ORDER_EXAMPLE
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
 from tests.helpers import replay_one

@@ -9,6 +9,7 @@ from pytest_django.fixtures import Settings
 from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.tasks import purge
+from webhooks_project.celery import app as celery_app
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +84,6 @@ def test_purge_task_uses_the_configured_retention(endpoint: Endpoint, settings: 
     assert purge()["events_deleted"] == 1
 
 
-def test_purge_is_on_the_beat_schedule(settings: Settings) -> None:
-    entry = settings.CELERY_BEAT_SCHEDULE["deliveries-purge"]
+def test_purge_is_on_the_beat_schedule() -> None:
+    entry = celery_app.conf.beat_schedule["deliveries-purge"]
     assert entry["task"] == "deliveries.tasks.purge"

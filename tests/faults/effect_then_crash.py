@@ -14,8 +14,8 @@ import time
 
 from django.db import connection, transaction
 
-from receivers.example.handlers import facts_from
-from receivers.example.payments import Applied, payment_apply_state
+from examples.payments.handlers import facts_from
+from examples.payments.payments import Applied, payment_apply_state
 from receivers.handlers import inbox_handler
 from receivers.models import InboxEvent
 

@@ -20,8 +20,9 @@ import redis
 import requests
 from django.test import Client
 
+from examples.payments.models import Order, OrderStatus, PaymentTransition
 from receivers import services
-from receivers.models import InboxEvent, InboxStatus, Order, OrderStatus, PaymentTransition
+from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
 from tests.faults import effect_then_crash
 from tests.faults.processes import web_process
@@ -113,7 +114,7 @@ def test_worker_killed_after_the_effect_before_processed_repeats_nothing(
     settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 1.0  # the sweeper runs in this process
     marker = tmp_path / "effects.log"
     worker_env = {
-        "RECEIVERS_HANDLER_MODULES": f"receivers.example.handlers,{effect_then_crash.__name__}",
+        "RECEIVERS_HANDLER_MODULES": f"examples.payments.handlers,{effect_then_crash.__name__}",
         "RECEIVERS_LEASE_SECONDS": "3",
         "RECEIVERS_BACKOFF_BASE_SECONDS": "0.05",
         "RECEIVERS_BACKOFF_MAX_SECONDS": "0.2",

@@ -7,8 +7,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from webhooks_project import charts
-from webhooks_project.dashboard_data import WINDOWS, dashboard_data
+from deliveries.dashboard import charts
+from deliveries.dashboard.data import WINDOWS, dashboard_data
 
 from .dashboard_data import seed_dashboard
 

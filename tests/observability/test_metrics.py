@@ -200,7 +200,7 @@ def test_counters_from_several_processes_are_added_up(
 def test_a_bad_allow_list_entry_is_a_startup_error_not_a_500(
     client: Client, settings: Settings
 ) -> None:
-    from webhooks_project.checks import check_metrics_access
+    from webhooks_core.checks import check_metrics_access
 
     settings.METRICS_TOKEN = ""
     settings.METRICS_ALLOWED_IPS = ["10.0.0.0/8", "not-an-ip"]

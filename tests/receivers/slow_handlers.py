@@ -8,8 +8,9 @@ import os
 import time
 import uuid
 
+from examples.payments.models import Order
 from receivers.handlers import inbox_handler
-from receivers.models import InboxEvent, Order
+from receivers.models import InboxEvent
 
 EVENT_TYPE = "test.slow"
 MARKER_ENV = "SLOW_HANDLER_MARKER"

@@ -6,8 +6,9 @@ import pytest
 
 from deliveries import services as sending
 from deliveries.models import Delivery, DeliveryStatus
+from examples.payments.models import Order, OrderStatus, PaymentTransition
 from receivers import services
-from receivers.models import InboxEvent, InboxStatus, Order, OrderStatus, PaymentTransition
+from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
 from tests.helpers import replay_one
 

@@ -1,8 +1,8 @@
 import pytest
 from django.db import transaction
 
+from examples.payments.models import Order
 from receivers.idempotency import entity_lock, lock_key, versioned_update
-from receivers.models import Order
 
 
 def test_lock_key_is_stable_signed_64_bit_and_separates_kinds() -> None:

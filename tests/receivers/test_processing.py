@@ -17,18 +17,10 @@ import redis
 from django.test import Client
 from django.utils import timezone
 
+from examples.payments.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 from receivers import services
 from receivers.handlers import inbox_handler, registry
-from receivers.models import (
-    InboxEvent,
-    InboxStatus,
-    Order,
-    OrderStatus,
-    Payment,
-    PaymentStatus,
-    PaymentTransition,
-    Source,
-)
+from receivers.models import InboxEvent, InboxStatus, Source
 from receivers.services import enqueue
 from tests.conftest import wait_until
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
@@ -220,8 +212,8 @@ def test_crash_after_business_effect_has_no_second_effect(
 ) -> None:
     """The handler's effect committed, then the worker died before the inbox row said so:
     the row is still `processing`. The takeover runs the handler again; no second effect."""
-    from receivers.example.handlers import facts_from
-    from receivers.example.payments import payment_apply_state
+    from examples.payments.handlers import facts_from
+    from examples.payments.payments import payment_apply_state
 
     source, secret = make_source()
     send(Client(), source, secret, "payment.created", **payment_data(1))
@@ -345,7 +337,7 @@ def test_worker_sigkilled_mid_handler_processes_exactly_once_after_restart(
     settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 1.0
     marker = tmp_path / "handler-starts.log"
     worker_env = {
-        "RECEIVERS_HANDLER_MODULES": f"receivers.example.handlers,{slow_handlers.__name__}",
+        "RECEIVERS_HANDLER_MODULES": f"examples.payments.handlers,{slow_handlers.__name__}",
         "RECEIVERS_LEASE_SECONDS": "3",
         slow_handlers.MARKER_ENV: str(marker),
     }

@@ -21,13 +21,6 @@ def test_default_secret_key_is_refused_outside_debug(settings: Settings) -> None
     assert all(isinstance(p, Error) for p in problems if p.id == "webhooks.E001")
 
 
-def test_missing_encryption_key_is_refused_outside_debug(settings: Settings) -> None:
-    settings.DEBUG = False
-    settings.SECRET_KEY = GOOD_KEY
-    settings.WEBHOOKS_ENCRYPTION_KEY = ""
-    assert ids(check_production_settings(None)) == {"webhooks.E002"}
-
-
 def test_safe_production_settings_pass(settings: Settings) -> None:
     settings.DEBUG = False
     settings.SECRET_KEY = GOOD_KEY

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from deliveries import crypto
+from webhooks_core import crypto
 
 
 class Command(BaseCommand):

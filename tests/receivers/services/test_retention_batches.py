@@ -1,12 +1,11 @@
 """Inbox retention runs in batches (short transactions), and its default outlives providers'
 redelivery windows."""
 
-from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from pytest_django.fixtures import Settings
 
-from receivers import services
+from receivers import conf, services
 from receivers.models import InboxEvent, InboxStatus
 from tests.receivers.conftest import MakeSource
 from tests.receivers.services.test_sweeper import row
@@ -43,4 +42,4 @@ def test_inbox_retention_works_in_batches(make_source: MakeSource, settings: Set
 
 
 def test_default_inbox_retention_is_at_least_a_week() -> None:
-    assert django_settings.RECEIVERS_INBOX_RETENTION_DAYS >= 7
+    assert conf.get().inbox_retention_days >= 7

@@ -18,14 +18,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from webhooks_core.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
-ALL_QUEUES = [
-    settings.QUEUE_FANOUT,
-    settings.QUEUE_DELIVERY,
-    settings.QUEUE_INBOX,
-    settings.QUEUE_MAINTENANCE,
-]
+ALL_QUEUES = list(QUEUES)
 
 
 class Command(BaseCommand):
@@ -87,7 +83,7 @@ class Command(BaseCommand):
 
     def seed_demo(self, host: str) -> None:
         """The demo endpoint, aimed at this very server's receiver (idempotent)."""
-        from demo_shop.demo import demo_setup
+        from examples.demo_shop.demo import demo_setup
 
         reachable = host.replace("0.0.0.0:", "127.0.0.1:").replace("[::]:", "[::1]:")
         endpoint = demo_setup(base_url=f"http://{reachable}")
@@ -97,7 +93,7 @@ class Command(BaseCommand):
         )
 
     def start_demo_activity(self) -> None:
-        from demo_shop.demo import demo_activity
+        from examples.demo_shop.demo import demo_activity
 
         def run() -> None:
             try:

@@ -8,9 +8,9 @@ from django.utils import timezone
 
 from deliveries import services as sending
 from deliveries.models import ApiToken
+from examples.payments import reconcile
+from examples.payments.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 from receivers import services
-from receivers.example import reconcile
-from receivers.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 from receivers.reconciliation import enqueue_reconciliations, source_reconcile
 
 

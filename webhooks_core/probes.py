@@ -1,15 +1,14 @@
-"""Liveness and readiness probes.
+"""Liveness and readiness probes: mount ``healthz`` and ``readyz`` in the host's URLconf.
 
 /healthz answers as long as the process serves requests. /readyz also checks that the
 database and the broker answer, so a load balancer stops sending traffic to an instance
 that could not persist an event.
 """
 
+from celery import current_app as celery_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
-
-from .celery import app as celery_app
 
 BROKER_TIMEOUT_SECONDS = 2
 

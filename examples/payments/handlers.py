@@ -10,8 +10,9 @@ reconciliation fetches the truth otherwise).
 
 from typing import Any
 
-from ..handlers import PermanentFailure, inbox_handler
-from ..models import InboxEvent
+from receivers.handlers import PermanentFailure, inbox_handler
+from receivers.models import InboxEvent
+
 from . import reconcile  # noqa: F401  (registers the example's reconciler too)
 from .payments import TYPE_TO_STATUS, PaymentFacts, payment_apply_state, payment_register
 

@@ -1,4 +1,5 @@
-"""``GET /metrics`` for Prometheus: counters from every process, gauges from the database.
+"""``GET /metrics`` for Prometheus (``metrics_view``, mounted by the host): counters from
+every process, gauges from the database.
 
 * Counters and histograms are incremented wherever the work happens (Celery workers,
   gunicorn processes). With ``PROMETHEUS_MULTIPROC_DIR`` set, prometheus-client writes them
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from django.conf import settings
+from celery import current_app
 from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
@@ -34,6 +35,9 @@ import deliveries.health.metrics  # noqa: F401  (registers the circuit breaker g
 from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
 from receivers.models import InboxEvent, InboxStatus
+
+from . import conf
+from .tasking import QUEUES
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +107,7 @@ class QueueCollector(Collector):
     """Length of each Celery queue in Redis: a growing queue means too few workers."""
 
     def collect(self) -> Iterator[Metric]:
-        broker_url: str = settings.CELERY_BROKER_URL
+        broker_url = str(current_app.conf.broker_url or "")
         if not broker_url.startswith(("redis://", "rediss://")):
             return
         family = GaugeMetricFamily(
@@ -126,12 +130,7 @@ class QueueCollector(Collector):
 
 
 def celery_queues() -> list[str]:
-    return [
-        settings.QUEUE_FANOUT,
-        settings.QUEUE_DELIVERY,
-        settings.QUEUE_INBOX,
-        settings.QUEUE_MAINTENANCE,
-    ]
+    return list(QUEUES)
 
 
 def _queue_keys(queue: str) -> list[str]:
@@ -197,8 +196,8 @@ def _networks(entries: tuple[str, ...]) -> list[ipaddress.IPv4Network | ipaddres
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    token: str = settings.METRICS_TOKEN
-    networks: list[str] = settings.METRICS_ALLOWED_IPS
+    token: str = conf.value("METRICS_TOKEN")
+    networks: list[str] = list(conf.value("METRICS_ALLOWED_IPS"))
     if not token and not networks:
         return JsonResponse(
             {"detail": "metrics are disabled: set METRICS_TOKEN or METRICS_ALLOWED_IPS"},

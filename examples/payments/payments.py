@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from ..handlers import PermanentFailure
-from ..idempotency import MissingPredecessor, entity_lock, versioned_update
-from ..statemachine import InvalidTransition, StateMachine
+from receivers.handlers import PermanentFailure
+from receivers.idempotency import MissingPredecessor, entity_lock, versioned_update
+from receivers.statemachine import InvalidTransition, StateMachine
+
 from .models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 
 PAYMENT_STATES = StateMachine.of(

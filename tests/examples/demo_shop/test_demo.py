@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
-from demo_shop.demo import demo_activity, demo_setup
+from examples.demo_shop.demo import demo_activity, demo_setup
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.conftest import wait_until
 from webhooks_project.management.commands.serve import Command as ServeCommand

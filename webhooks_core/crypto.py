@@ -13,6 +13,8 @@ from functools import lru_cache
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
+from . import conf
+
 
 class SecretDecryptionError(Exception):
     """A stored secret cannot be decrypted with the configured keys."""
@@ -32,7 +34,7 @@ def _fernet(keys_setting: str, secret_key: str) -> MultiFernet:
 
 
 def _current() -> MultiFernet:
-    return _fernet(settings.WEBHOOKS_ENCRYPTION_KEY, settings.SECRET_KEY)
+    return _fernet(conf.value("WEBHOOKS_ENCRYPTION_KEY"), settings.SECRET_KEY)
 
 
 def encrypt(plaintext: str) -> str:

@@ -4,7 +4,9 @@ from django.apps import AppConfig
 
 
 class DemoShopConfig(AppConfig):
-    name = "demo_shop"
+    name = "examples.demo_shop"
+    # The label of before the move: its tables, migrations and ordering keys stay as they were.
+    label = "demo_shop"
     verbose_name = "Demo shop (example product)"
     default_auto_field = "django.db.models.BigAutoField"
 

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..models import Source
-from ..reconciliation import ReconcileResult, provider_pages, reconciler
+from receivers.models import Source
+from receivers.reconciliation import ReconcileResult, provider_pages, reconciler
+
 from .models import Payment, PaymentStatus
 from .payments import TYPE_TO_STATUS, PaymentFacts, payment_apply_state
 

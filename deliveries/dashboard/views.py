@@ -1,7 +1,8 @@
 """The operations dashboard in the admin (``/admin/dashboard/``): charts, not tables.
 
-Registered in ``urls.py`` through ``admin.site.admin_view`` (staff login, CSRF, no cache)
-rather than in an app's ModelAdmin, so it belongs to no single app. Numbers come from
+A host mounts ``dashboard`` (``admin.site.admin_view``: staff login, CSRF, no cache) at
+``admin/dashboard/`` under the name ``webhooks-dashboard``; it spans both apps, so it is no
+ModelAdmin. Numbers come from
 ``dashboard_data``; charts are SVG rendered here (``charts``), so the page needs no
 JavaScript and nothing from the internet.
 """
@@ -11,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 
 from .charts import Series, bar_chart, hbar_chart, line_chart
-from .dashboard_data import PERCENTILES, WINDOWS, DashboardData, dashboard_data
+from .data import PERCENTILES, WINDOWS, DashboardData, dashboard_data
 
 
 def build_charts(data: DashboardData) -> dict[str, str]:
@@ -87,7 +88,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "totals": data.totals,
         "charts": build_charts(data),
     }
-    return TemplateResponse(request, "webhooks_project/dashboard.html", context)
+    return TemplateResponse(request, "deliveries/dashboard.html", context)
 
 
 dashboard = admin.site.admin_view(dashboard_view)

@@ -1,0 +1,25 @@
+"""System checks of the sending side's settings."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.core.checks import Error, Tags, register
+
+from . import conf
+from .ssrf import parse_networks
+
+
+@register(Tags.security)
+def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    try:
+        parse_networks(conf.health().allowed_networks)
+    except ValueError as exc:
+        return [
+            Error(
+                f"WEBHOOKS_ALLOWED_NETWORKS is invalid: {exc}.",
+                hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
+                id="webhooks.E010",
+            )
+        ]
+    return []

@@ -1,0 +1,1 @@
+"""The operations dashboard (``views.dashboard``), its queries and its SVG charts."""

@@ -1,0 +1,46 @@
+"""System checks for settings a host must get right; registered by the apps' ``ready()``.
+
+With DEBUG off an error stops ``migrate``, ``runserver`` and gunicorn's preload alike.
+"""
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import Error, Tags, register
+
+from . import conf
+
+
+@register(Tags.security)
+def check_encryption_key(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    if settings.DEBUG or conf.value("WEBHOOKS_ENCRYPTION_KEY"):
+        return []
+    return [
+        Error(
+            "WEBHOOKS_ENCRYPTION_KEY is not set; secrets at rest would be encrypted "
+            "with a key derived from SECRET_KEY.",
+            hint="Generate one with `python manage.py generate_encryption_key`.",
+            id="webhooks.E002",
+        )
+    ]
+
+
+@register(Tags.security)
+def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    # A typo in the allow-list must stop the start, not turn every scrape into a 500.
+    problems = []
+    for entry in conf.value("METRICS_ALLOWED_IPS"):
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            problems.append(
+                Error(
+                    f"METRICS_ALLOWED_IPS contains {entry!r}, which is no IP address or network.",
+                    hint="Comma-separated addresses or CIDR networks, e.g. 10.0.0.0/8,127.0.0.1.",
+                    id="webhooks.E011",
+                )
+            )
+    return problems
