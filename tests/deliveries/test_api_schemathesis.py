@@ -93,7 +93,10 @@ ENDPOINT_RULES = {
     "version_pins": r"is not a declared event type|has versions",
     "backoff_max_seconds": r"at least backoff_base_seconds",
     "custom_headers": r"is not a valid header name|is set by the sender|is given twice"
-    r"|has no stored secret value",
+    r"|has no stored secret value"
+    # Generated from the value pattern by Python's re, where "$" also matches before a
+    # final newline: "x\n" conforms there, and the server refuses the line break.
+    r"|The value of .* has a line break",
     "secret_headers": r"is not one of the custom headers",
 }
 CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
