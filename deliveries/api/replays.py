@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -13,9 +14,12 @@ from .base import ApiDefaults
 from .parsers import SafeJSONParser
 from .schema import extend_schema
 from .serializers import tenant_field
+from .strict import StrictTypes
 
 
-class ReplayRequestSerializer(serializers.Serializer[Any]):
+# Named for the schema: the body of a request to create a replay.
+@extend_schema_serializer(component_name="ReplayCreate")
+class ReplayRequestSerializer(StrictTypes, serializers.Serializer[Any]):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
     event_types = serializers.ListField(

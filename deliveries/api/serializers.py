@@ -17,6 +17,8 @@ from ..models import (
 )
 from ..services import endpoint_options
 from ..services.endpoints import BOUNDS
+from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
+from .strict import StrictTypes
 
 
 def _bounded(
@@ -49,13 +51,50 @@ def tenant_field() -> serializers.CharField:
     )
 
 
-class EndpointSerializer(serializers.ModelSerializer):
-    url = serializers.URLField(max_length=2048)
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "uri",
+        "maxLength": 2048,
+        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+        "description": "An http(s) URL as Django's URLValidator takes it (a host name with a "
+        "domain, `localhost` or an IP address), without user info, backslashes, white space "
+        "or ambiguous host and port forms, whose host does not resolve to a refused "
+        "network (the SSRF guard; https only with WEBHOOKS_REQUIRE_HTTPS).",
+    }
+)
+class EndpointURLField(serializers.URLField):
+    """The schema says what `endpoint_create` checks (the rules live there and in ssrf)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": headers.MAX_HEADERS,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": headers.MAX_VALUE_LENGTH,
+            # Latin-1 without CR, LF and NUL (deliveries.headers).
+            "pattern": "^[\\u0001-\\u0009\\u000b\\u000c\\u000e-\\u00ff]*$",
+        },
+        "description": "{name: value} added to every request. In answers the value of a "
+        f"secret header is {headers.MASK!r}; sending that back keeps the stored value. "
+        "Names are HTTP tokens, unique ignoring case, not one the sender sets itself "
+        "(framing, routing, signing).",
+    }
+)
+class CustomHeadersField(serializers.DictField):
+    """The schema says what `deliveries.headers` checks (the rules live there)."""
+
+
+class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
+    url = EndpointURLField(max_length=2048)
     # Set on creation only (the service refuses a change).
     tenant = tenant_field()
     event_types = serializers.ListField(
         child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
         allow_empty=False,
+        min_length=1,  # what allow_empty says, in a form the schema shows (minItems)
         max_length=100,
     )
     state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
@@ -65,13 +104,11 @@ class EndpointSerializer(serializers.ModelSerializer):
     retry_window_seconds = _bounded(serializers.FloatField, "retry_window_seconds")
     connect_timeout_seconds = _bounded(serializers.FloatField, "connect_timeout_seconds")
     read_timeout_seconds = _bounded(serializers.FloatField, "read_timeout_seconds")
-    custom_headers = serializers.DictField(
+    custom_headers = CustomHeadersField(
         child=serializers.CharField(
             max_length=headers.MAX_VALUE_LENGTH, allow_blank=True, trim_whitespace=False
         ),
         required=False,
-        help_text="{name: value} added to every request. In answers the value of a secret "
-        f"header is {headers.MASK!r}; sending that back keeps the stored value.",
     )
     secret_headers = serializers.ListField(
         child=serializers.CharField(max_length=100),
@@ -200,7 +237,7 @@ class RotatedSigningKeySerializer(serializers.Serializer):
     grace_seconds = serializers.IntegerField(read_only=True)
 
 
-class RotateSecretSerializer(serializers.Serializer):
+class RotateSecretSerializer(StrictTypes, serializers.Serializer):
     grace_seconds = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
 
 
@@ -230,9 +267,33 @@ def _unstorable_text(value: Any) -> str | None:
     return None
 
 
-class EventCreateSerializer(serializers.Serializer):
-    type = serializers.CharField(max_length=200)
-    data = serializers.JSONField()  # type: ignore[assignment]  # a field, not .data
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_TYPE_LENGTH,
+        "pattern": EVENT_TYPE.pattern.replace("\\A", "^").replace("\\Z", "$"),
+        "description": "A declared event type (`GET /api/v1/event-types`).",
+    }
+)
+class EventTypeNameField(serializers.CharField):
+    """The schema says what `emit` checks (the rule itself lives there)."""
+
+
+@extend_schema_field(
+    {
+        "description": "Any JSON that validates against the JSON Schema of the type's "
+        "newest version (`GET /api/v1/event-types`). Strings, keys included, cannot "
+        "contain U+0000 or unpaired surrogates (PostgreSQL's jsonb refuses them)."
+    }
+)
+class EventDataField(serializers.JSONField):
+    pass
+
+
+class EventCreateSerializer(StrictTypes, serializers.Serializer):
+    type = EventTypeNameField(max_length=MAX_TYPE_LENGTH, trim_whitespace=False)
+    data = EventDataField()  # type: ignore[assignment]  # a field, not .data
     # Absent: the newest declared version (1 for an undeclared type, when they are allowed).
     version = serializers.IntegerField(min_value=1, max_value=MAX_EVENT_VERSION, required=False)
     occurred_at = serializers.DateTimeField(required=False)

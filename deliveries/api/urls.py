@@ -2,15 +2,18 @@ from typing import Any
 
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
 
 from receivers.api import views as receivers_views
 
 from . import replays, views
 from .authentication import BearerTokenAuthentication
+from .base import ApiDefaults
 from .event_types import EventTypeList
 from .portal import PortalSessionCreate
 from .schema import extend_schema
@@ -35,6 +38,18 @@ def strip_trailing_slashes(result: dict[str, Any], **kwargs: Any) -> dict[str, A
     return result
 
 
+class NoSuchPath(ApiDefaults, APIView):
+    """Any other path under the API: a JSON 404 (after the token check), never an HTML page.
+
+    `/api/v1/endpoints/0.5` matches no route (ids have no dots), yet a client asked the API.
+    """
+
+    schema = None
+
+    def http_method_not_allowed(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotFound()
+
+
 router = OptionalSlashRouter()
 router.register("endpoints", views.EndpointViewSet, basename="endpoint")
 router.register("events", views.EventViewSet, basename="event")
@@ -57,7 +72,14 @@ class SchemaView(SpectacularAPIView):
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "deliveries.api.urls.strip_trailing_slashes",
+            "deliveries.api.schema_errors.document_errors",
         ],
+        # Request bodies get their own components, where a non-blank string is minLength 1.
+        "COMPONENT_SPLIT_REQUEST": True,
+        "ENUM_NAME_OVERRIDES": {
+            "DeliveryStatusEnum": "deliveries.models.DeliveryStatus",
+            "InboxStatusEnum": "receivers.models.InboxStatus",
+        },
     }
 
     @extend_schema(exclude=True)  # the schema does not describe itself
@@ -72,4 +94,5 @@ urlpatterns = [
     re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
     re_path(r"^portal-sessions/?$", PortalSessionCreate.as_view(), name="portal-sessions"),
     path("", include(router.urls)),
+    re_path(r"^", NoSuchPath.as_view(http_method_names=[]), name="no-such-path"),
 ]

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -14,6 +15,7 @@ from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import serializers as s
 from .base import ApiDefaults
+from .filters import validated_filters
 from .parsers import SafeJSONParser
 from .schema import OpenApiParameter, extend_schema, extend_schema_view
 
@@ -81,7 +83,8 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"], url_path="rotate-secret")
     def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
         endpoint = self.get_object()
-        body = s.RotateSecretSerializer(data=request.data or {})
+        # An empty body is {} here; `null` and `[]` are not an object (no `or {}`).
+        body = s.RotateSecretSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         grace = body.validated_data.get(
             "grace_seconds", services.endpoints.DEFAULT_ROTATION_GRACE_SECONDS
@@ -166,9 +169,7 @@ class DeliveryViewSet(
             return Delivery.objects.select_related("event").prefetch_related("attempt_set")
         queryset = Delivery.objects.all()
         if self.action == "list":
-            filters = s.DeliveryFilterSerializer(data=self.request.query_params)
-            filters.is_valid(raise_exception=True)
-            wanted = filters.validated_data
+            wanted = validated_filters(s.DeliveryFilterSerializer, self.request)
             if "status" in wanted:
                 queryset = queryset.filter(status=wanted["status"])
             if "endpoint" in wanted:
@@ -187,7 +188,13 @@ class DeliveryViewSet(
             return s.DeliveryDetailSerializer
         return s.DeliverySummarySerializer
 
-    @extend_schema(request=None, responses={202: s.DeliverySummarySerializer})
+    @extend_schema(
+        request=None,
+        responses={
+            202: s.DeliverySummarySerializer,
+            409: OpenApiResponse(description="The delivery cannot be retried now (see detail)."),
+        },
+    )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         delivery = self.get_object()

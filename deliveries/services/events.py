@@ -25,7 +25,8 @@ class EventValidationError(ValueError):
 
 
 MAX_TYPE_LENGTH = 200
-EVENT_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "a.b\n" through.
+EVENT_TYPE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
 
 def _unstorable_text(value: Any) -> str | None:

@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from deliveries.api.strict import BlankAsNullChoiceField, StrictTypes
+
 from ..models import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
@@ -21,8 +23,16 @@ class SecretFingerprintSerializer(serializers.ModelSerializer):
         fields = ["fingerprint", "created_at", "expires_at"]
 
 
+EXPECTED_MODE_HELP = "Events of the other mode (e.g. Stripe test events) are ignored; null: any."
+
+
 class SourceSerializer(serializers.ModelSerializer):
     secret_fingerprints = SecretFingerprintSerializer(source="secrets", many=True, read_only=True)
+    expected_mode = BlankAsNullChoiceField(
+        choices=Source._meta.get_field("expected_mode").choices,
+        read_only=True,
+        help_text=EXPECTED_MODE_HELP,
+    )
 
     class Meta:
         model = Source
@@ -53,8 +63,13 @@ class SourceCreatedSerializer(SourceSerializer):
         read_only_fields = fields
 
 
-class SourceCreateSerializer(serializers.ModelSerializer):
+class SourceCreateSerializer(StrictTypes, serializers.ModelSerializer):
     slug = serializers.SlugField(max_length=100)
+    expected_mode = BlankAsNullChoiceField(
+        choices=Source._meta.get_field("expected_mode").choices,
+        required=False,
+        help_text=f'{EXPECTED_MODE_HELP} "" is taken as null.',
+    )
     scheme = serializers.ChoiceField(choices=Scheme.choices)
     secret = serializers.CharField(
         max_length=MAX_SECRET_LENGTH, required=False, allow_blank=True, write_only=True

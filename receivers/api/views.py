@@ -4,6 +4,7 @@ from typing import Any
 
 from django.db import IntegrityError
 from django.db.models import Q, QuerySet
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from deliveries.api.base import ApiDefaults
+from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
 from deliveries.api.parsers import SafeJSONParser
 from deliveries.api.schema import extend_schema, extend_schema_view
@@ -80,9 +82,7 @@ class InboxViewSet(
         queryset = InboxEvent.objects.select_related("source")
         if self.action != "list":
             return queryset
-        filters = s.InboxFilterSerializer(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        wanted = filters.validated_data
+        wanted = validated_filters(s.InboxFilterSerializer, self.request)
         if "source" in wanted:
             queryset = queryset.filter(_source_matches(wanted["source"]))
         if "status" in wanted:
@@ -97,7 +97,13 @@ class InboxViewSet(
             return s.InboxEventDetailSerializer
         return s.InboxEventSerializer
 
-    @extend_schema(request=None, responses={202: s.InboxEventSerializer})
+    @extend_schema(
+        request=None,
+        responses={
+            202: s.InboxEventSerializer,
+            409: OpenApiResponse(description="The event is being processed; try again later."),
+        },
+    )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         event = self.get_object()

@@ -921,8 +921,10 @@ def test_list_deliveries_and_filters(api: APIClient, population: dict[str, Any])
     ) == {p["b_created"].pk}
     assert _ids(api.get(f"{API}/deliveries", {"endpoint": str(uuid.uuid4())})) == set()
     assert _ids(api.get(f"{API}/deliveries", {"event_type": "nothing.here"})) == set()
-    # Empty parameters, as a form would send them, mean "no filter".
-    assert _ids(api.get(f"{API}/deliveries?status=&endpoint=&event_type=")) == everything
+    # An empty parameter is an empty value (the schema says minLength 1), not "no filter".
+    for name in ("status", "endpoint", "event_type", "event"):
+        assert_field_error(api.get(f"{API}/deliveries?{name}="), name)
+    assert_field_error(api.get(f"{API}/deliveries?status=pending&status=held"), "status")
 
 
 def test_list_delivery_fields(api: APIClient, population: dict[str, Any]) -> None:
@@ -991,13 +993,39 @@ def test_pagination_keeps_filters_in_next_links(api: APIClient) -> None:
     assert all(item["status"] == "pending" for item in first["results"] + second["results"])
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "abc", "", "9999999999999999999999"])
-def test_odd_limits_fall_back_to_a_sane_page(api: APIClient, limit: str) -> None:
+@pytest.mark.parametrize(
+    "limit", ["0", "000", "-1", "-5", "abc", "", "null", "1.5", "+3", " 3", "3 ", "٣", "1_0"]
+)
+def test_a_limit_that_is_not_a_whole_number_from_1_is_400(api: APIClient, limit: str) -> None:
+    # Issue 18: these fell back silently to the default page size.
+    assert_field_error(api.get(f"{API}/deliveries", {"limit": limit}), "limit")
+
+
+def test_a_limit_given_twice_is_400(api: APIClient) -> None:
+    assert_field_error(api.get(f"{API}/deliveries?limit=2&limit=3"), "limit")
+
+
+@pytest.mark.parametrize("limit", ["501", "9999999999999999999999", "9" * 5000])
+def test_a_limit_above_the_cap_is_the_cap(api: APIClient, limit: str) -> None:
     endpoint_id = create_endpoint(api)["id"]
     make_delivery(make_event(), endpoint_id)
     response = api.get(f"{API}/deliveries", {"limit": limit})
     assert response.status_code == 200
     assert len(body(response)["results"]) == 1
+
+
+def test_a_limit_with_leading_zeros_is_its_number(api: APIClient) -> None:
+    endpoint_id = create_endpoint(api)["id"]
+    for _ in range(3):
+        make_delivery(make_event(), endpoint_id)
+    response = api.get(f"{API}/deliveries", {"limit": "02"})
+    assert response.status_code == 200
+    assert len(body(response)["results"]) == 2
+
+
+@pytest.mark.parametrize("query", ["cursor=", "cursor=a&cursor=b"])
+def test_an_empty_or_repeated_cursor_is_400(api: APIClient, query: str) -> None:
+    assert_field_error(api.get(f"{API}/deliveries?{query}"), "cursor")
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,16 @@ def test_create_source_with_the_providers_secret_and_options(api: APIClient) -> 
     assert body(response) == {"status": "accepted"}
 
 
+@pytest.mark.parametrize("given", [{}, {"expected_mode": None}, {"expected_mode": ""}])
+def test_a_source_without_an_expected_mode_is_served_with_null(api: APIClient, given: Json) -> None:
+    # Issue 18: it was served as "", which the schema's enum (live, test) does not allow.
+    created = create_source(api, **given)
+    assert created["expected_mode"] is None
+    assert Source.objects.get().expected_mode == ""
+    assert body(api.get(f"{API}/sources/{created['id']}"))["expected_mode"] is None
+    assert [s["expected_mode"] for s in body(api.get(f"{API}/sources"))["results"]] == [None]
+
+
 def test_secret_is_trimmed_like_a_pasted_value(api: APIClient) -> None:
     create_source(api, slug="gh", scheme="github", secret="  a github secret\n")
     assert Source.objects.get(slug="gh").secrets.get().value == "a github secret"
@@ -232,6 +242,12 @@ def test_provider_schemes_need_the_providers_secret(
         ({"max_body_bytes": 10 * 1024 * 1024 + 1}, "max_body_bytes"),
         ({"max_body_bytes": -1}, "max_body_bytes"),
         ({"expected_mode": "production"}, "expected_mode"),
+        # Issue 18: the wrong JSON type was converted ("expected_account": 0 stored as "0").
+        ({"expected_account": 0}, "expected_account"),
+        ({"expected_account": True}, "expected_account"),
+        ({"tolerance_seconds": "300"}, "tolerance_seconds"),
+        ({"enabled": "yes"}, "enabled"),
+        ({"enabled": 1}, "enabled"),
         ({"description": "d" * 501}, "description"),
         ({"description": "nul\u0000"}, "description"),
         ({"secret": "line\nbreak"}, "secret"),
@@ -405,6 +421,12 @@ def test_inbox_list_is_newest_first_without_bodies(api: APIClient, inbox: dict[s
         ({"status": "done"}, "status"),
         ({"type": "t" * 201}, "type"),
         ({"source": "s" * 101}, "source"),
+        # Issue 18: empty values were taken for "no filter", though the schema says
+        # minLength 1.
+        ({"type": ""}, "type"),
+        ({"source": ""}, "source"),
+        ({"status": ""}, "status"),
+        ({"limit": "abc"}, "limit"),
     ],
 )
 def test_inbox_bad_filter_is_400(
