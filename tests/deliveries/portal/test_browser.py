@@ -1,10 +1,14 @@
 """The portal in a real headless Chromium against the live server, worker and receiver.
 
 Uses Debian's `chromium` (never a downloaded browser build); skipped when it is missing.
-Screenshots land in docs/screenshots/portal-*.png (the documentation shows them).
+Screenshots land in var/screenshots/portal-*.png; with UPDATE_DOCS_SCREENSHOTS=1 they are
+also copied to docs/screenshots/ (the documentation shows them), so a test run leaves the
+checkout as it was.
 """
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,9 @@ from tests.deliveries.console.test_browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.receiver import Receiver
 
-SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[3]
+SCREENSHOTS = ROOT / "var" / "screenshots"
+DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
@@ -51,6 +57,8 @@ def new_page(browser: Any) -> Any:
 
 def shot(page: Any, name: str, *, full_page: bool = True) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=full_page)
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
+        shutil.copyfile(SCREENSHOTS / f"portal-{name}.png", DOCS_SCREENSHOTS / f"portal-{name}.png")
 
 
 def portal_link(live_server: Any, tenant: str) -> str:
