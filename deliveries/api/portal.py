@@ -13,12 +13,17 @@ from .. import conf, services, tenants
 from ..services.portal import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
 from .base import ApiDefaults
 from .schema import extend_schema
-from .serializers import validate_tenant
+from .serializers import TENANT_PATTERN, validate_tenant
+from .strict import StrictTypes
 
 
-class PortalSessionRequestSerializer(serializers.Serializer[Any]):
-    tenant = serializers.CharField(
-        max_length=tenants.MAX_LENGTH, trim_whitespace=False, validators=[validate_tenant]
+class PortalSessionRequestSerializer(StrictTypes, serializers.Serializer[Any]):
+    tenant = serializers.RegexField(
+        TENANT_PATTERN,
+        min_length=1,
+        max_length=tenants.MAX_LENGTH,
+        trim_whitespace=False,
+        validators=[validate_tenant],
     )
     expires_in = serializers.IntegerField(
         min_value=1,

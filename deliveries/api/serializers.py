@@ -39,8 +39,15 @@ def validate_tenant(value: str) -> None:
         raise serializers.ValidationError(problem)
 
 
+# What `tenants.problem` checks, for the schema; the lookahead keeps a final newline out
+# (Python's "$" also matches before one; the server refuses it).
+TENANT_PATTERN = r"^[A-Za-z0-9_.:-]+(?!\n)$"
+
+
 def tenant_field() -> serializers.CharField:
-    return serializers.CharField(
+    return serializers.RegexField(
+        TENANT_PATTERN,
+        min_length=1,
         max_length=tenants.MAX_LENGTH,
         required=False,
         allow_null=True,
@@ -207,7 +214,7 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "updated_at",
         ]
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field({"type": "string", "nullable": True})
     def get_public_key(self, endpoint: Endpoint) -> str | None:
         return endpoint_options.endpoint_public_key(endpoint=endpoint)
 
@@ -390,7 +397,9 @@ class DeliveryDetailSerializer(DeliverySummarySerializer):
 
 
 class TenantFilterSerializer(serializers.Serializer):
-    tenant = serializers.CharField(
+    tenant = serializers.RegexField(
+        TENANT_PATTERN,
+        min_length=1,
         max_length=tenants.MAX_LENGTH,
         required=False,
         trim_whitespace=False,

@@ -33,10 +33,9 @@ def _idempotency_key(request: Request) -> str | None:
 
 def _by_tenant(request: Request, queryset: QuerySet[Any], field: str = "tenant") -> QuerySet[Any]:
     """`?tenant=acme`: only that tenant's rows (a bad id is a 400, not an empty list)."""
-    filters = s.TenantFilterSerializer(data=request.query_params)
-    filters.is_valid(raise_exception=True)
-    if "tenant" in filters.validated_data:
-        return queryset.filter(**{field: filters.validated_data["tenant"]})
+    filters = validated_filters(s.TenantFilterSerializer, request)
+    if "tenant" in filters:
+        return queryset.filter(**{field: filters["tenant"]})
     return queryset
 
 

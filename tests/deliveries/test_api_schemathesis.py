@@ -98,6 +98,8 @@ ENDPOINT_RULES = {
     # final newline: "x\n" conforms there, and the server refuses the line break.
     r"|The value of .* has a line break",
     "secret_headers": r"is not one of the custom headers",
+    # Against what is stored: an endpoint's tenant is set once, at creation.
+    "tenant": r"cannot be changed",
 }
 CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/api/v1/events"): {
@@ -114,6 +116,10 @@ CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/api/v1/endpoints"): ENDPOINT_RULES,
     ("PATCH", "/api/v1/endpoints/{id}"): ENDPOINT_RULES,
     ("POST", "/api/v1/sources"): {"slug": r"already exists", "secret": r"."},
+    # Against what is stored: the endpoint's scheme must be v1a first.
+    ("POST", "/api/v1/endpoints/{id}/rotate-signing-key"): {
+        "signature_scheme": r"to \"v1a\" or \"v1,v1a\" first"
+    },
 }
 
 
