@@ -170,8 +170,16 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
     results, waiting = _exhausted(group)
     if not waiting:
         return record(claim, endpoint, results, Deferral([]))
+    settings = conf.get()
+    # New requests start only while the batch's lease is safe: the last one may still take
+    # its full timeouts, and an expired lease would let another worker send them again.
+    request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
+    budget = min(settings.batch_seconds, settings.lease_seconds / 2 - request_seconds)
+    # A lease too short for more than the first request: take one slot, not all of them,
+    # so the endpoint's other batches are not refused for slots this one cannot use.
+    wanted = len(waiting) if budget > 0 else 1
     # Before any costly work: a refused batch is deferred cheaply, spending no attempt.
-    admission = endpoint_admit(endpoint=endpoint, token=claim.token, wanted=len(waiting))
+    admission = endpoint_admit(endpoint=endpoint, token=claim.token, wanted=wanted)
     if not admission.admitted:
         deferral = Deferral(
             waiting,
@@ -180,11 +188,6 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
             due_now=admission.due_now,
         )
         return record(claim, endpoint, results, deferral)
-    settings = conf.get()
-    # New requests start only while the batch's lease is safe: the last one may still take
-    # its full timeouts, and an expired lease would let another worker send them again.
-    request_seconds = endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds
-    budget = min(settings.batch_seconds, settings.lease_seconds / 2 - request_seconds)
     deadline = time.monotonic() + budget
     outcomes: dict[int, str] = {}
     hand_over = False
