@@ -132,7 +132,16 @@ class EventViewSet(
 
     @extend_schema(
         request=s.EventCreateSerializer,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                # What `_idempotency_key` refuses: control characters (NUL above all); the
+                # lookahead keeps a final newline out, which Python's "$" would let through.
+                pattern=r"^[^\u0000-\u001f\u007f]*(?!\n)$",
+            )
+        ],
         responses={202: s.EventAcceptedSerializer},
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
