@@ -37,11 +37,7 @@ def demo_setup(*, base_url: str) -> Endpoint:
         )
     else:
         secret = endpoint.secrets.order_by("-created_at").first().value  # type: ignore[union-attr]
-    source = Source.objects.filter(slug=DEMO_SOURCE).first()
-    if source is None:
-        receiving.source_create(slug=DEMO_SOURCE, scheme="ours", secret=secret)
-    elif not any(s.value == secret for s in source.secrets.unexpired(timezone.now())):
-        receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
+    _receive_with(slug=DEMO_SOURCE, secret=secret)
     if endpoint.state != EndpointState.ACTIVE:
         sending.endpoint_resume(endpoint_id=endpoint.pk)
     return endpoint
@@ -90,11 +86,7 @@ def demo_tenants_setup(*, base_url: str) -> dict[str, Endpoint]:
             )
         else:
             secret = endpoint.secrets.order_by("-created_at").first().value  # type: ignore[union-attr]
-        source = Source.objects.filter(slug=slug).first()
-        if source is None:
-            receiving.source_create(slug=slug, scheme="ours", secret=secret)
-        elif not any(s.value == secret for s in source.secrets.unexpired(timezone.now())):
-            receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
+        _receive_with(slug=slug, secret=secret)
         endpoints[tenant] = endpoint
     return endpoints
 
@@ -116,3 +108,12 @@ def demo_portal_link(*, base_url: str, tenant: str = DEMO_TENANTS[0]) -> str:
 
     _, token = sending.portal_link_create(tenant=tenant, expires_in=86400, requested_via="make run")
     return f"{base_url.rstrip('/')}{reverse('webhooks_portal:open', args=[token])}"
+
+
+def _receive_with(*, slug: str, secret: str) -> None:
+    """Our own receiving source `slug`, verifying with the demo endpoint's `secret`."""
+    source = Source.objects.filter(slug=slug).first()
+    if source is None:
+        receiving.source_create(slug=slug, scheme="ours", secret=secret)
+    elif not any(s.value == secret for s in source.secrets.unexpired(timezone.now())):
+        receiving.source_rotate_secret(source=source, secret=secret, grace_seconds=0)
