@@ -189,6 +189,7 @@ class OurSystem:
             # As the Procfile's delivery process (see docs/operations/deployment.md).
             pooled["CELERY_BROKER_SOCKET_TIMEOUT"] = "30"
             pooled["DATABASE_POOL_TIMEOUT"] = "60"
+            pooled["CELERY_WORKER_SEND_TASK_EVENTS"] = "false"
         with (
             process(worker_cmd, extra_env=pooled) as worker,
             process(other_cmd) if other_cmd else contextlib.nullcontext(),

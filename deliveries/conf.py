@@ -1,7 +1,11 @@
 """The sending side's settings: the registry (names, defaults, what they do) and typed views
 of it. Code reads settings only through this module."""
 
+import functools
 from dataclasses import dataclass
+from typing import Any
+
+from django.core.signals import setting_changed
 
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
@@ -31,6 +35,14 @@ SETTINGS: tuple[Setting, ...] = (
         "WEBHOOKS_FANOUT_GRACE_SECONDS",
         30.0,
         "An event not fanned out after this long is fanned out by the sweeper.",
+    ),
+    Setting(
+        "WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS",
+        10,
+        "An event whose tenant has at most this many endpoints gets its deliveries in the "
+        "emitting transaction, sent on commit without a fan-out task (the first 20 events "
+        "of a transaction; the rest, and events with an ordering key, go to the fan-out "
+        "task). 0: always through the fan-out task.",
     ),
     Setting(
         "WEBHOOKS_REQUEUE_GRACE_SECONDS",
@@ -198,6 +210,7 @@ class DeliverySettings:
     requeue_grace_seconds: float
     sweep_batch_size: int
     batch_size: int = 50
+    inline_fan_out_max_endpoints: int = 10
     batch_seconds: float = 5.0
     response_body_limit: int = 2048
     require_declared_types: bool = True
@@ -213,6 +226,7 @@ class DeliverySettings:
     cloudevents_source: str = "/webhooks"
 
 
+@functools.cache
 def get() -> DeliverySettings:
     return DeliverySettings(
         max_countdown_seconds=core_value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"),
@@ -221,6 +235,7 @@ def get() -> DeliverySettings:
         requeue_grace_seconds=value("WEBHOOKS_REQUEUE_GRACE_SECONDS"),
         sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
         batch_size=value("WEBHOOKS_DELIVERY_BATCH_SIZE"),
+        inline_fan_out_max_endpoints=int(value("WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS")),
         batch_seconds=value("WEBHOOKS_DELIVERY_BATCH_SECONDS"),
         require_declared_types=value("WEBHOOKS_REQUIRE_DECLARED_TYPES"),
         event_type_modules=tuple(value("WEBHOOKS_EVENT_TYPE_MODULES")),
@@ -256,6 +271,7 @@ class HealthSettings:
     redis_url: str
 
 
+@functools.cache
 def health() -> HealthSettings:
     return HealthSettings(
         allowed_networks=tuple(value("WEBHOOKS_ALLOWED_NETWORKS")),
@@ -284,6 +300,7 @@ def _broker_redis_url() -> str:
     return url if url.startswith(("redis://", "rediss://")) else ""
 
 
+@functools.cache
 def address_policy() -> AddressPolicy:
     """The SSRF guard's policy (a bad CIDR fails loudly: system check `webhooks.E010`)."""
     current = health()
@@ -310,3 +327,13 @@ def portal() -> PortalSettings:
         tenant_resolver=value("WEBHOOKS_PORTAL_TENANT_RESOLVER") or "",
         base_url=value("WEBHOOKS_PORTAL_BASE_URL") or "",
     )
+
+
+def _forget(**kwargs: Any) -> None:
+    """Settings are read once per process (every delivery reads them several times);
+    a changed setting (tests, `override_settings`) is read again."""
+    for view in (get, health, address_policy):
+        view.cache_clear()
+
+
+setting_changed.connect(_forget, dispatch_uid="deliveries.conf")

@@ -14,7 +14,6 @@ from webhooks_core.tasking import (
 )
 
 from . import conf, services
-from .services.enqueue import enqueue_delivery_groups
 
 # A message that started this much after it was due waited in a backlog.
 LATE_SECONDS = 0.05
@@ -36,10 +35,9 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
 
 @webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
 def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
-    wait = services.deliveries_busy_wait(delivery_ids=delivery_ids) if delivery_ids else 0.0
-    if wait:
-        # The same message, later; the rows are untouched (still pending, still enqueued).
-        enqueue_delivery_groups([delivery_ids], countdown=wait)
+    if delivery_ids and services.deliveries_busy_wait(delivery_ids=delivery_ids):
+        # Every in-flight slot of the endpoint is taken. The rows stay due, untouched: the
+        # batch holding a slot takes them along, or hands them on once it frees it.
         return {}
     outcomes = services.deliveries_attempt(delivery_ids=delivery_ids, top_up=_late(due))
     return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}

@@ -156,6 +156,9 @@ EMBEDDED_BROKER_URL = "memory://"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=EMBEDDED_BROKER_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
+# One (disabled) result backend for the process: otherwise Celery builds one per thread,
+# which in the gevent delivery worker means per task, a twelfth of its CPU.
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 EMBEDDED_MODE = CELERY_BROKER_URL.startswith("memory://")
 
 # At-least-once: the apps' tasks carry acks_late and reject_on_worker_lost themselves
@@ -164,7 +167,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
-CELERY_WORKER_SEND_TASK_EVENTS = True
+# Task events feed Flower's task pages; the delivery worker runs without them (see the
+# Procfile): publishing two events per task cost it a sixth of its CPU. Its heartbeats,
+# which Flower shows worker health from, go out either way.
+CELERY_WORKER_SEND_TASK_EVENTS = env.bool("CELERY_WORKER_SEND_TASK_EVENTS", default=True)
 # A worker thread keeps its database connection between tasks: reconnecting for every task
 # cost more than a batch of deliveries. Before each task, connections that are broken or
 # older than CONN_MAX_AGE are still dropped (see celery.py); 0 closes after every task.

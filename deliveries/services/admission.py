@@ -66,6 +66,10 @@ class Admission:
     due_now: bool = False
     lanes: int = 1
     _release: Callable[[float], None] | None = field(default=None, repr=False)
+    # Takes more slots (token, how many) for deliveries a batch takes along; returns how many.
+    _acquire: Callable[[str, int], int] | None = field(default=None, repr=False)
+    _token: str = field(default="", repr=False)
+    _more: list[tuple[str, int]] = field(default_factory=list, repr=False)
     _rate_limits: Callable[[], float] | None = field(default=None, repr=False)
     _since: float = field(default_factory=time.monotonic, repr=False)
 
@@ -83,6 +87,21 @@ class Admission:
         except redis.RedisError:
             logger.warning("health counters unavailable; sending without rate limits")
             return 0.0
+
+    def grow(self, wanted: int) -> None:
+        """Hold up to `wanted` slots in all, if free: a batch that takes more deliveries
+        along sends as many at once as the endpoint's limit allows, not only as many as
+        it first had."""
+        if self._acquire is None or wanted <= self.lanes:
+            return
+        token = f"{self._token}+{len(self._more)}"
+        try:
+            taken = self._acquire(token, wanted - self.lanes)
+        except redis.RedisError:
+            return
+        if taken:
+            self._more.append((token, taken))
+            self.lanes += taken
 
     def release(self) -> None:
         """Free the in-flight slots (safe to call twice, and when none was taken)."""
@@ -210,7 +229,18 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str, wanted: int = 1) ->
         return admitted
     if in_flight:
         lanes = admitted.lanes
-        admitted._release = lambda held: store.release_slots(key, slot, lanes, held)
+        lease_seconds = conf.get().lease_seconds
+
+        def release(held: float) -> None:
+            store.release_slots(key, slot, lanes, held)
+            for token, count in admitted._more:
+                store.release_slots(key, token, count, held)
+
+        admitted._release = release
+        admitted._token = slot
+        admitted._acquire = lambda token, wanted: store.acquire_slots(
+            key, token, in_flight, lease_seconds, wanted
+        )
     if rate or global_rate:
         admitted._rate_limits = rate_limit_wait
     return admitted

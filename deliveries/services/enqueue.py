@@ -3,6 +3,7 @@
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from celery import current_app as celery_app
@@ -70,31 +71,41 @@ def enqueue_fan_outs(event_ids: Iterable[UUID | str]) -> None:
 
 
 @dataclass
-class _FanOutBatch:
-    """Events emitted in one transaction, fanned out by one message after its commit."""
+class EmitBatch:
+    """What one product transaction emitted, sent by one flush after its commit: the
+    events left to the fan-out task (one message per 100) and the deliveries created in
+    the transaction itself (one message per endpoint)."""
 
     event_ids: list[UUID] = field(default_factory=list)
+    delivery_groups: dict[UUID, list[int]] = field(default_factory=dict)
+    # Events fanned out in the transaction so far, and the endpoints it read for them.
+    fanned_out: int = 0
+    endpoints_by_tenant: dict[str | None, list[Any] | None] = field(default_factory=dict)
 
     def flush(self) -> None:
-        enqueue_fan_outs(self.event_ids)
+        if self.delivery_groups:
+            enqueue_delivery_groups(list(self.delivery_groups.values()))
+        if self.event_ids:
+            enqueue_fan_outs(self.event_ids)
 
 
-def fan_out_after_commit(event_id: UUID) -> None:
-    """Fan an event out once the current transaction commits.
+def emit_batch() -> EmitBatch:
+    """The current transaction's batch, flushed once it commits.
 
-    A product transaction that emits many events sends one broker message, not one per
+    A product transaction that emits many events sends a few broker messages, not one per
     event (publishing dominates the cost of `emit`). The batch lives on the connection for
     as long as its flush is still registered; a rolled-back savepoint drops the flush
     (Django discards its on-commit callbacks), and the next event starts a new batch. If
-    the broker is down at commit the events are safe anyway: the sweeper fans them out.
+    the broker is down at commit nothing is lost: the sweeper fans the events out and
+    enqueues the deliveries again.
     """
     connection = transaction.get_connection()
-    batch: _FanOutBatch | None = getattr(connection, "_webhooks_fan_out_batch", None)
+    batch: EmitBatch | None = getattr(connection, "_webhooks_emit_batch", None)
     registered = batch is not None and any(
         callback == batch.flush for _, callback, _ in connection.run_on_commit
     )
     if batch is None or not registered:
-        batch = _FanOutBatch()
-        connection._webhooks_fan_out_batch = batch
+        batch = EmitBatch()
+        connection._webhooks_emit_batch = batch
         transaction.on_commit(batch.flush, robust=True)
-    batch.event_ids.append(event_id)
+    return batch

@@ -12,7 +12,7 @@ from django.utils import timezone
 from .. import catalogue, conf, payloads, tenants, tracing
 from ..models import Event
 from ..signals import announce_event_emitted
-from .enqueue import fan_out_after_commit
+from .fanout import event_insert
 
 
 class EventValidationError(ValueError):
@@ -208,16 +208,14 @@ def _emit(
         # No unique key can clash, so no savepoint: one INSERT in the caller's transaction
         # (or in a transaction of its own outside one).
         with transaction.atomic(savepoint=False):
-            event.save(force_insert=True)
-            fan_out_after_commit(event.id)
+            event_insert(event)
             announce_event_emitted(event)
         return event
     try:
         # A savepoint, so a lost race on the idempotency key does not break the caller's
         # transaction.
         with transaction.atomic():
-            event.save(force_insert=True)
-            fan_out_after_commit(event.id)
+            event_insert(event)
             announce_event_emitted(event)
     except IntegrityError:
         payloads.discard([event.data_ref])  # the race's loser wrote a file nobody will read

@@ -7,13 +7,17 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .. import operational, ordering, payloads, subscriptions, tracing
+from .. import conf, operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .breaker import circuit_reopens_at
-from .enqueue import FAN_OUT_BATCH_SIZE, enqueue_delivery_groups
+from .enqueue import FAN_OUT_BATCH_SIZE, EmitBatch, emit_batch, enqueue_delivery_groups
+
+# Of the events one transaction emits, at most this many are fanned out in it; the rest go
+# to the fan-out task, which creates a large transaction's deliveries in a few statements.
+INLINE_EVENTS_PER_TRANSACTION = 20
 
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
@@ -37,6 +41,52 @@ def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: 
         enqueued_at=enqueued_at,
         **fields,
     )
+
+
+def event_insert(event: Event) -> None:
+    """Insert a new event in the current transaction and see to its fan-out.
+
+    When its tenant has few endpoints (`WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`) its
+    deliveries are created here too, in the product's transaction, and their messages go
+    out on commit: no fan-out task, one broker hop less. Otherwise, and for events with an
+    ordering key or beyond the first few of a transaction, the fan-out task creates them
+    after the commit. Either way a committed event gets its deliveries exactly once.
+    """
+    batch = emit_batch()
+    endpoints = _inline_endpoints(event, batch)
+    now = timezone.now()
+    if endpoints is not None:
+        event.fanned_out_at = now
+    event.save(force_insert=True)
+    if endpoints is None:
+        batch.event_ids.append(event.pk)
+        return
+    batch.fanned_out += 1
+    deliveries = _deliveries_of(event, endpoints, now)
+    Delivery.objects.bulk_create(deliveries)
+    for delivery in _with_messages(deliveries):
+        batch.delivery_groups.setdefault(delivery.endpoint_id, []).append(delivery.pk)
+
+
+def _inline_endpoints(event: Event, batch: EmitBatch) -> list[Endpoint] | None:
+    """The endpoints to fan the event out to in its own transaction, or None to leave it
+    to the fan-out task. The transaction reads each tenant's endpoints once."""
+    limit = conf.get().inline_fan_out_max_endpoints
+    if not limit or event.ordering_key or batch.fanned_out >= INLINE_EVENTS_PER_TRANSACTION:
+        return None
+    if event.tenant not in batch.endpoints_by_tenant:
+        endpoints = list(_candidate_endpoints({event.tenant})[: limit + 1])
+        batch.endpoints_by_tenant[event.tenant] = endpoints if len(endpoints) <= limit else None
+    return batch.endpoints_by_tenant[event.tenant]
+
+
+def _with_messages(deliveries: list[Delivery]) -> list[Delivery]:
+    """Held deliveries and those deferred behind an open circuit have no task message."""
+    return [
+        delivery
+        for delivery in deliveries
+        if delivery.status == DeliveryStatus.PENDING and delivery.enqueued_at is not None
+    ]
 
 
 def event_fan_out(*, event_id: UUID | str) -> int:
@@ -88,10 +138,8 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         fanned_out = [event.pk for event in events]
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         by_endpoint: dict[UUID, list[int]] = defaultdict(list)
-        for delivery in deliveries:
-            # Held deliveries and those deferred behind an open circuit have no message.
-            if delivery.status == DeliveryStatus.PENDING and delivery.enqueued_at is not None:
-                by_endpoint[delivery.endpoint_id].append(delivery.pk)
+        for delivery in _with_messages(deliveries):
+            by_endpoint[delivery.endpoint_id].append(delivery.pk)
         transaction.on_commit(
             lambda: enqueue_delivery_groups(list(by_endpoint.values())), robust=True
         )
@@ -105,7 +153,15 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
 
 
 def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpoint]]:
-    """The endpoints that may receive events of these tenants, by tenant.
+    """The endpoints that may receive events of these tenants, by tenant."""
+    by_tenant: dict[str | None, list[Endpoint]] = defaultdict(list)
+    for endpoint in _candidate_endpoints(wanted):
+        by_tenant[endpoint.tenant].append(endpoint)
+    return by_tenant
+
+
+def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
+    """The endpoints that may receive events of these tenants.
 
     An event reaches its own tenant's endpoints only, and an event without a tenant only
     the endpoints without one: tenants never see each other's events.
@@ -114,8 +170,7 @@ def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpo
     condition = Q(tenant__in=named)
     if None in wanted:
         condition |= Q(tenant__isnull=True)
-    by_tenant: dict[str | None, list[Endpoint]] = defaultdict(list)
-    for endpoint in (
+    return (
         Endpoint.objects.filter(condition)
         .exclude(state=EndpointState.DISABLED)
         .only(
@@ -126,9 +181,8 @@ def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpo
             "circuit_state",
             "circuit_changed_at",
         )
-    ):
-        by_tenant[endpoint.tenant].append(endpoint)
-    return by_tenant
+        .order_by("pk")
+    )
 
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:

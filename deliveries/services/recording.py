@@ -14,6 +14,7 @@ from django.utils import timezone
 from .. import conf, observability
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
+from .admission import endpoint_busy_wait
 from .breaker import endpoint_record_attempts
 from .enqueue import enqueue_deliveries
 from .finished import on_delivery_outcome
@@ -279,12 +280,23 @@ def _defer(claim: Claim, deferral: Deferral) -> None:
         next_attempt_at=due_at,
         enqueued_at=now if short_wait else None,
     )
-    if updated and short_wait:
+    if updated and deferral.due_now and short_wait:
+        # No free slot: the batch holding one takes these rows along, or hands them on
+        # once it frees it. It may have freed it before this release committed, though:
+        # then a message for them now.
+        endpoint = deferral.deliveries[0].endpoint
+        transaction.on_commit(lambda: _enqueue_if_a_slot_is_free(endpoint, ids), robust=True)
+    elif updated and short_wait:
         # robust: if the broker is down the rows are safe anyway; the sweeper enqueues them.
         countdown = max(delay, 0.01)
         transaction.on_commit(
             lambda: enqueue_deliveries(ids, countdown=countdown, one_endpoint=True), robust=True
         )
+
+
+def _enqueue_if_a_slot_is_free(endpoint: Endpoint, ids: list[int]) -> None:
+    if not endpoint_busy_wait(endpoint_id=endpoint.pk, max_in_flight=endpoint.max_in_flight):
+        enqueue_deliveries(ids, one_endpoint=True)
 
 
 def _enqueue_retries(retries: list[tuple[int, float]]) -> None:

@@ -19,8 +19,8 @@ from .. import conf, operational
 from ..health import metrics, rules
 from ..models import Endpoint, EndpointState
 from ..signals import endpoint_suspended
+from . import events  # a module: events imports the fan-out, which imports this
 from .endpoints import endpoint_suspend
-from .events import emit
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
         if not endpoint_suspend(endpoint_id=endpoint_id, reason=reason):
             return False
         endpoint = Endpoint.objects.get(pk=endpoint_id)
-        emit(
+        events.emit(
             operational.ENDPOINT_SUSPENDED,
             {
                 "endpoint_id": str(endpoint.pk),

@@ -193,3 +193,61 @@ def test_a_saturated_endpoint_s_message_goes_back_without_a_claim(
     assert services.deliveries_attempt(delivery_ids=[delivery_id]) == {
         delivery_id: Outcome.SUCCEEDED
     }
+
+
+def _queued_batches(redis_client: Any) -> list[list[int]]:
+    """The delivery ids of each `deliver_batch` message waiting in Redis."""
+    import base64
+    import json
+
+    from webhooks_core.tasking import QUEUE_DELIVERY
+
+    batches = []
+    for raw in redis_client.lrange(QUEUE_DELIVERY, 0, -1):
+        args, _, _ = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        batches.append(args[0])
+    return batches
+
+
+def test_a_message_refused_a_slot_is_taken_along_by_the_batch_holding_it(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    from deliveries.health.store import get_store
+    from deliveries.tasks import deliver_batch
+
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, **READ_TIMEOUT)
+    waiting, holder = deliveries_of(2, endpoint)
+    store = get_store(conf.health().redis_url)
+    assert store.acquire_slots(str(endpoint.pk), "holder", 1, 60, 1) == 1
+    assert deliver_batch(delivery_ids=[waiting]) == {}  # no slot: left due, no countdown
+    store.release_slots(str(endpoint.pk), "holder", 1, 0.0)
+
+    outcomes = services.deliveries_attempt(delivery_ids=[holder])
+
+    assert outcomes == {holder: Outcome.SUCCEEDED, waiting: Outcome.SUCCEEDED}
+    assert len(receiver.requests) == 2
+
+
+def test_a_batch_that_frees_its_slot_hands_the_due_deliveries_on(
+    receiver: Receiver, redis_client: Any, settings: Any
+) -> None:
+    """A batch that stops taking deliveries along (its request failed) leaves a message
+    for the due ones refused a slot meanwhile, so none waits for the sweeper."""
+    from deliveries.health.store import get_store
+    from deliveries.tasks import deliver_batch
+
+    settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 0.01  # the failed one's retry: no message
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, **READ_TIMEOUT)
+    waiting, holder = deliveries_of(2, endpoint)
+    store = get_store(conf.health().redis_url)
+    assert store.acquire_slots(str(endpoint.pk), "holder", 1, 60, 1) == 1
+    assert deliver_batch(delivery_ids=[waiting]) == {}
+    store.release_slots(str(endpoint.pk), "holder", 1, 0.0)
+    redis_client.delete("webhooks.delivery")  # the messages of both were consumed
+    receiver.script(500)
+
+    outcomes = services.deliveries_attempt(delivery_ids=[holder])
+
+    assert outcomes == {holder: Outcome.RETRY_SCHEDULED}
+    assert _queued_batches(redis_client) == [[waiting]]
+    assert Delivery.objects.get(pk=waiting).status == DeliveryStatus.PENDING

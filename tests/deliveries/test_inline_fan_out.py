@@ -1,0 +1,158 @@
+"""Fan-out in the emitting transaction: an event of a tenant with few endpoints gets its
+deliveries in the product's own transaction, and their messages go out on its commit."""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from django.db import transaction
+from django.utils import timezone
+
+from deliveries import services
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.services.fanout import INLINE_EVENTS_PER_TRANSACTION
+from tests.conftest import wait_until
+from tests.receiver import Receiver
+from webhooks_core.tasking import QUEUE_DELIVERY, QUEUE_FANOUT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class RolledBack(Exception):
+    pass
+
+
+def make_endpoint(url: str = "http://127.0.0.1:9/hook", **fields: Any) -> Endpoint:
+    options = {"event_types": ["*"], "backoff_base_seconds": 0.05, **fields}
+    endpoint, _ = services.endpoint_create(url=url, **options)
+    return endpoint
+
+
+def queued(redis_client: redis.Redis, queue: str) -> int:
+    return int(redis_client.llen(queue))
+
+
+def test_few_endpoints_get_their_deliveries_in_the_emitting_transaction(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    first, second = make_endpoint(), make_endpoint()
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1})
+        inside = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+        fanned_out_at = Event.objects.get(pk=event.pk).fanned_out_at
+        assert queued(redis_client, QUEUE_DELIVERY) == 0, "nothing may leave before commit"
+
+    assert inside == {first.pk, second.pk}
+    assert fanned_out_at is not None
+    assert queued(redis_client, QUEUE_DELIVERY) == 2, "one message per endpoint on commit"
+    assert queued(redis_client, QUEUE_FANOUT) == 0, "no fan-out task"
+    assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.PENDING}
+
+
+def test_a_rolled_back_transaction_leaves_no_event_no_delivery_no_message(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    make_endpoint()
+
+    inside: list[int] = []
+
+    def emit_then_fail() -> None:
+        with transaction.atomic():
+            services.emit("order.created", {"n": 1})
+            inside.append(Delivery.objects.count())
+            raise RolledBack
+
+    with pytest.raises(RolledBack):
+        emit_then_fail()
+
+    assert inside == [1]
+
+    assert not Event.objects.exists()
+    assert not Delivery.objects.exists()
+    assert queued(redis_client, QUEUE_DELIVERY) == queued(redis_client, QUEUE_FANOUT) == 0
+
+
+def test_more_endpoints_than_the_limit_go_through_the_fan_out_task(
+    celery_worker: object, receiver: Receiver, settings: Any
+) -> None:
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 2
+    endpoints = {make_endpoint(receiver.url).pk for _ in range(3)}
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1})
+        assert not Delivery.objects.filter(event=event).exists()
+
+    receiver.wait_for(3)
+    wait_until(
+        lambda: Delivery.objects.filter(event=event, status=DeliveryStatus.SUCCEEDED).count() == 3,
+        what="three deliveries to succeed",
+    )
+    assert set(Delivery.objects.values_list("endpoint_id", flat=True)) == endpoints
+
+
+def test_another_tenant_with_many_endpoints_does_not_change_the_choice(settings: Any) -> None:
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 2
+    for _ in range(3):
+        make_endpoint(tenant="big")
+    small = make_endpoint(tenant="small")
+
+    with transaction.atomic():
+        for_big = services.emit("order.created", {"n": 1}, tenant="big")
+        for_small = services.emit("order.created", {"n": 2}, tenant="small")
+        assert not Delivery.objects.filter(event=for_big).exists()
+        small_ones = Delivery.objects.filter(event=for_small)
+        assert list(small_ones.values_list("endpoint", flat=True)) == [small.pk]
+
+
+def test_events_with_an_ordering_key_go_through_the_fan_out_task() -> None:
+    make_endpoint(ordered_delivery=True)
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1}, ordering_key="order-1")
+        assert not Delivery.objects.filter(event=event).exists()
+        assert Event.objects.get(pk=event.pk).fanned_out_at is None
+
+
+def test_only_the_first_events_of_a_transaction_are_fanned_out_in_it() -> None:
+    make_endpoint()
+    count = INLINE_EVENTS_PER_TRANSACTION + 5
+
+    with transaction.atomic():
+        events = [services.emit("order.created", {"n": n}) for n in range(count)]
+
+    with_deliveries = set(Delivery.objects.values_list("event_id", flat=True))
+    assert with_deliveries == {event.pk for event in events[:INLINE_EVENTS_PER_TRANSACTION]}
+    assert services.events_fan_out(event_ids=[event.pk for event in events]) == 5
+    assert Delivery.objects.count() == count
+
+
+def test_a_suspended_endpoint_gets_a_held_delivery_and_no_message(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    endpoint = make_endpoint()
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+
+    event = services.emit("order.created", {"n": 1})
+
+    assert Delivery.objects.get(event=event).status == DeliveryStatus.HELD
+    assert queued(redis_client, QUEUE_DELIVERY) == 0
+
+
+def test_a_lost_message_is_sent_again_by_the_sweeper(
+    redis_client: redis.Redis, settings: Any
+) -> None:
+    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    redis_client.flushdb()
+    make_endpoint()
+    event = services.emit("order.created", {"n": 1})
+    redis_client.flushdb()  # the broker lost the delivery's message
+
+    long_ago = timezone.now() - timedelta(seconds=5)
+    Delivery.objects.filter(event=event).update(enqueued_at=long_ago, next_attempt_at=long_ago)
+    assert services.sweep().deliveries_due == 1
+    assert queued(redis_client, QUEUE_DELIVERY) == 1
