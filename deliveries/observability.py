@@ -1,6 +1,6 @@
 """What the sending path tells operators about each attempt: metrics and one log line.
 
-Called once per finished attempt from ``services.sending._finish``. The log line carries
+Called once per finished attempt from ``services.attempt._finish``. The log line carries
 the event id as the correlation id (it is also ``X-Webhook-Id``), never the payload,
 headers or secrets.
 """

@@ -88,7 +88,7 @@ def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None
 def enqueue_next(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> None:
     """Send the task message of whatever now heads the key's line (a duplicate is harmless:
     the claim lets only one through)."""
-    from .services.enqueue import enqueue_deliveries
+    from .services.dispatch import enqueue_deliveries
 
     ids = next_in_line(ordering_key=ordering_key, endpoint_ids=endpoint_ids)
     if ids:

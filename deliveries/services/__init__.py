@@ -1,5 +1,29 @@
-"""Services of the sending side: the only place where its business rules live."""
+"""Services of the sending side: the only place where its business rules live.
 
+The pipeline, stage by stage:
+
+- **emit** (`events`): the product's event, written in its own transaction;
+- **fan-out** (`fanout`): one delivery per subscribed endpoint, in that same transaction
+  for few endpoints, else by the fan-out task after commit;
+- **dispatch** (`dispatch`): the task messages, a few deliveries of one endpoint each;
+- **attempt** (`attempt`, with the gate in `admission`, `breaker` and `suspension`): claim
+  the rows, take in-flight slots, sign and send;
+- **record** (`recording`): the attempts, the new states and the endpoint's health, in
+  one transaction.
+
+A delivery not sent now (no slot, a rate limit, an open circuit, a probe out) is
+*deferred*: released without spending an attempt, due again later.
+"""
+
+from .attempt import (
+    DeliveryNotRetryable,
+    Outcome,
+    deliveries_attempt,
+    deliveries_busy_wait,
+    deliveries_claim,
+    delivery_attempt,
+    delivery_retry,
+)
 from .deadletters import delivery_cancel
 from .endpoint_check import EndpointNotActive, endpoint_send_test_event
 from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
@@ -36,15 +60,6 @@ from .replay import (
     replays_resume_stalled,
 )
 from .retention import PurgeResult, purge_expired
-from .sending import (
-    DeliveryNotRetryable,
-    Outcome,
-    deliveries_attempt,
-    deliveries_busy_wait,
-    deliveries_claim,
-    delivery_attempt,
-    delivery_retry,
-)
 from .sweeper import SweepResult, sweep
 from .versions import endpoint_pin_versions
 

@@ -7,10 +7,10 @@ is used up. An admitted batch holds up to `max_in_flight` slots and sends that m
 requests at once; so one endpoint that never answers ties up at most that many requests,
 and the rest of the worker keeps serving healthy endpoints.
 
-A batch refused for want of a slot is deferred for about as long as the endpoint's last
-batch held its slots, and stays due meanwhile: the batch holding the slots takes due
-deliveries of its endpoint along before it lets them go (see `sending`), so under a backlog
-the wait is one batch, not a growing countdown.
+A batch refused for want of a slot is deferred and stays due, with no new message: the
+batch holding the slots takes due deliveries of its endpoint along, and hands the rest on
+in a message once it frees its slots (see `attempt`), so the wait is about as long as a
+slot takes to free, not a growing countdown.
 
 If the shared counters (Redis) cannot be reached, admission lets the request through:
 PostgreSQL, not Redis, guarantees delivery, and isolation is best effort for that moment.

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .enqueue import enqueue_deliveries
+from .dispatch import enqueue_deliveries
 
 TEST_EVENT_TYPE = "webhook.test"
 

@@ -357,7 +357,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
     Returns how many held deliveries were released (or cancelled).
     """
     from ..models import Delivery
-    from .enqueue import enqueue_deliveries
+    from .dispatch import enqueue_deliveries
 
     now = timezone.now()
     with transaction.atomic():

@@ -13,7 +13,7 @@ from django.utils import timezone
 from .. import conf, operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .breaker import circuit_reopens_at
-from .enqueue import FAN_OUT_BATCH_SIZE, EmitBatch, emit_batch, enqueue_delivery_groups
+from .dispatch import FAN_OUT_BATCH_SIZE, EmitBatch, emit_batch, enqueue_delivery_groups
 
 # Of the events one transaction emits, at most this many are fanned out in it; the rest go
 # to the fan-out task, which creates a large transaction's deliveries in a few statements.

@@ -16,7 +16,7 @@ from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
 from .admission import endpoint_busy_wait
 from .breaker import endpoint_record_attempts
-from .enqueue import enqueue_deliveries
+from .dispatch import enqueue_deliveries
 from .finished import on_delivery_outcome
 from .suspension import endpoint_suspend_automatically
 

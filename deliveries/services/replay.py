@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .. import conf, event_types, subscriptions, tenants
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
-from .enqueue import enqueue_deliveries
+from .dispatch import enqueue_deliveries
 from .fanout import new_delivery
 
 

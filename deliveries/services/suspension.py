@@ -19,7 +19,6 @@ from .. import conf, operational
 from ..health import metrics, rules
 from ..models import Endpoint, EndpointState
 from ..signals import endpoint_suspended
-from . import events  # a module: events imports the fan-out, which imports this
 from .endpoints import endpoint_suspend
 
 logger = logging.getLogger(__name__)
@@ -61,7 +60,11 @@ def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
         if not endpoint_suspend(endpoint_id=endpoint_id, reason=reason):
             return False
         endpoint = Endpoint.objects.get(pk=endpoint_id)
-        events.emit(
+        # Here, not at the top: emitting imports the fan-out, which imports the breaker,
+        # which imports this module.
+        from .events import emit
+
+        emit(
             operational.ENDPOINT_SUSPENDED,
             {
                 "endpoint_id": str(endpoint.pk),

@@ -18,7 +18,7 @@ from webhooks_core.requeue import requeue_in_batches
 
 from .. import conf
 from ..models import Delivery, DeliveryStatus, Event
-from .enqueue import enqueue_deliveries, enqueue_fan_outs
+from .dispatch import enqueue_deliveries, enqueue_fan_outs
 
 MAX_BATCHES_PER_RUN = 20
 MAX_SECONDS_PER_RUN = 10.0

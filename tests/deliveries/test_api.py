@@ -31,7 +31,7 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.services.sending import build_headers, render_body
+from deliveries.services.attempt import build_headers, render_body
 
 pytestmark = pytest.mark.django_db
 

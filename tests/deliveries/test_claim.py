@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Event
-from deliveries.services.sending import deliveries_busy_wait
+from deliveries.services.attempt import deliveries_busy_wait
 from webhooks_core import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from deliveries.services.enqueue import enqueue_deliveries
+from deliveries.services.dispatch import enqueue_deliveries
 from tests.conftest import wait_until
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply

@@ -16,7 +16,7 @@ from pytest_django.fixtures import Settings
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Event
-from deliveries.services.enqueue import enqueue_deliveries
+from deliveries.services.dispatch import enqueue_deliveries
 from deliveries.signing import generate_secret
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus

@@ -41,7 +41,7 @@ from .. import conf, ordering, payloads, tracing, transport
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from .admission import Admission, endpoint_admit, endpoint_busy_wait
-from .enqueue import enqueue_deliveries
+from .dispatch import enqueue_deliveries
 from .recording import Claim, Deferral, Outcome, Result, record, release_claim
 from .wire import build_headers, redact_headers, render_body, signing_keys
 
