@@ -68,6 +68,10 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "`5`",
         "Seconds before a read from the broker's Redis times out.",
     ),
+    "CELERY_WORKER_SEND_TASK_EVENTS": (
+        "`true`",
+        "Workers publish task events (Flower's task pages); the `delivery` process runs without them (`DELIVERY_TASK_EVENTS`), its heartbeats still go out.",
+    ),
     "CELERY_DB_REUSE_MAX": (
         "`1000`",
         "A worker thread keeps its database connection across this many tasks (one broken or older than `DATABASE_CONN_MAX_AGE` is still dropped before each task); `0` reconnects for every task.",
@@ -121,6 +125,7 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
     "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
     "DELIVERY_POOL_TIMEOUT": "`DATABASE_POOL_TIMEOUT` of the `delivery` process (60): a batch that cannot record its sent requests would send them again after its lease.",
+    "DELIVERY_TASK_EVENTS": "`CELERY_WORKER_SEND_TASK_EVENTS` of the `delivery` process (false: two events per task were a sixth of its CPU).",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",
     "FLOWER_BASIC_AUTH": "`user:password` for Flower (required).",
