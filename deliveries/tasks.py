@@ -35,9 +35,7 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
 
 @webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
 def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
-    if delivery_ids and services.deliveries_busy_wait(delivery_ids=delivery_ids):
-        # Every in-flight slot of the endpoint is taken. The rows stay due, untouched: the
-        # batch holding a slot takes them along, or hands them on once it frees it.
+    if delivery_ids and services.deliveries_defer_if_busy(delivery_ids=delivery_ids):
         return {}
     outcomes = services.deliveries_attempt(delivery_ids=delivery_ids, top_up=_late(due))
     return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}

@@ -21,6 +21,7 @@ from .attempt import (
     deliveries_attempt,
     deliveries_busy_wait,
     deliveries_claim,
+    deliveries_defer_if_busy,
     delivery_attempt,
     delivery_retry,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "deliveries_attempt",
     "deliveries_busy_wait",
     "deliveries_claim",
+    "deliveries_defer_if_busy",
     "deliveries_recover",
     "delivery_attempt",
     "delivery_cancel",

@@ -103,6 +103,11 @@ class Admission:
             self._more.append((token, taken))
             self.lanes += taken
 
+    @property
+    def holds_slots(self) -> bool:
+        """Whether the batch holds in-flight slots (others may be waiting for them)."""
+        return self._release is not None
+
     def release(self) -> None:
         """Free the in-flight slots (safe to call twice, and when none was taken)."""
         release, self._release = self._release, None
@@ -212,30 +217,36 @@ def endpoint_admit(*, endpoint: Endpoint, token: UUID | str, wanted: int = 1) ->
         rest_wait_seconds=rest_wait,
         lanes=min(wanted, in_flight or UNLIMITED_LANES),
     )
-    try:
-        if in_flight:
-            lanes = store.acquire_slots(key, slot, in_flight, conf.get().lease_seconds, wanted)
-            if not lanes:
-                wait = _slot_wait(store.slot_wait(key, in_flight))
-                return Admission(False, wait, "in_flight", due_now=True)
-            admitted.lanes = lanes
-        wait = rate_limit_wait() if rate or global_rate else 0.0
-        if wait:
-            if in_flight:
-                store.release_slots(key, slot, admitted.lanes, 0.0)
-            return _refuse("rate_limited", wait)
-    except redis.RedisError:
-        logger.warning("health counters unavailable; sending without isolation limits")
-        return admitted
-    if in_flight:
-        lanes = admitted.lanes
-        lease_seconds = conf.get().lease_seconds
+    acquired = 0
+    lease_seconds = conf.get().lease_seconds
 
-        def release(held: float) -> None:
-            store.release_slots(key, slot, lanes, held)
+    def release(held: float) -> None:
+        try:
+            store.release_slots(key, slot, acquired, held)
+        finally:
             for token, count in admitted._more:
                 store.release_slots(key, token, count, held)
 
+    try:
+        if in_flight:
+            acquired = store.acquire_slots(key, slot, in_flight, lease_seconds, wanted)
+            if not acquired:
+                wait = _slot_wait(store.slot_wait(key, in_flight))
+                return Admission(False, wait, "in_flight", due_now=True)
+            admitted.lanes = acquired
+        wait = rate_limit_wait() if rate or global_rate else 0.0
+        if wait:
+            if in_flight:
+                store.release_slots(key, slot, acquired, 0.0)
+            return _refuse("rate_limited", wait)
+    except redis.RedisError:
+        logger.warning("health counters unavailable; sending without isolation limits")
+        if acquired:
+            # Taken before the error: freed when the batch ends, so that no message of
+            # the endpoint is refused for a slot nobody holds.
+            admitted._release = release
+        return admitted
+    if in_flight:
         admitted._release = release
         admitted._token = slot
         admitted._acquire = lambda token, wanted: store.acquire_slots(

@@ -55,6 +55,7 @@ __all__ = [
     "deliveries_attempt",
     "deliveries_busy_wait",
     "deliveries_claim",
+    "deliveries_defer_if_busy",
     "delivery_attempt",
     "delivery_retry",
     "render_body",
@@ -195,6 +196,20 @@ def _claimed(ids: list[int], token: uuid.UUID) -> list[Delivery]:
     return deliveries
 
 
+def deliveries_defer_if_busy(*, delivery_ids: Collection[int]) -> bool:
+    """Before any claim: True when every in-flight slot of the batch's endpoint is taken,
+    and the message should end. Its rows stay due, untouched, for the batch holding a slot
+    to take along or hand on; ordered ones, which keep to their line and are not taken
+    along, get their message back after about as long as a slot takes to free."""
+    wait = deliveries_busy_wait(delivery_ids=delivery_ids)
+    if not wait:
+        return False
+    ids = sorted(set(delivery_ids))
+    if _any_ordered(ids):
+        enqueue_deliveries(ids, countdown=wait, one_endpoint=True)
+    return True
+
+
 def deliveries_busy_wait(*, delivery_ids: Collection[int]) -> float:
     """How long a batch's message should wait before claiming: its endpoint's in-flight
     slots are all taken (see `endpoint_busy_wait`); 0 to go ahead."""
@@ -301,8 +316,18 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
                 outcomes.update(record(claim, endpoint, results + failed, Deferral([])))
                 return outcomes
     finally:
+        held_slots = admission.holds_slots
         admission.release()
-        _hand_over(endpoint.pk)
+        if held_slots:
+            _hand_over_safely(endpoint.pk)
+
+
+def _hand_over_safely(endpoint_id: UUID) -> None:
+    try:
+        _hand_over(endpoint_id)
+    except Exception:
+        # Never instead of the batch's own outcome or error; the sweeper covers the rows.
+        logger.exception("handing over an endpoint's due deliveries failed")
 
 
 def _hand_over(endpoint_id: UUID) -> None:

@@ -280,10 +280,11 @@ def _defer(claim: Claim, deferral: Deferral) -> None:
         next_attempt_at=due_at,
         enqueued_at=now if short_wait else None,
     )
-    if updated and deferral.due_now and short_wait:
+    ordered = any(delivery.ordering_key for delivery in deferral.deliveries)
+    if updated and deferral.due_now and short_wait and not ordered:
         # No free slot: the batch holding one takes these rows along, or hands them on
         # once it frees it. It may have freed it before this release committed, though:
-        # then a message for them now.
+        # then a message for them now. (Ordered rows, never taken along, get a countdown.)
         endpoint = deferral.deliveries[0].endpoint
         transaction.on_commit(lambda: _enqueue_if_a_slot_is_free(endpoint, ids), robust=True)
     elif updated and short_wait:

@@ -251,3 +251,25 @@ def test_a_batch_that_frees_its_slot_hands_the_due_deliveries_on(
     assert outcomes == {holder: Outcome.RETRY_SCHEDULED}
     assert _queued_batches(redis_client) == [[waiting]]
     assert Delivery.objects.get(pk=waiting).status == DeliveryStatus.PENDING
+
+
+def test_an_ordered_delivery_refused_a_slot_gets_its_message_back(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    """Batches take only unordered deliveries along: an ordered one, the head of its
+    key's line, must not be left for the sweeper."""
+    from deliveries.health.store import get_store
+    from deliveries.tasks import deliver_batch
+
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, ordered_delivery=True, **READ_TIMEOUT)
+    event = services.emit("order.created", {"n": 1}, ordering_key="order-1")
+    services.events_fan_out(event_ids=[event.pk])
+    head = Delivery.objects.get(event=event).pk
+    store = get_store(conf.health().redis_url)
+    assert store.acquire_slots(str(endpoint.pk), "holder", 1, 60, 1) == 1
+    redis_client.delete("webhooks.delivery")
+
+    assert deliver_batch(delivery_ids=[head]) == {}
+
+    assert _queued_batches(redis_client) == [[head]]
+    store.release_slots(str(endpoint.pk), "holder", 1, 0.0)
