@@ -170,17 +170,23 @@ def _claim_due_of(
 ) -> list[Delivery]:
     """Claim up to `room` other due deliveries of the endpoint that have a task message
     out (that message then finds nothing left); ordered ones keep to their own line."""
-    more = Delivery.objects.filter(
+    extra = _due_unordered(endpoint_id, now, room)
+    if extra and Delivery.objects.filter(_due(), pk__in=extra).update(**taken):
+        return _claimed(extra, token)
+    return []
+
+
+def _due_unordered(endpoint_id: UUID, now: datetime, limit: int) -> list[int]:
+    """Up to `limit` of the endpoint's due deliveries without an ordering key that have
+    had a task message, oldest due first: the ones a batch takes along or hands on."""
+    due = Delivery.objects.filter(
         status=DeliveryStatus.PENDING,
         next_attempt_at__lte=now,
         endpoint_id=endpoint_id,
         ordering_key__isnull=True,
         enqueued_at__isnull=False,
     ).order_by("next_attempt_at")
-    extra = list(more.values_list("pk", flat=True)[:room])
-    if extra and Delivery.objects.filter(_due(), pk__in=extra).update(**taken):
-        return _claimed(extra, token)
-    return []
+    return list(due.values_list("pk", flat=True)[:limit])
 
 
 def _claimed(ids: list[int], token: uuid.UUID) -> list[Delivery]:
@@ -276,12 +282,14 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
     deadline = time.monotonic() + budget
     outcomes: dict[int, str] = {}
     try:
-        try:
-            secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
-        except Exception as exc:
-            failed = [_local_failure(claim, d, exc) for d in waiting]
-            return record(claim, endpoint, results + failed, Deferral([]))
         while True:
+            # Each round reads them: a secret may have expired (or been rotated) meanwhile.
+            try:
+                secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
+            except Exception as exc:
+                failed = [_local_failure(claim, d, exc) for d in waiting]
+                outcomes.update(record(claim, endpoint, results + failed, Deferral([])))
+                return outcomes
             try:
                 sent, deferral = _send(claim, waiting, admission, secrets, deadline)
             except Exception as exc:
@@ -308,13 +316,6 @@ def _attempt_group(claim: Claim, group: list[Delivery]) -> dict[int, str]:
                 outcomes.update(record(claim, endpoint, results, Deferral([])))
                 return outcomes
             admission.grow(len(waiting))
-            # Read again: a secret may have expired (or been rotated) since the last round.
-            try:
-                secrets = [secret.value for secret in endpoint.secrets.unexpired(claim.now)]
-            except Exception as exc:
-                failed = [_local_failure(claim, d, exc) for d in waiting]
-                outcomes.update(record(claim, endpoint, results + failed, Deferral([])))
-                return outcomes
     finally:
         held_slots = admission.holds_slots
         admission.release()
@@ -335,14 +336,7 @@ def _hand_over(endpoint_id: UUID) -> None:
     any. Messages that found every slot taken left their rows due for the batches holding
     the slots, and each of those looks here after freeing its own, so no row waits for
     the sweeper; behind the other endpoints' messages, so a busy endpoint takes turns."""
-    due = Delivery.objects.filter(
-        status=DeliveryStatus.PENDING,
-        next_attempt_at__lte=timezone.now(),
-        endpoint_id=endpoint_id,
-        ordering_key__isnull=True,
-        enqueued_at__isnull=False,
-    ).order_by("next_attempt_at")
-    ids = list(due.values_list("pk", flat=True)[: conf.get().batch_size])
+    ids = _due_unordered(endpoint_id, timezone.now(), conf.get().batch_size)
     if ids:
         enqueue_deliveries(ids, one_endpoint=True)
 
