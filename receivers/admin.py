@@ -70,6 +70,12 @@ class SourceForm(forms.ModelForm[Source]):
     rules; their refusals come back as this form's field errors."""
 
     api_base_url = forms.URLField(required=False, max_length=2048, assume_scheme="https")
+    public_url = forms.URLField(
+        required=False,
+        max_length=2048,
+        assume_scheme="https",
+        help_text=Source._meta.get_field("public_url").help_text,
+    )
     api_token = forms.CharField(
         required=False,
         strip=False,
@@ -88,6 +94,7 @@ class SourceForm(forms.ModelForm[Source]):
             "max_body_bytes",
             "expected_account",
             "expected_mode",
+            "public_url",
             "api_base_url",
             "api_token",
         ]

@@ -11,6 +11,13 @@ requests_total = Counter(
     "Inbound webhook requests by outcome",
     ["source", "outcome"],
 )
+#: The same requests by the source's scheme (provider), so one provider's trouble shows
+#: across its sources; unknown sources count under "-".
+scheme_requests_total = Counter(
+    "receivers_scheme_requests_total",
+    "Inbound webhook requests by scheme and outcome",
+    ["scheme", "outcome"],
+)
 processing_total = Counter(
     "receivers_processing_total",
     "Inbox processing runs by outcome",
@@ -28,12 +35,14 @@ class RequestOutcome:
     TOO_LARGE = "too_large"
     SIGNATURE_FAILED = "signature_failed"
     REPLAY_REJECTED = "replay_rejected"
+    CHALLENGE = "challenge"  # a provider's verification request, answered, not stored
     MALFORMED = "malformed"
     DB_UNAVAILABLE = "db_unavailable"
 
 
-def count_request(source: str, outcome: str) -> None:
+def count_request(source: str, outcome: str, scheme: str = "-") -> None:
     requests_total.labels(source=source, outcome=outcome).inc()
+    scheme_requests_total.labels(scheme=scheme, outcome=outcome).inc()
 
 
 def count_processing(source: str, outcome: str) -> None:

@@ -26,6 +26,7 @@ SOURCE_FIELDS = (
     "max_body_bytes",
     "expected_account",
     "expected_mode",
+    "public_url",
 )
 
 

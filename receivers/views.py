@@ -1,7 +1,8 @@
 """The receiving endpoint, ``/receivers/<slug>/``: a short pipeline, the same for every scheme.
 
     source -> size limit -> raw body -> signature (every active secret, constant time)
-    -> timestamp window -> envelope -> INSERT ... ON CONFLICT DO NOTHING -> COMMIT -> 200
+    -> timestamp window -> [challenge: answered, not stored] -> envelope(s)
+    -> INSERT ... ON CONFLICT DO NOTHING (a batch: all in one transaction) -> COMMIT -> 200
 
 Each step either passes or ends the request with a fixed answer; only the envelope step
 says what was wrong (the caller is authenticated by then). 2xx means the event is
@@ -12,7 +13,9 @@ import logging
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
+from django.core.exceptions import DisallowedHost
 from django.db import InterfaceError, OperationalError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils import timezone
@@ -69,65 +72,119 @@ def receive(request: HttpRequest, slug: str) -> HttpResponse:
 def _receive(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method not in ("POST", "HEAD"):
         return HttpResponseNotAllowed(["POST", "HEAD"])
+    found: selectors.SourceForRequest | None = None
     try:
         found = selectors.source_for_request(slug=slug, now=timezone.now())
         if found is None:
             raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
         if request.method == "HEAD":
             return HttpResponse(status=200)
-        outcome, body = _accept(request, found)
+        outcome, response = _accept(request, found)
     except Reject as reject:
-        count_request(slug if reject.status != 404 else "-", reject.outcome)
-        logger.warning("webhook rejected: %s", reject.outcome, extra={"source": slug})
+        scheme = found.source.scheme if found is not None else "-"
+        count_request(slug if reject.status != 404 else "-", reject.outcome, scheme=scheme)
+        logger.warning(
+            "webhook rejected: %s", reject.outcome, extra={"source": slug, "scheme": scheme}
+        )
         return JsonResponse({"detail": reject.detail}, status=reject.status)
     except (OperationalError, InterfaceError):
         # Nothing was stored: the provider must deliver again.
-        count_request(slug, RequestOutcome.DB_UNAVAILABLE)
-        logger.exception("webhook not stored: database unavailable", extra={"source": slug})
+        scheme = found.source.scheme if found is not None else "-"
+        count_request(slug, RequestOutcome.DB_UNAVAILABLE, scheme=scheme)
+        logger.exception(
+            "webhook not stored: database unavailable", extra={"source": slug, "scheme": scheme}
+        )
         response = JsonResponse({"detail": "temporarily unavailable"}, status=503)
         response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
         return response
-    count_request(slug, outcome)
-    return JsonResponse(body, status=200)
+    count_request(slug, outcome, scheme=found.source.scheme)
+    return response
 
 
-def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[str, dict[str, str]]:
+def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[str, HttpResponse]:
     source = found.source
     scheme = schemes.get(source.scheme)
     body = _read_body(request, source.max_body_bytes)
     headers = schemes.Headers(request.headers)
-    verified = _verify(scheme, headers, body, source, _active_secrets(found))
+    url = called_url(request, source) if scheme.signs_url else ""
+    verified = _verify(scheme, headers, body, source, _active_secrets(found), url=url)
     try:
-        envelope = scheme.envelope(headers, body, verified.parts)
+        challenge = scheme.challenge(headers, body, verified.parts)
+        if challenge is not None:
+            logger.info(
+                "webhook %s",
+                RequestOutcome.CHALLENGE,
+                extra={"source": source.slug, "scheme": scheme.name},
+            )
+            response = HttpResponse(challenge.body, content_type=challenge.content_type)
+            return RequestOutcome.CHALLENGE, response
+        envelopes = scheme.envelopes(headers, body, verified.parts)
+        if not envelopes:
+            raise schemes.MalformedEnvelope("the request carries no event")
     except schemes.MalformedEnvelope as exc:
         raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
-    arrival = services.inbox_record(
-        source=source,
-        envelope=envelope,
-        headers=stored_headers(request.headers, scheme.signature_headers),
-        raw_body=body,
-    )
-    if arrival.created:
-        observe_delivery_lag(source.slug, envelope.provider_timestamp)
-    if not arrival.created:
-        outcome = RequestOutcome.DUPLICATE
-    elif arrival.status == "ignored":
-        outcome = RequestOutcome.IGNORED
+    kept_headers = stored_headers(request.headers, scheme.signature_headers)
+    if len(envelopes) == 1:
+        arrivals = [
+            services.inbox_record(
+                source=source, envelope=envelopes[0], headers=kept_headers, raw_body=body
+            )
+        ]
     else:
-        outcome = RequestOutcome.ACCEPTED
+        arrivals = services.inbox_record_batch(
+            source=source, envelopes=envelopes, headers=kept_headers, raw_body=body
+        )
+    for envelope, arrival in zip(envelopes, arrivals, strict=True):
+        if arrival.created:
+            observe_delivery_lag(source.slug, envelope.provider_timestamp)
+    outcome = _outcome(arrivals)
     tracing.annotate_current(
         {
-            "webhooks.event.id": envelope.event_id,
-            "webhooks.event.type": envelope.type,
+            "webhooks.event.id": envelopes[0].event_id,
+            "webhooks.event.type": envelopes[0].type,
             "webhooks.outcome": str(outcome),
+            **({"webhooks.batch.size": len(envelopes)} if len(envelopes) > 1 else {}),
         }
     )
-    logger.info(
-        "webhook %s",
-        outcome,
-        extra={"source": source.slug, "event_id": envelope.event_id, "event_type": envelope.type},
-    )
-    return outcome, {"status": outcome}
+    for envelope in envelopes:
+        logger.info(
+            "webhook %s",
+            outcome,
+            extra={
+                "source": source.slug,
+                "scheme": scheme.name,
+                "event_id": envelope.event_id,
+                "event_type": envelope.type,
+            },
+        )
+    answer: dict[str, Any] = {"status": outcome}
+    if len(envelopes) > 1:
+        answer["events"] = len(envelopes)
+        answer["stored"] = sum(arrival.created for arrival in arrivals)
+    return outcome, JsonResponse(answer, status=200)
+
+
+def _outcome(arrivals: list[services.Arrival]) -> str:
+    """A duplicate when nothing was new; ignored when everything new was ignored."""
+    created = [arrival for arrival in arrivals if arrival.created]
+    if not created:
+        return RequestOutcome.DUPLICATE
+    if all(arrival.status == "ignored" for arrival in created):
+        return RequestOutcome.IGNORED
+    return RequestOutcome.ACCEPTED
+
+
+def called_url(request: HttpRequest, source: Source) -> str:
+    """The URL the provider called, for schemes that sign it: the source's ``public_url``
+    (behind a proxy the request's own URL is not the one the provider signed) followed by
+    the request's query string, else the request's absolute URL."""
+    if source.public_url:
+        query = request.META.get("QUERY_STRING", "")
+        return f"{source.public_url}?{query}" if query else source.public_url
+    try:
+        return request.build_absolute_uri()
+    except DisallowedHost:
+        raise Reject(400, RequestOutcome.MALFORMED, "invalid Host header") from None
 
 
 def _read_body(request: HttpRequest, limit: int) -> bytes:
@@ -176,6 +233,8 @@ def _verify(
     body: bytes,
     source: Source,
     secrets: list[str],
+    *,
+    url: str = "",
 ) -> schemes.Verified:
     if not secrets:
         logger.error(
@@ -189,7 +248,11 @@ def _verify(
             secrets,
             now=time.time(),
             tolerance_seconds=source.tolerance_seconds,
+            url=url,
         )
+    except schemes.MalformedEnvelope as exc:
+        # A signature header not in the provider's format (the message names the format).
+        raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
     except schemes.TimestampOutOfWindow:
         raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None
     except schemes.VerificationError:

@@ -46,6 +46,7 @@ class SourceSerializer(serializers.ModelSerializer):
             "max_body_bytes",
             "expected_account",
             "expected_mode",
+            "public_url",
             "secret_fingerprints",
             "created_at",
             "updated_at",
@@ -97,6 +98,7 @@ class SourceCreateSerializer(StrictTypes, serializers.ModelSerializer):
             "enabled",
             "expected_account",
             "expected_mode",
+            "public_url",
         ]
 
     def validate_slug(self, value: str) -> str:

@@ -20,6 +20,12 @@ class Scheme(models.TextChoices):
     STANDARD = "standard", "Standard Webhooks / Svix"
     STRIPE = "stripe", "Stripe (Stripe-Signature)"
     GITHUB = "github", "GitHub (X-Hub-Signature-256)"
+    SLACK = "slack", "Slack (X-Slack-Signature v0=)"
+    TWILIO = "twilio", "Twilio (X-Twilio-Signature)"
+    SHOPIFY = "shopify", "Shopify (X-Shopify-Hmac-Sha256)"
+    PADDLE = "paddle", "Paddle Billing (Paddle-Signature)"
+    SQUARE = "square", "Square (x-square-hmacsha256-signature)"
+    SENDGRID = "sendgrid", "SendGrid Event Webhook (ECDSA)"
 
 
 class Source(models.Model):
@@ -46,6 +52,12 @@ class Source(models.Model):
         blank=True,
         choices=[("live", "live"), ("test", "test")],
         help_text="Events of the other mode (e.g. Stripe test events) are ignored.",
+    )
+    public_url = models.URLField(
+        max_length=2048,
+        blank=True,
+        help_text="The URL the provider calls, as configured there, when a proxy stands in "
+        "front (Twilio and Square sign it). Empty: the URL the request reached.",
     )
     # Reconciliation: the provider's API, asked for the truth about stuck objects.
     api_base_url = models.URLField(max_length=2048, blank=True)

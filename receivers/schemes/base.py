@@ -4,13 +4,23 @@ A scheme reads the signed parts of a request (timestamp, candidate signatures, m
 computes the expected signature for one secret, and says where the event id and type live.
 The pipeline (``verify`` below and ``receivers.views``) is the same for every scheme; a
 scheme subclass declares only what differs.
+
+Three hooks are for providers that need more, and their defaults change nothing:
+
+* ``SignedParts.url``: the URL the provider called (set by ``verify``; the source's
+  ``public_url`` behind a proxy). Schemes that sign it (Twilio, Square) say so with
+  ``signs_url``.
+* ``challenge``: an authenticated request that only asks the endpoint to prove itself
+  (Slack's ``url_verification``) is answered with the returned ``Challenge``, never stored.
+* ``envelopes``: one request carrying several events (SendGrid's batches) gives several
+  envelopes, stored together; by default it is ``[envelope(...)]``.
 """
 
 import hmac
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -38,6 +48,14 @@ class MalformedEnvelope(ValueError):
     """The authenticated body is not an event we can store (HTTP 400, message shown)."""
 
 
+class MalformedHeader(MalformedEnvelope):
+    """A signature header is present but not in the provider's format (HTTP 400).
+
+    Raised by ``signed_parts`` before anything is verified, so its message names the
+    header and the expected format only: both are public, nothing about any secret is.
+    """
+
+
 class Headers:
     """Case-insensitive, read-only view of request headers."""
 
@@ -62,6 +80,8 @@ class SignedParts:
     candidates: Sequence[str]
     timestamp: int | None = None
     msg_id: str = ""
+    #: The URL the provider called, query string included ('' when the caller gave none).
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,17 @@ class Envelope:
     account: str = ""
     mode: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: This event's own bytes when one request carries several (stored instead of the
+    #: whole request body, so a batch of N events is not stored N times).
+    raw_body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """The answer to a provider's verification request (HTTP 200): nothing is stored."""
+
+    body: bytes
+    content_type: str = "application/json"
 
 
 class Scheme:
@@ -85,6 +116,9 @@ class Scheme:
     signature_headers: ClassVar[tuple[str, ...]] = ()
     #: Whether the provider signs a timestamp (so stale requests can be refused).
     has_timestamp: ClassVar[bool] = True
+    #: Whether the provider signs the URL it called (then ``SignedParts.url`` matters, and a
+    #: source behind a proxy needs its ``public_url``).
+    signs_url: ClassVar[bool] = False
 
     # --- signature ------------------------------------------------------------------
     def signed_parts(self, headers: Headers) -> SignedParts:
@@ -120,6 +154,14 @@ class Scheme:
         return None
 
     # --- envelope -------------------------------------------------------------------
+    def challenge(self, headers: Headers, body: bytes, parts: SignedParts) -> Challenge | None:
+        """The answer to an authenticated verification request, or None for an event."""
+        return None
+
+    def envelopes(self, headers: Headers, body: bytes, parts: SignedParts) -> list[Envelope]:
+        """Every event of the request; at least one, or ``MalformedEnvelope``."""
+        return [self.envelope(headers, body, parts)]
+
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
         data = parse_json_object(body)
         return Envelope(
@@ -147,8 +189,13 @@ def verify(
     *,
     now: float,
     tolerance_seconds: int,
+    url: str = "",
 ) -> Verified:
     """Check the signature against every secret, then the timestamp window.
+
+    ``url`` is the URL the provider called, for the schemes that sign it. A malformed
+    signature header raises ``MalformedHeader`` (a ``MalformedEnvelope``) before any secret
+    is tried.
 
     Every secret is compared with every candidate in constant time and without stopping at
     the first match, so the time taken says nothing about which secret (if any) matched.
@@ -156,6 +203,8 @@ def verify(
     from the answer, and a signed-but-stale request is told apart as a replay in the logs.
     """
     parts = scheme.signed_parts(headers)
+    if url:
+        parts = replace(parts, url=url)
     matched: int | None = None
     for index, secret in enumerate(secrets):
         # An empty secret would be an empty HMAC key, which anyone can sign with.
@@ -189,6 +238,52 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if b"\\u" in body and not _storable_text(data):
         raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")
     return data
+
+
+def parse_json_array(body: bytes) -> list[tuple[dict[str, Any], bytes]]:
+    """A JSON array of objects, each with its own exact bytes as sent, under the same
+    rules as ``parse_json_object`` (no NaN, no infinity, depth, storable text)."""
+    too_deep_error = f"body is nested more than {MAX_DEPTH} levels deep"
+    try:
+        text = body.decode("utf-8")
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedEnvelope("body is not valid JSON") from None
+    except RecursionError:
+        raise MalformedEnvelope(too_deep_error) from None
+    if not isinstance(data, list):
+        raise MalformedEnvelope("body must be a JSON array")
+    if too_deep(data):
+        raise MalformedEnvelope(too_deep_error)
+    if "\\u" in text and not _storable_text(data):
+        raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")
+    items = []
+    for index, (item, raw) in enumerate(zip(data, _array_items(text), strict=True)):
+        if not isinstance(item, dict):
+            raise MalformedEnvelope(f"item {index} of the array is not a JSON object")
+        items.append((item, raw.encode("utf-8")))
+    return items
+
+
+def _array_items(text: str) -> Iterator[str]:
+    """The source text of each item of the JSON array ``text`` (already validated)."""
+    decoder = json.JSONDecoder()
+    position = _skip_space(text, 0) + 1  # past "["
+    while True:
+        position = _skip_space(text, position)
+        if text[position] == "]":
+            return
+        _, end = decoder.raw_decode(text, position)
+        yield text[position:end]
+        position = _skip_space(text, end)
+        if text[position] == ",":
+            position += 1
+
+
+def _skip_space(text: str, position: int) -> int:
+    while text[position] in " \t\n\r":
+        position += 1
+    return position
 
 
 def _refuse_constant(name: str) -> None:

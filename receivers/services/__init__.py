@@ -1,6 +1,6 @@
 """Services of the receiving side: the only place where its business rules live."""
 
-from .arrival import Arrival, expectation_mismatch, inbox_record
+from .arrival import Arrival, expectation_mismatch, inbox_record, inbox_record_batch
 from .processing import InboxNotRetryable, Outcome, inbox_claim, inbox_process, inbox_retry
 from .sources import (
     InvalidSecret,
@@ -26,6 +26,7 @@ __all__ = [
     "inbox_claim",
     "inbox_process",
     "inbox_record",
+    "inbox_record_batch",
     "inbox_retry",
     "inbox_sweep",
     "source_create",

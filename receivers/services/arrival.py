@@ -13,7 +13,7 @@ transaction it is part of that transaction, and processing is enqueued on its co
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -88,6 +88,37 @@ def inbox_record(
             extra={"source": source.slug, "event_id": envelope.event_id},
         )
     return Arrival(inbox_id=stored_id, created=created, status=status)
+
+
+def inbox_record_batch(
+    *,
+    source: Source,
+    envelopes: Sequence[Envelope],
+    headers: Mapping[str, str],
+    raw_body: bytes,
+) -> list[Arrival]:
+    """Store the events of one request (a provider's batch) in one transaction.
+
+    Each event is its own row, deduplicated on its own id, so a repeated batch adds no row
+    and an event seen in an earlier batch is not stored twice. Each row keeps its event's
+    own bytes (``Envelope.raw_body``) when the scheme gives them, else the request's body.
+    Rows are inserted in event-id order: two concurrent batches sharing events lock them
+    in the same order, so they wait for each other instead of deadlocking. Processing of
+    every new row is enqueued when the transaction commits; the arrivals come back in the
+    order of ``envelopes``.
+    """
+    order = sorted(range(len(envelopes)), key=lambda index: envelopes[index].event_id)
+    arrivals: dict[int, Arrival] = {}
+    with transaction.atomic():
+        for index in order:
+            envelope = envelopes[index]
+            arrivals[index] = inbox_record(
+                source=source,
+                envelope=envelope,
+                headers=headers,
+                raw_body=raw_body if envelope.raw_body is None else envelope.raw_body,
+            )
+    return [arrivals[index] for index in range(len(envelopes))]
 
 
 def _insert_unless_stored(row: InboxEvent) -> bool:

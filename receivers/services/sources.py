@@ -3,6 +3,7 @@
 import re
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -50,9 +51,31 @@ EDITABLE = frozenset(
         "expected_mode",
         "api_base_url",
         "api_token",
+        "public_url",
         *BOUNDS,
     }
 )
+
+
+def public_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the URL a provider signs (None if it can).
+
+    The request's own query string is added to it at verification time, so the URL itself
+    has none (nor a fragment, which no request carries).
+    """
+    if len(url) > 2048:
+        return "The URL is longer than 2048 characters."
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "Enter a valid http(s) URL."
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "Enter a valid http(s) URL."
+    if any(ord(char) <= 32 or ord(char) == 127 for char in url):
+        return "The URL contains spaces or control characters."
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "Give the URL without '?' or '#': the query string of each request is added to it."
+    return None
 
 
 def source_validate(*, source: Source | None = None, **fields: Any) -> None:
@@ -96,6 +119,13 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
         )
         if problem:
             refuse("api_base_url", problem)
+    public_url = fields.get("public_url")
+    if public_url is not None and not isinstance(public_url, str):
+        refuse("public_url", "Enter a valid http(s) URL.")
+    elif public_url:
+        problem = public_url_problem(public_url)
+        if problem:
+            refuse("public_url", problem)
     token = fields.get("api_token")
     if token:
         try:

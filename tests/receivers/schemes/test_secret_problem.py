@@ -6,7 +6,9 @@ from deliveries.signing import generate_secret
 from receivers.schemes import SCHEMES
 
 
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+# A SendGrid source holds an ECDSA public key, never a shared secret: see
+# tests/receivers/schemes/test_providers.py for what it accepts.
+@pytest.mark.parametrize("scheme", sorted(set(SCHEMES) - {"sendgrid"}))
 def test_generated_secrets_are_fine_everywhere(scheme: str) -> None:
     assert SCHEMES[scheme].secret_problem(generate_secret()) is None
 
