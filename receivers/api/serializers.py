@@ -1,3 +1,5 @@
+from typing import Any
+
 from rest_framework import serializers
 
 from deliveries.api.strict import BlankAsNullChoiceField, StrictTypes
@@ -13,6 +15,28 @@ from ..models import (
 )
 
 MAX_SECRET_LENGTH = 1000
+PUBLIC_URL_HELP = (
+    "The URL the provider calls, as configured there, when a proxy stands in front (Twilio "
+    "and Square sign it). An http(s) URL without query string or fragment: each request's "
+    "own query string is added to it. null: the URL the request reached."
+)
+
+
+class BlankAsNullURLField(serializers.URLField):
+    """A URL a model stores as "" when unset: served as null, taken as null or ""
+    (a stored "" would be served as a value outside the schema's ``format: uri``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_blank", not kwargs.get("read_only", False))
+        super().__init__(allow_null=True, max_length=2048, help_text=PUBLIC_URL_HELP, **kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data is None:
+            return ""
+        return super().run_validation(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return None if value in ("", None) else super().to_representation(value)
 
 
 class SecretFingerprintSerializer(serializers.ModelSerializer):
@@ -28,6 +52,7 @@ EXPECTED_MODE_HELP = "Events of the other mode (e.g. Stripe test events) are ign
 
 class SourceSerializer(serializers.ModelSerializer):
     secret_fingerprints = SecretFingerprintSerializer(source="secrets", many=True, read_only=True)
+    public_url = BlankAsNullURLField(read_only=True)
     expected_mode = BlankAsNullChoiceField(
         choices=Source._meta.get_field("expected_mode").choices,
         read_only=True,
@@ -72,6 +97,7 @@ class SourceCreateSerializer(StrictTypes, serializers.ModelSerializer):
         help_text=f'{EXPECTED_MODE_HELP} "" is taken as null.',
     )
     scheme = serializers.ChoiceField(choices=Scheme.choices)
+    public_url = BlankAsNullURLField(required=False)
     secret = serializers.CharField(
         max_length=MAX_SECRET_LENGTH, required=False, allow_blank=True, write_only=True
     )

@@ -115,7 +115,12 @@ CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
     },
     ("POST", "/api/v1/endpoints"): ENDPOINT_RULES,
     ("PATCH", "/api/v1/endpoints/{id}"): ENDPOINT_RULES,
-    ("POST", "/api/v1/sources"): {"slug": r"already exists", "secret": r"."},
+    ("POST", "/api/v1/sources"): {
+        "slug": r"already exists",
+        "secret": r".",
+        # Django's URL validator, and no query string or fragment (the description says so).
+        "public_url": r".",
+    },
     # Against what is stored: the endpoint's scheme must be v1a first.
     ("POST", "/api/v1/endpoints/{id}/rotate-signing-key"): {
         "signature_scheme": r"to \"v1a\" or \"v1,v1a\" first"

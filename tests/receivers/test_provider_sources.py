@@ -65,7 +65,7 @@ def test_api_creates_a_source_of_each_provider_that_then_receives(
     assert response.status_code == 201, response.content
     created = response.json()
     assert created["scheme"] == provider.scheme
-    assert created["public_url"] == fields.get("public_url", "")
+    assert created["public_url"] == fields.get("public_url")  # null when unset
     assert created["secret"] == key.secret  # shown once, as given
     assert api.get(f"{API}/sources/{created['id']}").json()["public_url"] == created["public_url"]
     signed = provider.request(key, "evt-api", url=url_for(provider, "inbound"))
@@ -118,6 +118,17 @@ def test_api_refuses_a_public_url_that_cannot_be_what_is_signed(
     assert response.status_code == 400, response.content
     assert response.json()["public_url"]
     assert not Source.objects.exists()
+
+
+def test_api_takes_null_or_empty_as_no_public_url(api: APIClient) -> None:
+    for n, public_url in enumerate([None, ""]):
+        key = BY_NAME["square"].new_key()
+        response = create(
+            api, slug=f"square-{n}", scheme="square", secret=key.secret, public_url=public_url
+        )
+        assert response.status_code == 201, response.content
+        assert response.json()["public_url"] is None
+        assert Source.objects.get(slug=f"square-{n}").public_url == ""
 
 
 def test_api_refuses_an_unknown_scheme(api: APIClient) -> None:
