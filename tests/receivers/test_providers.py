@@ -8,6 +8,7 @@ SendGrid's batches) follows.
 """
 
 import json
+import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from receivers import services
 from receivers.handlers import registry
@@ -525,3 +527,36 @@ def test_sendgrid_batch_is_stored_in_one_transaction() -> None:
         assert not InboxEvent.objects.filter(source=source).exists()
         other.rollback()
     assert send(client, source, signed).json()["stored"] == 2
+
+
+# --- the size limit, and counting by scheme -----------------------------------------------
+
+
+def test_the_size_limit_comes_before_anything_is_parsed(client: Client, provider: Provider) -> None:
+    source, key = new_source(provider, max_body_bytes=1024)
+    signed = provider.request(key, "evt-large", url=url_of(source))
+    large = Signed(**{**signed.__dict__, "body": signed.body + b" " * 1024})
+    response = send(client, source, large.with_headers(**provider.malformed))
+    assert response.status_code == 413  # not the 400 its malformed header would get
+    assert not InboxEvent.objects.exists()
+
+
+def test_requests_are_counted_and_logged_by_scheme(
+    client: Client, provider: Provider, caplog: pytest.LogCaptureFixture
+) -> None:
+    def count(outcome: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "receivers_scheme_requests_total", {"scheme": provider.scheme, "outcome": outcome}
+        )
+        return value or 0.0
+
+    source, key = new_source(provider)
+    before = count("accepted"), count("signature_failed")
+    caplog.set_level(logging.INFO, logger="receivers.views")
+
+    send(client, source, provider.request(key, "evt-counted", url=url_of(source)))
+    send(client, source, provider.request(provider.new_key(), "evt-x", url=url_of(source)))
+
+    assert (count("accepted"), count("signature_failed")) == (before[0] + 1, before[1] + 1)
+    records = [r for r in caplog.records if r.name == "receivers.views"]
+    assert {getattr(r, "scheme", None) for r in records} == {provider.scheme}

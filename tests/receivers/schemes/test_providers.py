@@ -11,6 +11,8 @@ from urllib.parse import parse_qsl, urlencode
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from paddle_billing.Notifications import Secret
 from paddle_billing.Notifications.PaddleSignature import PaddleSignature
 from paddle_billing.Notifications.Verifier import Verifier as PaddleVerifier
@@ -28,7 +30,7 @@ from receivers.schemes import (
     TimestampOutOfWindow,
     verify,
 )
-from receivers.schemes.base import MalformedEnvelope, parse_json_array
+from receivers.schemes.base import MalformedEnvelope, VerificationError, parse_json_array
 from tests.receivers.providers import BY_NAME, Signed, twilio_json_request
 
 HMAC_SCHEMES = ["slack", "twilio", "shopify", "paddle", "square"]
@@ -310,3 +312,73 @@ def test_array_bodies_that_cannot_be_stored_are_malformed(body: bytes) -> None:
 def test_an_array_nested_too_deep_is_malformed() -> None:
     with pytest.raises(MalformedEnvelope, match="nested"):
         parse_json_array(b"[" + b'{"a":' * 300 + b"1" + b"}" * 300 + b"]")
+
+
+# --- whatever a caller sends: a verdict, never an unexpected exception --------------------
+
+
+header_text = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=80
+) | st.sampled_from(["v0=", "ts=1;h1=", "ts=;h1=aa", "=", ";;", "YWJj", "A" * 28 + "="])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scheme=st.sampled_from([*HMAC_SCHEMES, "sendgrid"]),
+    values=st.lists(header_text, min_size=3, max_size=3),
+    body=st.binary(max_size=200) | st.sampled_from([b"[]", b"{}", b"[{}]", b'[{"a":1}]']),
+    query=st.sampled_from(["", "bodySHA256=00", "bodySHA256=%ff", "a=b&a=c"]),
+)
+def test_any_request_is_verified_or_refused_cleanly(
+    scheme: str, values: list[str], body: bytes, query: str
+) -> None:
+    provider = BY_NAME[scheme]
+    key = provider.new_key()
+    names = [provider.signature_header, *provider.malformed, "X-Slack-Request-Timestamp"]
+    headers = Headers(dict(zip(names, values, strict=False)))
+    url = f"{URL}?{query}" if query else URL
+    try:
+        verified = verify(
+            SCHEMES[scheme],
+            headers,
+            body,
+            [key.secret],
+            now=time.time(),
+            tolerance_seconds=300,
+            url=url,
+        )
+    except (VerificationError, MalformedEnvelope):
+        return
+    # Only a signature made with the key could get here, and none was.
+    raise AssertionError(f"verified without a signature: {verified}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    scheme=st.sampled_from([*HMAC_SCHEMES, "sendgrid"]),
+    body=st.binary(max_size=300)
+    | st.sampled_from(
+        [
+            b'{"event_id": 1, "type": "x"}',
+            b'[{"sg_event_id": "a", "event": null}]',
+            b'{"type": "url_verification", "challenge": ["x"]}',
+            b"MessageSid=SM1&MessageStatus=%FF%FE",
+            b"EventType=&CallSid=CA1",
+        ]
+    ),
+    content_type=st.sampled_from(["application/json", "application/x-www-form-urlencoded", ""]),
+)
+def test_any_authenticated_body_gives_envelopes_or_a_400(
+    scheme: str, body: bytes, content_type: str
+) -> None:
+    """After the signature: events, a challenge, or MalformedEnvelope (a 400), nothing else."""
+    instance = SCHEMES[scheme]
+    headers = Headers({"Content-Type": content_type, "X-Shopify-Topic": "orders/create"})
+    parts = instance.signed_parts(Headers({}))
+    try:
+        if instance.challenge(headers, body, parts) is None:
+            envelopes = instance.envelopes(headers, body, parts)
+            assert envelopes
+            assert all(e.event_id and e.type for e in envelopes)
+    except MalformedEnvelope:
+        pass
