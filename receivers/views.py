@@ -125,9 +125,11 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
         raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
     kept_headers = stored_headers(request.headers, scheme.signature_headers)
     if len(envelopes) == 1:
+        [envelope] = envelopes
+        raw = body if envelope.raw_body is None else envelope.raw_body
         arrivals = [
             services.inbox_record(
-                source=source, envelope=envelopes[0], headers=kept_headers, raw_body=body
+                source=source, envelope=envelope, headers=kept_headers, raw_body=raw
             )
         ]
     else:
@@ -138,6 +140,7 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
         if arrival.created:
             observe_delivery_lag(source.slug, envelope.provider_timestamp)
     outcome = _outcome(arrivals)
+    stored = sum(arrival.created for arrival in arrivals)
     tracing.annotate_current(
         {
             "webhooks.event.id": envelopes[0].event_id,
@@ -146,21 +149,27 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
             **({"webhooks.batch.size": len(envelopes)} if len(envelopes) > 1 else {}),
         }
     )
-    for envelope in envelopes:
+    context = {"source": source.slug, "scheme": scheme.name}
+    if len(envelopes) == 1:
+        context.update(event_id=envelopes[0].event_id, event_type=envelopes[0].type)
+        logger.info("webhook %s", outcome, extra=context)
+    else:
+        # One line per batch (a SendGrid batch can hold a thousand events), with its span.
         logger.info(
-            "webhook %s",
+            "webhook batch %s",
             outcome,
             extra={
-                "source": source.slug,
-                "scheme": scheme.name,
-                "event_id": envelope.event_id,
-                "event_type": envelope.type,
+                **context,
+                "events": len(envelopes),
+                "stored": stored,
+                "first_event_id": envelopes[0].event_id,
+                "last_event_id": envelopes[-1].event_id,
             },
         )
     answer: dict[str, Any] = {"status": outcome}
     if len(envelopes) > 1:
         answer["events"] = len(envelopes)
-        answer["stored"] = sum(arrival.created for arrival in arrivals)
+        answer["stored"] = stored
     return outcome, JsonResponse(answer, status=200)
 
 

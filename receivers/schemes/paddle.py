@@ -38,8 +38,8 @@ class PaddleScheme(HmacScheme):
             return SignedParts(candidates=[])
         timestamp: int | None = None
         candidates: list[str] = []
-        for part in header.split(";"):
-            key, equals, value = part.strip().partition("=")
+        for part in filter(None, (p.strip() for p in header.split(";"))):
+            key, equals, value = part.partition("=")
             if not equals:
                 raise MalformedHeader(FORMAT)
             if key == "ts":

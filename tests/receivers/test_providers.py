@@ -560,3 +560,15 @@ def test_requests_are_counted_and_logged_by_scheme(
     assert (count("accepted"), count("signature_failed")) == (before[0] + 1, before[1] + 1)
     records = [r for r in caplog.records if r.name == "receivers.views"]
     assert {getattr(r, "scheme", None) for r in records} == {provider.scheme}
+
+
+def test_a_sendgrid_batch_of_one_event_stores_that_events_bytes(client: Client) -> None:
+    source, key = new_source(BY_NAME["sendgrid"])
+    body = b'[ {"sg_event_id": "only", "event": "processed", "timestamp": 1} ]\n'
+    signed = Signed(body=body, headers=sendgrid_headers(key, body, int(time.time())))
+    assert send(client, source, signed).json() == {"status": "accepted"}
+    row = InboxEvent.objects.get()
+    assert (
+        bytes(row.raw_body or b"")
+        == b'{"sg_event_id": "only", "event": "processed", "timestamp": 1}'
+    )
