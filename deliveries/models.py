@@ -279,6 +279,12 @@ class Delivery(LeasedJob):
             ),
             models.Index(fields=["status", "-created_at"], name="delivery_status_created_idx"),
             models.Index(fields=["endpoint", "status"], name="delivery_endpoint_status_idx"),
+            # An owner's claim and the sweeper's "has this endpoint due work?" probe.
+            models.Index(
+                fields=["endpoint", "next_attempt_at"],
+                name="delivery_endpoint_due_idx",
+                condition=Q(status="pending"),
+            ),
             models.Index(
                 fields=["endpoint", "ordering_key", "ordering_position"],
                 name="delivery_ordering_idx",
@@ -441,3 +447,25 @@ class PortalLink(models.Model):
 
     def __str__(self) -> str:
         return f"portal link #{self.pk} for {self.tenant}"
+
+
+class EndpointOwner(models.Model):
+    """Who sends an endpoint's requests now (see `services.ownership`).
+
+    At most one owner holds an endpoint's lease at a time; the lease's expiry is written
+    and compared with the database's clock, never a worker's. A row without a token, or
+    with an expired one, has no owner.
+    """
+
+    endpoint = models.OneToOneField(
+        Endpoint, primary_key=True, on_delete=models.CASCADE, related_name="owner"
+    )
+    token = models.UUIDField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+    # No claims before this (an open circuit, a rate limit, requests that got no answer):
+    # the endpoint's due rows wait without any row being rewritten.
+    not_before = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"owner of {self.endpoint_id}"

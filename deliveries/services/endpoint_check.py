@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .dispatch import enqueue_deliveries
+from .dispatch import dispatch_wakes
 
 TEST_EVENT_TYPE = "webhook.test"
 
@@ -40,9 +40,8 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             endpoint=endpoint,
             status=DeliveryStatus.PENDING,
             next_attempt_at=now,
-            enqueued_at=now,
         )
-        transaction.on_commit(lambda: enqueue_deliveries([delivery.pk]), robust=True)
+        transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
     return delivery
 
 

@@ -357,7 +357,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
     Returns how many held deliveries were released (or cancelled).
     """
     from ..models import Delivery
-    from .dispatch import enqueue_deliveries
+    from .dispatch import dispatch_wakes
 
     now = timezone.now()
     with transaction.atomic():
@@ -371,12 +371,9 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
         held = Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.HELD)
         if not deliver_backlog:
             return held.update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
-        ids = list(held.values_list("id", flat=True))
-        held.update(
-            status=DeliveryStatus.PENDING, next_attempt_at=now, enqueued_at=now, updated_at=now
-        )
-        transaction.on_commit(lambda: enqueue_deliveries(ids), robust=True)
-    return len(ids)
+        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=now, updated_at=now)
+        transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+    return released
 
 
 def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> None:

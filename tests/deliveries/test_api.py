@@ -31,7 +31,7 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.services.attempt import build_headers, render_body
+from deliveries.wire import build_headers, render_body
 
 pytestmark = pytest.mark.django_db
 
@@ -1479,7 +1479,7 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     delivery = make_delivery(make_event(), row.pk)
     headers = build_headers(delivery, b"{}", ["whsec_" + "A" * 44], timestamp=1)
     assert (headers["Authorization"], headers["X-Partner"]) == ("Basic czNjcjN0", "p-456")
-    from deliveries.services.wire import redact_headers
+    from deliveries.wire import redact_headers
 
     redacted = redact_headers(headers, row.secret_header_names)
     assert redacted["X-Partner"] == "[redacted]"
