@@ -11,10 +11,9 @@ import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
-
-from deliveries import services
 from rest_framework.test import APIClient
 
+from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.services.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
