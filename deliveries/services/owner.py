@@ -99,6 +99,25 @@ def delivery_attempt(*, delivery_id: int) -> str:
     return Outcome.HELD if status == DeliveryStatus.HELD else Outcome.NOT_CLAIMED
 
 
+def hand_back(
+    *, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0
+) -> uuid.UUID | None:
+    """An owner with nothing left stops: it clears its wake mark (the next wake publishes
+    a message), releases its lease, then looks once more. A row that became due before
+    the mark was cleared had its wake folded into our work, so it is seen here: the owner
+    takes the lease back and goes on (returns the new token). One that became due after
+    has a message of its own; if that message's worker took the lease first, it owns."""
+    with contextlib.suppress(redis.RedisError):
+        # On a Redis error the mark expires with the lease; the sweeper covers the gap.
+        wake_book().clear(str(endpoint_id))
+    owner_release(endpoint_id=endpoint_id, token=token, hold_seconds=hold_seconds)
+    if hold_seconds > 0 or not has_due(endpoint_id=endpoint_id):
+        return None
+    if hold_left(endpoint_id=endpoint_id):
+        return None
+    return owner_take(endpoint_id=endpoint_id)
+
+
 def _close_database_connection() -> None:
     """Give a pooled connection back while the owner waits (its next round takes one
     again); an unpooled one is kept, as reconnecting costs more."""
@@ -138,25 +157,20 @@ class _Owner:
             if self.inactive:
                 _settle_inactive(self.endpoint_id)
             hold = max(self.hold_until - time.monotonic(), 0.0)
-            self._clear_mark()
-            if not self.lost:
+            if self.lost:
+                self._clear_mark()
+                return
+            if self.inactive or hand_on:
+                self._clear_mark()
                 owner_release(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
-            if self.lost or self.inactive:
+                if hand_on:
+                    dispatch_wakes([self.endpoint_id])
                 return
-            if hand_on:
-                dispatch_wakes([self.endpoint_id])
+            token = hand_back(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
+            if token is None:
+                self._wake_when_due(settings.max_countdown_seconds)
                 return
-            # Look once more: a wake folded into our mark just before we cleared it.
-            if has_due(endpoint_id=self.endpoint_id) and not hold_left(
-                endpoint_id=self.endpoint_id
-            ):
-                token = owner_take(endpoint_id=self.endpoint_id)
-                if token is None:
-                    return  # another owner took it (that wake's message)
-                self.token = token
-                continue
-            self._wake_when_due(settings.max_countdown_seconds)
-            return
+            self.token = token
 
     def _work(self) -> bool:
         """Rounds until nothing is due and nothing open; True when the turn ended with work
