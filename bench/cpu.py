@@ -1,9 +1,9 @@
 """CPU per event and per delivery, in one process: `python -m bench.cpu`.
 
 No broker hop and no worker: events are emitted here (one per transaction, or many per
-transaction), then their deliveries are attempted here by the same service the delivery
-task calls (the fan-out of events left to the fan-out task is done first, outside the
-figures), against the fast receiver on 127.0.0.1. `time.process_time()` counts this
+transaction), then their deliveries are sent here by the same service the delivery task
+calls, an endpoint's owner (the fan-out of events left to the fan-out task is done first,
+outside the figures), against the fast receiver on 127.0.0.1. `time.process_time()` counts this
 process's CPU only (Django, psycopg, the HTTP client, signing, recording), not
 PostgreSQL's or the receiver's. `--profile N` prints the N costliest functions of attempting
 the batches (cProfile).
@@ -32,9 +32,11 @@ def cpu_ms(work: Callable[[], int]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500)
-    parser.add_argument("--batch", type=int, default=50, help="deliveries per batch")
     parser.add_argument(
-        "--profile", type=int, default=0, help="print this many functions (of a batch of --batch)"
+        "--profile",
+        type=int,
+        default=0,
+        help="print this many functions (of owners through a backlog)",
     )
     args = parser.parse_args()
 
@@ -79,31 +81,47 @@ def main() -> None:
             ids = Delivery.objects.filter(status=DeliveryStatus.PENDING).order_by("pk")
             return list(ids.values_list("pk", flat=True))
 
-        def attempt_in_batches(size: int) -> Callable[[], int]:
-            """The pending deliveries, `size` ids per call as a task message names them
-            (a batch may take other due ones along; their calls then claim nothing)."""
+        def owners_through_backlog() -> Callable[[], int]:
+            """The pending deliveries, sent by their endpoints' owners as a wake message
+            runs them (each owner claims up to its in-flight limit at a time)."""
             fan_out_the_rest()
             ids = pending()
+            endpoints = set(
+                Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", flat=True)
+            )
 
             def work() -> int:
-                for start in range(0, len(ids), size):
-                    services.deliveries_attempt(delivery_ids=ids[start : start + size])
+                for endpoint_id in endpoints:
+                    services.endpoint_work(endpoint_id=endpoint_id)
                 return len(ids)
 
             return work
 
+        def owner_per_event() -> int:
+            """Events one at a time, each sent by an owner of its own (the wake, the take,
+            the claim, the request, the record, the hand-back)."""
+            endpoint_ids = list(Delivery.objects.values_list("endpoint_id", flat=True)[:1])
+            for n in range(args.events // 5):
+                with transaction.atomic():
+                    services.emit("bench.load", {"n": n})
+                for endpoint_id in endpoint_ids:
+                    services.endpoint_work(endpoint_id=endpoint_id)
+            return args.events // 5
+
         # A warm-up: imports, prepared connections, the HTTP pool.
         emit_one_per_transaction()
-        attempt_in_batches(args.batch)()
+        owners_through_backlog()()
         rows = []
         rows.append(("emit, one event per transaction", cpu_ms(emit_one_per_transaction)))
         broker.flushdb()
-        rows.append(("delivery, one message each", cpu_ms(attempt_in_batches(1))))
+        rows.append(("delivery, an owner through a backlog", cpu_ms(owners_through_backlog())))
+        broker.flushdb()
+        rows.append(("event + delivery, one at a time (an owner each)", cpu_ms(owner_per_event)))
         rows.append(
             (f"emit, {args.events} events in one transaction", cpu_ms(emit_in_one_transaction))
         )
         broker.flushdb()
-        rows.append((f"delivery, {args.batch} per message", cpu_ms(attempt_in_batches(args.batch))))
+        rows.append(("delivery, an owner through a backlog", cpu_ms(owners_through_backlog())))
         broker.flushdb()
         print("| measure (this process's CPU) | ms |\n| --- | --- |")
         for name, value in rows:
@@ -112,7 +130,7 @@ def main() -> None:
             emit_one_per_transaction()
             broker.flushdb()
             profiler = cProfile.Profile()
-            profiler.runcall(attempt_in_batches(args.batch))
+            profiler.runcall(owners_through_backlog())
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
 
 

@@ -827,13 +827,15 @@ def test_post_event_deeply_nested_but_parseable_data(api: APIClient) -> None:
     assert Event.objects.get().data == data
 
 
-def test_get_event_shows_its_deliveries(api: APIClient) -> None:
+def test_get_event_shows_its_deliveries(
+    api: APIClient, django_capture_on_commit_callbacks: Any
+) -> None:
     first = create_endpoint(api)
     second = create_endpoint(api)
-    event_id = body(post_json(api, f"{API}/events", {"type": "invoice.paid", "data": {"a": 1}}))[
-        "id"
-    ]
-    # Its two deliveries were made when it was emitted; they are given outcomes here.
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = post_json(api, f"{API}/events", {"type": "invoice.paid", "data": {"a": 1}})
+    event_id = body(posted)["id"]
+    # Its two deliveries were made right after its commit; they are given outcomes here.
     deliveries = Delivery.objects.filter(event_id=event_id)
     sent = deliveries.get(endpoint_id=first["id"])
     dead = deliveries.get(endpoint_id=second["id"])
