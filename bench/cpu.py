@@ -17,16 +17,58 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.common import BROKER_URL, ENV, free_port, process, recreate_database, wait_for_port
 
 
-def cpu_ms(work: Callable[[], int]) -> float:
-    """CPU milliseconds per item of `work` (which returns how many items it did)."""
+@dataclass
+class Cost:
+    """What one item of work cost this process and the servers it talked to."""
+
+    cpu_ms: float
+    statements: float
+    writes: float
+    redis_commands: float
+    messages: float
+
+
+def _redis_calls(client: Any) -> tuple[int, int]:
+    """(all commands, LPUSH + RPUSH) the broker's Redis has served (all its clients: exact
+    on a Redis of the benchmark's own, `BENCH_BROKER_URL`)."""
+    stats = client.info("commandstats")
+    total = sum(int(v.get("calls", 0)) for v in stats.values())
+    pushes = sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("lpush", "rpush"))
+    return total, pushes
+
+
+def cost(work: Callable[[], int], broker: Any) -> Cost:
+    """The costs per item of `work` (which returns how many items it did)."""
+    from django.db import connection
+
+    counts = {"statements": 0, "writes": 0}
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        counts["statements"] += 1
+        if sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE"):
+            counts["writes"] += 1
+        return execute(sql, params, many, context)
+
+    redis_before, pushes_before = _redis_calls(broker)
     started = time.process_time()
-    count = work()
-    return (time.process_time() - started) * 1000 / max(count, 1)
+    with connection.execute_wrapper(count):
+        done = max(work(), 1)
+    cpu = (time.process_time() - started) * 1000 / done
+    redis_after, pushes_after = _redis_calls(broker)
+    return Cost(
+        cpu,
+        counts["statements"] / done,
+        counts["writes"] / done,
+        (redis_after - redis_before) / done,
+        (pushes_after - pushes_before) / done,
+    )
 
 
 def main() -> None:
@@ -112,20 +154,29 @@ def main() -> None:
         emit_one_per_transaction()
         owners_through_backlog()()
         rows = []
-        rows.append(("emit, one event per transaction", cpu_ms(emit_one_per_transaction)))
+        rows.append(("emit, one event per transaction", cost(emit_one_per_transaction, broker)))
         broker.flushdb()
-        rows.append(("delivery, an owner through a backlog", cpu_ms(owners_through_backlog())))
+        backlog = owners_through_backlog()
+        rows.append(("delivery, an owner through a backlog", cost(backlog, broker)))
         broker.flushdb()
-        rows.append(("event + delivery, one at a time (an owner each)", cpu_ms(owner_per_event)))
         rows.append(
-            (f"emit, {args.events} events in one transaction", cpu_ms(emit_in_one_transaction))
+            ("event + delivery, one at a time (an owner each)", cost(owner_per_event, broker))
         )
+        emit_many = f"emit, {args.events} events in one transaction"
+        rows.append((emit_many, cost(emit_in_one_transaction, broker)))
         broker.flushdb()
-        rows.append(("delivery, an owner through a backlog", cpu_ms(owners_through_backlog())))
+        backlog = owners_through_backlog()
+        rows.append(("delivery, an owner through a backlog", cost(backlog, broker)))
         broker.flushdb()
-        print("| measure (this process's CPU) | ms |\n| --- | --- |")
-        for name, value in rows:
-            print(f"| {name} | {value:.2f} |")
+        print(
+            "| per item | CPU ms (this process) | SQL statements | of them writes "
+            "| Redis commands | task messages |\n| --- | --- | --- | --- | --- | --- |"
+        )
+        for name, c in rows:
+            print(
+                f"| {name} | {c.cpu_ms:.2f} | {c.statements:.1f} | {c.writes:.1f} "
+                f"| {c.redis_commands:.1f} | {c.messages:.2f} |"
+            )
         if args.profile:
             emit_one_per_transaction()
             broker.flushdb()
