@@ -173,6 +173,37 @@ def scheme_refusal(url: str, policy: AddressPolicy) -> str | None:
     return None
 
 
+Origin = tuple[str, str, int]
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str | None) -> Origin | None:
+    """``(scheme, host, port)`` of a URL, as a browser compares origins: scheme and host
+    in lower case (IDNA for a Unicode name), the port spelled out (``https://a`` and
+    ``https://a:443`` are one origin). None for no URL or one whose origin cannot be read.
+
+    A credential stored for one origin must not follow the URL to another
+    (``deliveries.services.endpoints``, ``receivers.services.sources``).
+    """
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return scheme, _comparable_host(parts.hostname), port
+
+
+def same_origin(before: str | None, after: str | None) -> bool:
+    """Whether two URLs share their origin (two URLs without one never do)."""
+    first = origin(before)
+    return first is not None and first == origin(after)
+
+
 def url_refusal(url: str, policy: AddressPolicy) -> str | None:
     """Why this URL may not receive webhooks, or None.
 
