@@ -134,6 +134,12 @@ def test_a_public_key_stored_before_the_fix_verifies_nothing(client: Client, sch
     response = post(client, source.slug, body, headers)
     assert response.status_code == 401
     assert not InboxEvent.objects.exists()
+    # And `manage.py check --database default` names it.
+    from receivers.checks import check_sources_can_verify
+
+    warnings = check_sources_can_verify(None, databases=["default"])
+    assert [w.id for w in warnings] == ["receivers.W005"]
+    assert stored.fingerprint in warnings[0].msg
 
 
 def test_a_scheme_change_re_validates_every_unexpired_secret(staff: Client) -> None:
