@@ -136,6 +136,15 @@ SETTINGS: tuple[Setting, ...] = (
         debug_default=("127.0.0.0/8", "::1"),
     ),
     Setting(
+        "WEBHOOKS_PORTAL_ALLOWED_NETWORKS",
+        (),
+        "CIDR networks that endpoints a tenant makes or re-points in the portal may reach "
+        "besides public addresses. `WEBHOOKS_ALLOWED_NETWORKS` and DEBUG's loopback "
+        "allowance never apply to those endpoints (only to the ones operators and the API "
+        "make): list a network here to let tenants reach it too. Empty: public addresses "
+        "only, in DEBUG too.",
+    ),
+    Setting(
         "WEBHOOKS_REQUIRE_HTTPS",
         True,
         "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is "
@@ -279,12 +288,14 @@ class HealthSettings:
     global_rate_limit: int
     defer_seconds: float
     redis_url: str
+    portal_allowed_networks: tuple[str, ...] = ()
 
 
 @functools.cache
 def health() -> HealthSettings:
     return HealthSettings(
         allowed_networks=tuple(value("WEBHOOKS_ALLOWED_NETWORKS")),
+        portal_allowed_networks=tuple(value("WEBHOOKS_PORTAL_ALLOWED_NETWORKS")),
         require_https=value("WEBHOOKS_REQUIRE_HTTPS"),
         suspend_after_failures=value("WEBHOOKS_SUSPEND_AFTER_FAILURES"),
         suspend_window_seconds=value("WEBHOOKS_SUSPEND_WINDOW_SECONDS"),
@@ -320,6 +331,27 @@ def address_policy() -> AddressPolicy:
     )
 
 
+@functools.cache
+def portal_address_policy() -> AddressPolicy:
+    """The SSRF guard's policy for endpoints whose URL a tenant chose in the portal: public
+    addresses, plus ``WEBHOOKS_PORTAL_ALLOWED_NETWORKS`` only (never the operators'
+    ``WEBHOOKS_ALLOWED_NETWORKS`` nor DEBUG's loopback)."""
+    current = health()
+    return AddressPolicy(
+        allowed_networks=parse_networks(current.portal_allowed_networks),
+        require_https=current.require_https,
+        allowance_setting="",
+    )
+
+
+def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
+    """The policy an endpoint's requests go out under, at connect time as when saved:
+    `portal_address_policy` when a tenant chose its URL in the portal."""
+    if getattr(endpoint, "url_chosen_in_portal", False):
+        return portal_address_policy()
+    return address_policy()
+
+
 @dataclass(frozen=True)
 class PortalSettings:
     """The tenants' portal (deliveries/portal/)."""
@@ -342,7 +374,7 @@ def portal() -> PortalSettings:
 def _forget(**kwargs: Any) -> None:
     """Settings are read once per process (every delivery reads them several times);
     a changed setting (tests, `override_settings`) is read again."""
-    for view in (get, health, address_policy):
+    for view in (get, health, address_policy, portal_address_policy):
         view.cache_clear()
 
 

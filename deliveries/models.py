@@ -42,6 +42,10 @@ class EnvelopeKind(models.TextChoices):
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=2048)
+    # Whether a tenant chose `url` in the portal: then the SSRF guard admits public
+    # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
+    # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
+    url_chosen_in_portal = models.BooleanField(default=False, editable=False)
     description = models.CharField(max_length=500, blank=True)
     # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
@@ -102,6 +106,10 @@ class Endpoint(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    #: Not stored: what the last `endpoint_update` on this instance did besides the change
+    #: asked (secret headers dropped by a change of origin), for the caller to show.
+    notices: tuple[str, ...] = ()
 
     class Meta:
         ordering = ["-created_at"]

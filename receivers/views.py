@@ -1,7 +1,12 @@
 """The receiving endpoint, ``/receivers/<slug>/``: a short pipeline, the same for every scheme.
 
-    source -> size limit -> raw body -> signature (every active secret, constant time)
-    -> timestamp window -> envelope -> INSERT ... ON CONFLICT DO NOTHING -> COMMIT -> 200
+    source -> size limit -> raw body
+    -> signature headers (count, form, timestamp window: no cryptography yet)
+    -> signature (every active secret, constant time) -> envelope
+    -> INSERT ... ON CONFLICT DO NOTHING -> COMMIT -> 200
+
+``HEAD`` (providers probing the URL) answers 200 and ``GET`` 405 whatever the slug, before
+any lookup, so neither tells which sources exist.
 
 Each step either passes or ends the request with a fixed answer; only the envelope step
 says what was wrong (the caller is authenticated by then). 2xx means the event is
@@ -67,14 +72,15 @@ def receive(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _receive(request: HttpRequest, slug: str) -> HttpResponse:
-    if request.method not in ("POST", "HEAD"):
+    if request.method == "HEAD":
+        # The same answer for every slug, existing or not: a probe learns nothing.
+        return HttpResponse(status=200)
+    if request.method != "POST":
         return HttpResponseNotAllowed(["POST", "HEAD"])
     try:
         found = selectors.source_for_request(slug=slug, now=timezone.now())
         if found is None:
             raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
-        if request.method == "HEAD":
-            return HttpResponse(status=200)
         outcome, body = _accept(request, found)
     except Reject as reject:
         count_request(slug if reject.status != 404 else "-", reject.outcome)
@@ -96,7 +102,9 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
     scheme = schemes.get(source.scheme)
     body = _read_body(request, source.max_body_bytes)
     headers = schemes.Headers(request.headers)
-    verified = _verify(scheme, headers, body, source, _active_secrets(found))
+    # Before any key touches the body (see schemes.screen).
+    parts = _screen(scheme, headers, source)
+    verified = _verify(scheme, headers, body, source, _active_secrets(found), parts)
     try:
         envelope = scheme.envelope(headers, body, verified.parts)
     except schemes.MalformedEnvelope as exc:
@@ -170,12 +178,29 @@ def _read_chunked(request: HttpRequest, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _screen(
+    scheme: schemes.Scheme, headers: schemes.Headers, source: Source
+) -> schemes.SignedParts:
+    try:
+        return schemes.screen(
+            scheme, headers, now=time.time(), tolerance_seconds=source.tolerance_seconds
+        )
+    except schemes.TooManySignatures:
+        detail = f"too many signatures (at most {schemes.MAX_SIGNATURES})"
+        raise Reject(400, RequestOutcome.MALFORMED, detail) from None
+    except schemes.TimestampOutOfWindow:
+        raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None
+    except schemes.VerificationError:
+        raise Reject(401, RequestOutcome.SIGNATURE_FAILED, "unauthorized") from None
+
+
 def _verify(
     scheme: schemes.Scheme,
     headers: schemes.Headers,
     body: bytes,
     source: Source,
     secrets: list[str],
+    parts: schemes.SignedParts,
 ) -> schemes.Verified:
     if not secrets:
         logger.error(
@@ -189,6 +214,7 @@ def _verify(
             secrets,
             now=time.time(),
             tolerance_seconds=source.tolerance_seconds,
+            parts=parts,
         )
     except schemes.TimestampOutOfWindow:
         raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None

@@ -222,6 +222,8 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         fields = form.service_fields()  # type: ignore[attr-defined]
         if change:
             saved = services.endpoint_update(endpoint=obj, **fields)
+            for notice in saved.notices:
+                self.message_user(request, notice, messages.WARNING)
         else:
             saved, secret = services.endpoint_create(**fields)
             # For response_add, in this request only: shown once on its own page.

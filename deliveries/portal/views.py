@@ -33,6 +33,8 @@ RESPONSE_EXCERPT = 500
 NOTICES = {
     "created": "Endpoint added.",
     "saved": "Endpoint saved.",
+    "saved-headers-dropped": "Endpoint saved. Its URL points at another host now, so the "
+    "secret headers set for the old one were removed (ask your provider to set them again).",
     "disabled": "Endpoint disabled: nothing more is sent to it.",
     "enabled": "Endpoint enabled.",
     "deleted": "Endpoint deleted.",
@@ -171,6 +173,7 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
                 description=form.cleaned_data["description"],
                 event_types=list(form.cleaned_data["event_types"]),
                 tenant=tenant,
+                chosen_by_tenant=True,
             )
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
@@ -210,18 +213,21 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         return _endpoint_form_page(request, tenant, EndpointForm.of(endpoint), endpoint)
     form = EndpointForm(request.POST, initial={"event_types": list(endpoint.event_types)})
     if form.is_valid():
+        changes: dict[str, Any] = {
+            "description": form.cleaned_data["description"],
+            "event_types": list(form.cleaned_data["event_types"]),
+        }
+        if form.cleaned_data["url"] != endpoint.url:
+            # Only a URL the tenant changes becomes theirs (under the portal's SSRF policy).
+            changes["url"] = form.cleaned_data["url"]
         try:
-            services.endpoint_update(
-                endpoint=endpoint,
-                url=form.cleaned_data["url"],
-                description=form.cleaned_data["description"],
-                event_types=list(form.cleaned_data["event_types"]),
-            )
+            saved = services.endpoint_update(endpoint=endpoint, chosen_by_tenant=True, **changes)
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
         else:
             _note(tenant, "changed endpoint", endpoint.pk)
-            return _redirect("endpoint", endpoint.pk, notice="saved")
+            notice = "saved-headers-dropped" if saved.notices else "saved"
+            return _redirect("endpoint", endpoint.pk, notice=notice)
     return _endpoint_form_page(request, tenant, form, endpoint)
 
 

@@ -1,15 +1,20 @@
 """Signature schemes of inbound providers, by the name stored on ``Source.scheme``."""
 
 from .base import (
+    MAX_SIGNATURES,
     Envelope,
     Headers,
     MalformedEnvelope,
+    MalformedSignature,
     Scheme,
     SignatureMismatch,
     SignedParts,
     TimestampOutOfWindow,
+    TooManySignatures,
     VerificationError,
     Verified,
+    screen,
+    secret_refusal,
     verify,
 )
 from .github import GitHubScheme
@@ -28,11 +33,13 @@ def get(name: str) -> Scheme:
 
 
 __all__ = [
+    "MAX_SIGNATURES",
     "SCHEMES",
     "Envelope",
     "GitHubScheme",
     "Headers",
     "MalformedEnvelope",
+    "MalformedSignature",
     "OursScheme",
     "Scheme",
     "SignatureMismatch",
@@ -40,8 +47,11 @@ __all__ = [
     "StandardScheme",
     "StripeScheme",
     "TimestampOutOfWindow",
+    "TooManySignatures",
     "VerificationError",
     "Verified",
     "get",
+    "screen",
+    "secret_refusal",
     "verify",
 ]

@@ -1487,11 +1487,20 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     assert redacted["X-Partner"] == "[redacted]"
     assert redacted["X-Tenant"] == "globex"
 
-    # A header left out is dropped; unmarking a name stores it in clear again.
+    # Unmarking a name needs its value in the same request (issue 23, defect 6): the
+    # masked value sent back would unmask the stored one.
     response = patch_json(
         api,
         f"{API}/endpoints/{row.pk}",
         {"custom_headers": {"X-Partner": "<redacted>"}, "secret_headers": []},
+    )
+    assert response.status_code == 400, response.content
+    assert "p-456" not in response.content.decode()
+    # A header left out is dropped; unmarking a name with its value stores it in clear.
+    response = patch_json(
+        api,
+        f"{API}/endpoints/{row.pk}",
+        {"custom_headers": {"X-Partner": "p-456"}, "secret_headers": []},
     )
     assert response.status_code == 200, response.content
     row.refresh_from_db()

@@ -77,8 +77,11 @@ def portal_link(live_server: Any, tenant: str) -> str:
 
 
 def test_a_tenant_manages_its_webhooks_in_a_real_browser(
-    celery_worker: object, receiver: Receiver, live_server: Any, browser: Any
+    celery_worker: object, receiver: Receiver, live_server: Any, browser: Any, settings: Any
 ) -> None:
+    # The receiver is on loopback: tenants may reach it only when this setting says so
+    # (WEBHOOKS_ALLOWED_NETWORKS is for operators' endpoints; issue 23, defect 8).
+    settings.WEBHOOKS_PORTAL_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1"]
     # Another tenant, with an endpoint and a delivery the first must never see.
     theirs, _ = services.endpoint_create(
         url=receiver.url + "/globex",
