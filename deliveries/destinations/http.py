@@ -74,7 +74,8 @@ class HttpDestination:
             connect_timeout=endpoint.connect_timeout_seconds,
             read_timeout=endpoint.read_timeout_seconds,
             excerpt_limit=conf.get().response_body_limit,
-            policy=conf.address_policy(),
+            # A URL a tenant chose in the portal goes out under the portal's policy.
+            policy=conf.endpoint_address_policy(endpoint),
             deadline=deadline,
         )
         return Outcome(

@@ -35,6 +35,7 @@ from .endpoints import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
+from .outcomes import Outcome
 from .owner import WorkResult, delivery_attempt, endpoint_work
 from .portal import (
     PortalLinkInvalid,
@@ -44,7 +45,6 @@ from .portal import (
     portal_session_end,
     portal_session_tenant,
 )
-from .recording import Outcome
 from .recovery import deliveries_recover, failed_deliveries
 from .replay import (
     ReplayFilters,

@@ -24,7 +24,8 @@ from django.utils import timezone
 from .. import conf
 from ..health import metrics, rules
 from ..models import CircuitState, Endpoint
-from .breaker import breaker_settings, circuit_transition, health_store
+from .breaker import circuit_transition
+from .circuit import breaker_settings, health_store
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import redis
 from celery import current_app as celery_app
 from django.db import transaction
 
-from webhooks_core.tasking import QUEUE_DELIVERY, QUEUE_FANOUT
+from webhooks_core.tasking import QUEUE_DELIVERY, QUEUE_FANOUT, QUEUE_MAINTENANCE
 
 from .. import conf, metrics
 from ..health.wakes import WakeBook, get_book
@@ -26,6 +26,12 @@ logger = logging.getLogger(__name__)
 
 WORK_ENDPOINT_TASK = "deliveries.tasks.work_endpoint"
 FAN_OUT_EVENTS_TASK = "deliveries.tasks.fan_out_events"
+RUN_REPLAY_TASK = "deliveries.tasks.run_replay"
+TASK_QUEUES = {
+    WORK_ENDPOINT_TASK: QUEUE_DELIVERY,
+    FAN_OUT_EVENTS_TASK: QUEUE_FANOUT,
+    RUN_REPLAY_TASK: QUEUE_MAINTENANCE,
+}
 # One fan-out message carries at most this many events.
 FAN_OUT_BATCH_SIZE = 100
 # A wake's mark outlives its due time by this much: long enough for a queued message to be
@@ -77,6 +83,11 @@ def dispatch_deliveries(delivery_ids: Iterable[int]) -> int:
         return 0
     endpoints = Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", flat=True)
     return dispatch_wakes(endpoints.distinct())
+
+
+def dispatch_task(name: str, *args: Any) -> None:
+    """One message of a task by its registered name (its queue comes from its routes)."""
+    celery_app.send_task(name, args, queue=TASK_QUEUES[name])
 
 
 def dispatch_fan_outs(event_ids: Iterable[UUID | str]) -> None:

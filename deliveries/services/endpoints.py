@@ -13,7 +13,12 @@ from webhooks_core import crypto
 from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
-from . import endpoint_options
+from .endpoint_options import (
+    OPTION_FIELDS,
+    endpoint_ensure_signing_key,
+    normalised_filter,
+    options_problems,
+)
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -46,7 +51,7 @@ EDITABLE = frozenset(
         "secret_headers",
         "version_pins",
         "ordered_delivery",
-        *endpoint_options.OPTION_FIELDS,
+        *OPTION_FIELDS,
         *BOUNDS,
     }
 )
@@ -103,7 +108,7 @@ def endpoint_create(
     endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
     secret = _add_secret(endpoint)
-    endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
+    endpoint_ensure_signing_key(endpoint=endpoint)
     return endpoint, secret
 
 
@@ -154,7 +159,7 @@ def endpoint_update(
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
     if "signature_scheme" in changes:
-        endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
+        endpoint_ensure_signing_key(endpoint=endpoint)
     if state and state != endpoint.state:
         endpoint_set_state(endpoint_id=endpoint.pk, state=state)
         endpoint.refresh_from_db()
@@ -289,13 +294,13 @@ def _apply_and_validate(
                 "host is never sent to another. Give their values again in custom_headers "
                 "(in the same change) to keep them."
             )
-    options = {name: getattr(endpoint, name) for name in endpoint_options.OPTION_FIELDS}
-    for field, problems in endpoint_options.options_problems(
+    options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
+    for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
     ).items():
         errors.setdefault(field, []).extend(problems)
     if "filter" in changed and "filter" not in errors:
-        endpoint.filter = endpoint_options.normalised_filter(endpoint.filter)
+        endpoint.filter = normalised_filter(endpoint.filter)
     if errors:
         raise (UnsafeEndpointURL if "url" in errors else EndpointInvalid)(errors)
     return notices

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from .. import conf, operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .breaker import circuit_reopens_at
+from .circuit import circuit_reopens_at
 from .dispatch import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch
 
 # Of the events one transaction emits, at most this many are fanned out by the emitting

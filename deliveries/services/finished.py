@@ -6,12 +6,11 @@ from django.db import transaction
 
 from ..models import Delivery
 from ..signals import delivery_dead_lettered, delivery_succeeded, send_logged
+from .outcomes import Outcome
 
 
 def on_delivery_outcome(delivery: Delivery, outcome: str) -> None:
     """Call inside the transaction that recorded ``outcome`` for ``delivery``."""
-    from .recording import Outcome
-
     if outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTERED):
         return  # a retry keeps its key's line waiting
     signal = delivery_succeeded if outcome == Outcome.SUCCEEDED else delivery_dead_lettered

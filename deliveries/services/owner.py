@@ -44,12 +44,13 @@ from ..destinations import Outcome as SendOutcome
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys
-from . import lanes
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
+from .lanes import acquire_one, release, try_acquire
+from .outcomes import Outcome
 from .ownership import hold_left, lease_seconds, owner_release, owner_renew, owner_take
-from .recording import Claim, Deferral, Outcome, Result, record
+from .recording import Claim, Deferral, Result, record
 
 logger = logging.getLogger(__name__)
 
@@ -228,10 +229,10 @@ class _Owner:
         if free <= 0:
             return
         wanted = min(free, conf.get().batch_size)
-        permits = lanes.try_acquire(wanted)
+        permits = try_acquire(wanted)
         if not permits and not self.open:
             # Every open request of this process is taken: wait in line for one.
-            permits = lanes.acquire_one(timeout=self.renew_every)
+            permits = acquire_one(timeout=self.renew_every)
         if not permits:
             return
         try:
@@ -239,10 +240,10 @@ class _Owner:
                 endpoint=endpoint, token=self.token, limit=permits, with_expired=self.first_claim
             )
         except BaseException:
-            lanes.release(permits)
+            release(permits)
             raise
         self.first_claim = False
-        lanes.release(permits - len(rows))
+        release(permits - len(rows))
         if not rows:
             return
         credentials = self._credentials(rows, endpoint)
@@ -252,7 +253,7 @@ class _Owner:
             wait = rate_limit_wait(endpoint=endpoint)
             if wait:
                 rest = rows[index:]
-                lanes.release(len(rest))
+                release(len(rest))
                 self.hold_until = time.monotonic() + wait
                 self._record([], Deferral(rest, wait))
                 return
@@ -270,7 +271,7 @@ class _Owner:
         elif private_keys is None:
             problem = "no unexpired v1a signing key"
         if problem:
-            lanes.release(len(rows))
+            release(len(rows))
             decision = Decision(Verdict.DEAD_LETTER, reason=f"endpoint has {problem}")
             self._record([Result(d, decision, error=problem) for d in rows], Deferral([]))
             return None
@@ -294,7 +295,7 @@ class _Owner:
                     local_failure=True,
                 )
             finally:
-                lanes.release(1)
+                release(1)
                 metrics.lanes_busy.dec()
             self.finished.put((delivery, outcome, credentials))
 

@@ -18,6 +18,7 @@ from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
 from .breaker import circuit_transition, endpoint_record_attempts
 from .finished import on_delivery_outcome
+from .outcomes import Outcome
 from .suspension import endpoint_suspend_automatically
 
 # The retry window runs from the first request actually made in the current cycle (a
@@ -48,19 +49,6 @@ def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
         # One row: its own attempt's start, without the subquery.
         return Coalesce("first_attempt_at", Value(results[0].attempt.started_at))
     return _FIRST_ATTEMPT_OF_CYCLE
-
-
-class Outcome:
-    """What an attempt did; tests and logs assert on these strings."""
-
-    NOT_CLAIMED = "not_claimed"
-    HELD = "held"
-    SUCCEEDED = "succeeded"
-    RETRY_SCHEDULED = "retry_scheduled"
-    DEAD_LETTERED = "dead_lettered"
-    LEASE_LOST = "lease_lost"
-    # Deferred without spending an attempt: breaker open, in-flight or rate limit reached.
-    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .. import conf, event_types, subscriptions, tenants
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
-from .dispatch import dispatch_wakes
+from .dispatch import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
 from .fanout import new_delivery
 
 
@@ -185,9 +185,7 @@ def replay_create(
 
 
 def _enqueue_step(replay_id: int) -> None:
-    from ..tasks import run_replay
-
-    run_replay.delay(replay_id)
+    dispatch_task(RUN_REPLAY_TASK, replay_id)
 
 
 def filters_of(replay: Replay) -> ReplayFilters:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0010_endpoint_filter_signature_scheme_envelope'),
+        ('deliveries', '0011_endpoint_owner'),
     ]
 
     operations = [
