@@ -49,7 +49,7 @@ from .claims import claim_due, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire_one, release, try_acquire
 from .outcomes import Outcome
-from .ownership import hold_left, lease_seconds, owner_release, owner_renew, owner_take
+from .ownership import lease_seconds, owner_release, owner_renew, owner_take
 from .recording import Claim, Deferral, Result, record
 
 logger = logging.getLogger(__name__)
@@ -102,21 +102,23 @@ def delivery_attempt(*, delivery_id: int) -> str:
 
 def hand_back(
     *, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0
-) -> uuid.UUID | None:
+) -> tuple[uuid.UUID | None, float | None]:
     """An owner with nothing left stops: it clears its wake mark (the next wake publishes
     a message), releases its lease, then looks once more. A row that became due before
     the mark was cleared had its wake folded into our work, so it is seen here: the owner
     takes the lease back and goes on (returns the new token). One that became due after
-    has a message of its own; if that message's worker took the lease first, it owns."""
+    has a message of its own; if that message's worker took the lease first, it owns.
+    Returns (the new token or None, seconds until the next row falls due or None)."""
     with contextlib.suppress(redis.RedisError):
         # On a Redis error the mark expires with the lease; the sweeper covers the gap.
         wake_book().clear(str(endpoint_id))
     owner_release(endpoint_id=endpoint_id, token=token, hold_seconds=hold_seconds)
-    if hold_seconds > 0 or not has_due(endpoint_id=endpoint_id):
-        return None
-    if hold_left(endpoint_id=endpoint_id):
-        return None
-    return owner_take(endpoint_id=endpoint_id)
+    wait = next_due_in(endpoint_id=endpoint_id)
+    if wait is None:
+        return None, None
+    if hold_seconds > 0 or wait > 0:
+        return None, max(wait, hold_seconds)
+    return owner_take(endpoint_id=endpoint_id), 0.0
 
 
 def _close_database_connection() -> None:
@@ -167,11 +169,15 @@ class _Owner:
                 if hand_on:
                     dispatch_wakes([self.endpoint_id])
                 return
-            token = hand_back(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
+            token, wait = hand_back(
+                endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold
+            )
             if token is None:
-                self._wake_when_due(settings.max_countdown_seconds)
+                if wait is not None and wait <= settings.max_countdown_seconds:
+                    dispatch_wakes([self.endpoint_id], countdown=max(wait, 0.01))
                 return
             self.token = token
+            self.hold_until = 0.0
 
     def _work(self) -> bool:
         """Rounds until nothing is due and nothing open; True when the turn ended with work
@@ -190,6 +196,8 @@ class _Owner:
                 if turn_over:
                     return has_due(endpoint_id=self.endpoint_id)
                 wait = self._next_wait()
+                if wait is None:
+                    return False
                 linger = min(LINGER_SECONDS, conf.get().max_countdown_seconds)
                 if wait is None or wait > linger:
                     return False
@@ -389,14 +397,6 @@ class _Owner:
         # On a Redis error the mark expires with the lease; the sweeper covers the gap.
         with contextlib.suppress(redis.RedisError):
             wake_book().clear(self.endpoint_id)
-
-    def _wake_when_due(self, max_countdown: float) -> None:
-        wait = self._next_wait()
-        wait = (
-            max(wait or 0.0, hold_left(endpoint_id=self.endpoint_id)) if wait is not None else None
-        )
-        if wait is not None and wait <= max_countdown:
-            dispatch_wakes([self.endpoint_id], countdown=max(wait, 0.01))
 
 
 def _result(delivery: Delivery, outcome: SendOutcome, credentials: Credentials) -> Result:

@@ -30,9 +30,13 @@ def _until() -> object:
 
 def owner_take(*, endpoint_id: UUID | str) -> uuid.UUID | None:
     """Become the endpoint's owner if it has none (or its owner's lease ran out); returns
-    the lease's token, or None when another owner holds it or the endpoint is gone."""
+    the lease's token, or None when another owner holds it, its claims are on hold (an
+    open circuit, a rate limit: a countdown wake or the sweeper comes back then), or the
+    endpoint is gone."""
     token = uuid.uuid4()
-    free = Q(token__isnull=True) | Q(expires_at__lt=Now())
+    free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
+        Q(not_before__isnull=True) | Q(not_before__lte=Now())
+    )
     rows = EndpointOwner.objects.filter(free, endpoint_id=endpoint_id)
     if rows.update(token=token, expires_at=_until(), taken_at=Now()):
         return token
@@ -69,29 +73,4 @@ def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: fl
     not_before = Now() + timedelta(seconds=hold_seconds) if hold_seconds > 0 else None
     EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(
         token=None, expires_at=None, not_before=not_before
-    )
-
-
-def on_hold() -> Q:
-    """Endpoints (as a condition on `Endpoint`) whose owner may not claim yet."""
-    return Q(owner__not_before__gt=Now())
-
-
-def hold_left(*, endpoint_id: UUID | str) -> float:
-    """Seconds before the endpoint's rows may be claimed (0: now)."""
-    from django.utils import timezone
-
-    row = EndpointOwner.objects.filter(endpoint_id=endpoint_id).values_list("not_before", flat=True)
-    not_before = row.first()
-    if not_before is None:
-        return 0.0
-    return max((not_before - timezone.now()).total_seconds(), 0.0)
-
-
-def owned_endpoints(endpoint_ids: list[UUID]) -> set[UUID]:
-    """Those of these endpoints whose owner's lease is live."""
-    return set(
-        EndpointOwner.objects.filter(
-            endpoint_id__in=endpoint_ids, token__isnull=False, expires_at__gte=Now()
-        ).values_list("endpoint_id", flat=True)
     )

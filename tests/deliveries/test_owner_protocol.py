@@ -157,7 +157,7 @@ class OwnerProtocol(RuleBasedStateMachine):
         if worker.token is None or worker.open:
             return
         with self.redis_maybe_down():
-            worker.token = hand_back(endpoint_id=self.endpoint.pk, token=worker.token)
+            worker.token, _ = hand_back(endpoint_id=self.endpoint.pk, token=worker.token)
 
     @rule(index=st.integers(0, 2))
     def a_worker_dies(self, index: int) -> None:
