@@ -423,10 +423,15 @@ class PortalLink(models.Model):
     """A one-time link into a tenant's portal, and the portal session it opened.
 
     Only the SHA-256 of the link's token is stored. Opening the link sets ``used_at``
-    (once: a conditional UPDATE) and the session lives until ``expires_at``.
+    (once: a conditional UPDATE) and the session lives until ``expires_at``. The session
+    is known by a second random secret, drawn when the link is opened, of which only the
+    SHA-256 is stored too (``session_hash``; the portal's cookie carries the secret).
     """
 
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    session_hash = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, editable=False
+    )
     tenant = models.CharField(max_length=100)
     requested_via = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -47,3 +47,7 @@ def decrypt(token: str) -> str:
     except (InvalidToken, UnicodeError) as exc:
         # Never include the token or the key in the message.
         raise SecretDecryptionError("stored secret cannot be decrypted with the keys") from exc
+
+
+if __name__ == "__main__":  # `python -m webhooks_core.crypto`: a new key, without Django
+    print(generate_key())

@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
+from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -108,17 +109,50 @@ def _catalogue() -> list[dict[str, Any]]:
 # --- the session -----------------------------------------------------------------------
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
+@csrf_protect
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
-    """Consume a one-time link and go on to the portal's clean URL (no token in it)."""
-    link = services.portal_link_open(token=token)
+    """A one-time link: GET shows one button, its POST consumes the link (issue 23).
+
+    E-mail scanners and chat unfurlers GET links before the person does; a GET changes
+    nothing, so the link still works when the person clicks. The button posts a plain
+    form (no JavaScript), CSRF-checked, so another site cannot open a session in the
+    visitor's browser behind their back; when the visitor already has a session for
+    another tenant, the page says so before the switch. The session opened goes on to the
+    portal's clean URL (no token in it). The token never reaches a log line
+    (webhooks_project/accesslog.py).
+    """
+    current = access.session(request)
+    if request.method == "POST":
+        opened = services.portal_link_open(token=token)
+        if opened is None:
+            return access.refused(request, "link-used")
+        if current is not None and current.pk != opened.link.pk:
+            services.portal_session_end(session_id=current.pk)  # one session per browser
+        response = HttpResponseRedirect(access.portal_root())
+        access.open_session(
+            response, request, secret=opened.secret, expires_at=opened.link.expires_at
+        )
+        access.private(response)
+        response["Referrer-Policy"] = "no-referrer"
+        return response
+    link = services.portal_link_peek(token=token)
     if link is None:
         return access.refused(request, "link-used")
-    response = HttpResponseRedirect(access.portal_root())
-    access.open_session(response, request, session=link.pk, expires_at=link.expires_at)
-    access.private(response)
-    response["Referrer-Policy"] = "no-referrer"
-    return response
+    signed_in_as = access.tenant_of(request)
+    page = TemplateResponse(
+        request,
+        "webhooks_portal/open.html",
+        {
+            "link": link,
+            "signed_in_as": signed_in_as if signed_in_as != link.tenant else None,
+            "already_in": signed_in_as == link.tenant,
+        },
+    )
+    # Same-origin (not no-referrer): the form's POST must carry its Origin for the CSRF
+    # check over https, and the link's URL is sent to nobody else.
+    page["X-Robots-Tag"] = "noindex, nofollow"
+    return access.private(page)
 
 
 @require_POST

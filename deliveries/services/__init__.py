@@ -43,10 +43,13 @@ from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
 from .portal import (
     PortalLinkInvalid,
+    PortalSession,
     portal_link_create,
     portal_link_open,
+    portal_link_peek,
     portal_links_purge,
     portal_session_end,
+    portal_session_find,
     portal_session_tenant,
 )
 from .recovery import deliveries_recover, failed_deliveries
@@ -71,6 +74,7 @@ __all__ = [
     "EventValidationError",
     "Outcome",
     "PortalLinkInvalid",
+    "PortalSession",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -102,8 +106,10 @@ __all__ = [
     "failed_deliveries",
     "portal_link_create",
     "portal_link_open",
+    "portal_link_peek",
     "portal_links_purge",
     "portal_session_end",
+    "portal_session_find",
     "portal_session_tenant",
     "purge_expired",
     "replay_create",
