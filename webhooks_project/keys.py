@@ -52,7 +52,7 @@ FLOWER_MIN_PASSWORD_LENGTH = 12
 HOW_TO_SECRET_KEY = (
     "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
 )
-HOW_TO_ENCRYPTION_KEY = "generate one with: python manage.py generate_encryption_key"
+HOW_TO_ENCRYPTION_KEY = "generate one with: python -m webhooks_core.crypto"
 
 
 def secret_key_problems(value: str | None, *, name: str = "SECRET_KEY") -> list[str]:
