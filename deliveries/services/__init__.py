@@ -26,12 +26,21 @@ from .attempt import (
     delivery_retry,
 )
 from .deadletters import delivery_cancel
-from .endpoint_check import EndpointNotActive, endpoint_send_test_event
+from .endpoint_check import (
+    EndpointNotActive,
+    ProbeResult,
+    endpoint_probe,
+    endpoint_send_test_event,
+)
 from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
 from .endpoints import (
     EndpointInvalid,
+    EndpointNotEnableable,
     endpoint_create,
     endpoint_delete,
+    endpoint_owner_disable,
+    endpoint_owner_enable,
+    endpoint_owner_may_enable,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
@@ -70,11 +79,13 @@ from .versions import endpoint_pin_versions
 __all__ = [
     "DeliveryNotRetryable",
     "EndpointInvalid",
+    "EndpointNotEnableable",
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",
     "PortalLinkInvalid",
     "PortalSession",
+    "ProbeResult",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -93,6 +104,10 @@ __all__ = [
     "endpoint_delete",
     "endpoint_pin_versions",
     "endpoint_public_key",
+    "endpoint_owner_disable",
+    "endpoint_owner_enable",
+    "endpoint_owner_may_enable",
+    "endpoint_probe",
     "endpoint_resume",
     "endpoint_rotate_secret",
     "endpoint_rotate_signing_key",
