@@ -24,7 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 # As Django's security.W009 (django/core/checks/security/base.py) defines a weak key.
 SECRET_KEY_MIN_LENGTH = 50
 SECRET_KEY_MIN_UNIQUE_CHARACTERS = 5
-SECRET_KEY_INSECURE_PREFIX = "django-insecure-"
+SECRET_KEY_INSECURE_PREFIX = "django-insecure-"  # noqa: S105 (a prefix refused, not a key)
 
 #: The development key the embedded default (DEBUG on) runs with.
 INSECURE_DEFAULT_SECRET_KEY = "django-insecure-dev-only-do-not-use-in-production"  # noqa: S105
@@ -49,9 +49,8 @@ SHIPPED_ENCRYPTION_KEYS = frozenset({"Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLm
 SHIPPED_FLOWER_PASSWORDS = frozenset({"change-me", "changeme", "admin", "password", "flower"})
 FLOWER_MIN_PASSWORD_LENGTH = 12
 
-HOW_TO_SECRET_KEY = (
-    "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
-)
+GENERATE_SECRET_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"  # noqa: S105
+HOW_TO_SECRET_KEY = f"generate one with: {GENERATE_SECRET_KEY}"
 HOW_TO_ENCRYPTION_KEY = "generate one with: python -m webhooks_core.crypto"
 
 
@@ -91,7 +90,9 @@ def encryption_key_problems(value: str | None) -> list[str]:
         return [f"WEBHOOKS_ENCRYPTION_KEY is not set ({HOW_TO_ENCRYPTION_KEY})."]
     problems = []
     for position, key in enumerate(keys, start=1):
-        which = "WEBHOOKS_ENCRYPTION_KEY" if len(keys) == 1 else f"WEBHOOKS_ENCRYPTION_KEY #{position}"
+        which = (
+            "WEBHOOKS_ENCRYPTION_KEY" if len(keys) == 1 else f"WEBHOOKS_ENCRYPTION_KEY #{position}"
+        )
         if key in SHIPPED_ENCRYPTION_KEYS:
             problems.append(
                 f"{which} is a placeholder this repository ships, so anyone can know it "

@@ -335,9 +335,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         suspended = [
             e
             for e in queryset
-            if services.endpoint_suspend(
-                endpoint_id=e.pk, reason=reason, by=StateSetBy.OPERATOR
-            )
+            if services.endpoint_suspend(endpoint_id=e.pk, reason=reason, by=StateSetBy.OPERATOR)
         ]
         audit(request, suspended, "Suspended the endpoint")
         self.message_user(

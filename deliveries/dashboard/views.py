@@ -86,9 +86,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("deliveries.change_endpoint"):
         # URLs can carry credentials (userinfo, a token in the query): masked for those
         # who may not change the endpoint anyway.
-        data = replace(
-            data, top_failing=[(masked_url(url), n) for url, n in data.top_failing]
-        )
+        data = replace(data, top_failing=[(masked_url(url), n) for url, n in data.top_failing])
     context = {
         **admin.site.each_context(request),
         "title": "Webhooks dashboard",

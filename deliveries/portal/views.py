@@ -316,7 +316,9 @@ def endpoint_state(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         except services.EndpointNotEnableable:
             # What an operator suspended or disabled stays so; a suspension of the
             # failures lifts after a test event that succeeded.
-            refused = "test-first" if endpoint.state_set_by == StateSetBy.FAILURES else "not-enabled"
+            refused = (
+                "test-first" if endpoint.state_set_by == StateSetBy.FAILURES else "not-enabled"
+            )
             return _endpoint_page(request, tenant, endpoint, status=403, notice_key=refused)
         _note(tenant, "enabled endpoint", endpoint.pk)
         return _redirect("endpoint", endpoint.pk, notice="enabled")

@@ -332,9 +332,7 @@ def endpoint_rotate_secret(
     return plain, endpoint.secrets.order_by("-created_at", "-pk").first()  # type: ignore[return-value]
 
 
-def endpoint_suspend(
-    *, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAILURES
-) -> bool:
+def endpoint_suspend(*, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAILURES) -> bool:
     """Stop sending to an endpoint; its pending deliveries are held without spending attempts.
 
     ``by``: who suspends (the failures, unless an operator says so); it decides who may

@@ -106,13 +106,22 @@ def test_every_start_refuses_missing_keys_naming_them(start: str) -> None:
 @pytest.mark.parametrize(
     ("secret_key", "encryption_key", "expected"),
     [
-        (COMPOSE_SECRET_KEY, COMPOSE_ENCRYPTION_KEY, ["SECRET_KEY is a placeholder",
-                                                      "WEBHOOKS_ENCRYPTION_KEY is a placeholder"]),
-        (INSECURE_DEFAULT_SECRET_KEY, "not-a-fernet-key", ["SECRET_KEY is a placeholder",
-                                                           "not a Fernet key"]),
+        (
+            COMPOSE_SECRET_KEY,
+            COMPOSE_ENCRYPTION_KEY,
+            ["SECRET_KEY is a placeholder", "WEBHOOKS_ENCRYPTION_KEY is a placeholder"],
+        ),
+        (
+            INSECURE_DEFAULT_SECRET_KEY,
+            "not-a-fernet-key",
+            ["SECRET_KEY is a placeholder", "not a Fernet key"],
+        ),
         ("short-but-varied-key", None, ["SECRET_KEY is weak", "WEBHOOKS_ENCRYPTION_KEY is not"]),
-        ("ab" * 40, f"{generate_key()},{COMPOSE_ENCRYPTION_KEY}", [
-            "SECRET_KEY is weak", "WEBHOOKS_ENCRYPTION_KEY #2 is a placeholder"]),
+        (
+            "ab" * 40,
+            f"{generate_key()},{COMPOSE_ENCRYPTION_KEY}",
+            ["SECRET_KEY is weak", "WEBHOOKS_ENCRYPTION_KEY #2 is a placeholder"],
+        ),
         ("django-insecure-" + "q7Zx!" * 10, generate_key(), ["SECRET_KEY is weak"]),
     ],
 )
@@ -139,12 +148,12 @@ def test_a_weak_fallback_key_is_refused_too() -> None:
     assert "SECRET_KEY_FALLBACKS #1 is a placeholder" in output
 
 
-def test_strong_keys_start_and_the_embedded_default_needs_none() -> None:
+def test_strong_keys_start_and_the_embedded_default_needs_none(tmp_path: Path) -> None:
     env = deployment_env(SECRET_KEY=STRONG_SECRET_KEY, WEBHOOKS_ENCRYPTION_KEY=generate_key())
     code, output, _ = run([sys.executable, "manage.py", "check"], env)
     assert code == 0, output
     # `make run`: no environment at all, DEBUG on by default, the development key.
-    bare = {"PATH": env["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    bare = {"PATH": env["PATH"], "HOME": str(tmp_path)}
     code, output, _ = run([sys.executable, "manage.py", "check"], bare)
     assert code == 0, output
 
@@ -204,7 +213,7 @@ def test_flower_starts_behind_its_password() -> None:
         wait_until(answers, timeout=60, what="Flower to ask for its password")
         assert requests.get(base, auth=("ops", "a-long-enough-password"), timeout=5).ok
     finally:
-        stop_process(process)  # type: ignore[arg-type]
+        stop_process(process)
 
 
 def test_the_compose_file_ships_no_usable_key() -> None:

@@ -67,7 +67,7 @@ def web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]]:
         wait_until(answers, timeout=60, what="the web process")
         yield base, log
     finally:
-        stop_process(process)  # type: ignore[arg-type]
+        stop_process(process)
 
 
 def csrf_token_of(html: str) -> str:
@@ -126,9 +126,7 @@ def test_with_debug_off_http_is_redirected_and_hsts_sent_by_default(tmp_path: Pa
         assert plain.status_code == 301
         assert plain.headers["Location"].startswith("https://")
         # Behind the TLS proxy (X-Forwarded-Proto: https): served, with HSTS.
-        secure = requests.get(
-            f"{base}/portal/", headers={"X-Forwarded-Proto": "https"}, timeout=10
-        )
+        secure = requests.get(f"{base}/portal/", headers={"X-Forwarded-Proto": "https"}, timeout=10)
         assert secure.status_code == 403  # no session, but served over "https"
         assert secure.headers["Strict-Transport-Security"].startswith("max-age=31536000")
         # Probes from inside the deployment speak plain http (the compose health check).
@@ -142,7 +140,5 @@ def test_the_environment_turns_the_redirect_and_hsts_off(tmp_path: Path) -> None
     with web(tmp_path, SECURE_SSL_REDIRECT="false", SECURE_HSTS_SECONDS="0") as (base, _):
         plain = requests.get(f"{base}/portal/", allow_redirects=False, timeout=10)
         assert plain.status_code == 403
-        secure = requests.get(
-            f"{base}/portal/", headers={"X-Forwarded-Proto": "https"}, timeout=10
-        )
+        secure = requests.get(f"{base}/portal/", headers={"X-Forwarded-Proto": "https"}, timeout=10)
         assert "Strict-Transport-Security" not in secure.headers

@@ -215,7 +215,9 @@ def test_a_scanners_get_leaves_the_link_usable_and_the_button_works_without_java
         assert "Open the portal" in scanned.text
     assert PortalLink.objects.get(tenant="acme").used_at is None
 
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, java_script_enabled=False)
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 800}, java_script_enabled=False
+    )
     context.set_default_timeout(20_000)
     page = context.new_page()
     page.goto(link)
