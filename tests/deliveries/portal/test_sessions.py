@@ -245,3 +245,22 @@ def test_an_operator_ends_sessions_and_unused_links_in_the_admin() -> None:
     assert response.status_code == 302
     assert tenant_client.get("/portal/").status_code == 403
     assert Client().get(unused).status_code == 403
+
+
+def test_knowing_secret_key_does_not_forge_a_session() -> None:
+    """Issue 23: the cookie was a signed row id, so SECRET_KEY alone forged any session.
+    Now it carries the session's random secret, and the database keeps only its hash."""
+    from django.core import signing
+
+    victim = portal_client("acme")
+    link = PortalLink.objects.get(used_at__isnull=False)
+    cookie = victim.cookies[access.COOKIE].value
+    assert not cookie.startswith(f"{link.pk}:")  # not the row id
+    assert link.session_hash
+    assert link.session_hash not in cookie
+
+    attacker = Client()
+    forged = signing.get_cookie_signer(salt=access.COOKIE + access.SALT).sign(str(link.pk))
+    attacker.cookies[access.COOKIE] = forged
+    assert attacker.get("/portal/").status_code == 403
+    assert victim.get("/portal/").status_code == 200
