@@ -4,6 +4,7 @@ environment), starting and stopping processes, free ports, percentiles, the resu
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -12,6 +13,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent
 # Overridable so that two benchmarks on one machine do not share a database.
@@ -23,8 +26,12 @@ ENV = {
     "DATABASE_URL": f"{POSTGRES_URL}/{BENCH_DATABASE}",
     "CELERY_BROKER_URL": BROKER_URL,
     "DEBUG": "false",
-    "SECRET_KEY": "bench-secret-key-" + "x" * 40,
-    "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
+    # Fresh keys per run (the settings refuse shipped ones with DEBUG off); every process
+    # of one run gets the same, and each run starts on a new database.
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "WEBHOOKS_ENCRYPTION_KEY": Fernet.generate_key().decode("ascii"),
+    # Plain http on loopback: no redirect to https.
+    "SECURE_SSL_REDIRECT": "false",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
     # The benchmark's event types (bench.load and the isolation ones) are declared there.

@@ -39,6 +39,19 @@ class EnvelopeKind(models.TextChoices):
     CLOUDEVENTS = "cloudevents", "CloudEvents 1.0 (structured JSON)"
 
 
+class StateSetBy(models.TextChoices):
+    """Who put an endpoint in its state: it decides who may make it active again.
+
+    A tenant may re-enable in the portal only what the failures suspended (after a
+    successful test event) or what it disabled itself; never what an operator did.
+    """
+
+    NOBODY = "", "Nobody (created so)"
+    FAILURES = "failures", "Its failures (automatic)"
+    OPERATOR = "operator", "An operator (admin or API)"
+    OWNER = "owner", "Its owner (the portal)"
+
+
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=2048)
@@ -60,6 +73,12 @@ class Endpoint(models.Model):
     )
     state_reason = models.CharField(max_length=500, blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_set_by = models.CharField(
+        max_length=16, choices=StateSetBy.choices, default=StateSetBy.NOBODY, blank=True
+    )
+    # The last test event that succeeded while the endpoint was not active (the portal's
+    # "test, then resume"); a tenant may resume a suspension only after one.
+    probe_succeeded_at = models.DateTimeField(null=True, blank=True)
 
     max_attempts = models.PositiveIntegerField(default=12)
     backoff_base_seconds = models.FloatField(default=10.0)
@@ -437,10 +456,15 @@ class PortalLink(models.Model):
     """A one-time link into a tenant's portal, and the portal session it opened.
 
     Only the SHA-256 of the link's token is stored. Opening the link sets ``used_at``
-    (once: a conditional UPDATE) and the session lives until ``expires_at``.
+    (once: a conditional UPDATE) and the session lives until ``expires_at``. The session
+    is known by a second random secret, drawn when the link is opened, of which only the
+    SHA-256 is stored too (``session_hash``; the portal's cookie carries the secret).
     """
 
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    session_hash = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, editable=False
+    )
     tenant = models.CharField(max_length=100)
     requested_via = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

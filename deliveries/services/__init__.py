@@ -20,12 +20,21 @@ answer) is *deferred*: it stays pending, without spending an attempt, due again 
 
 from .deadletters import delivery_cancel
 from .dispatch import dispatch_deliveries, dispatch_wakes
-from .endpoint_check import EndpointNotActive, endpoint_send_test_event
+from .endpoint_check import (
+    EndpointNotActive,
+    ProbeResult,
+    endpoint_probe,
+    endpoint_send_test_event,
+)
 from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
 from .endpoints import (
     EndpointInvalid,
+    EndpointNotEnableable,
     endpoint_create,
     endpoint_delete,
+    endpoint_owner_disable,
+    endpoint_owner_enable,
+    endpoint_owner_may_enable,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
@@ -39,10 +48,13 @@ from .outcomes import Outcome
 from .owner import WorkResult, delivery_attempt, endpoint_work
 from .portal import (
     PortalLinkInvalid,
+    PortalSession,
     portal_link_create,
     portal_link_open,
+    portal_link_peek,
     portal_links_purge,
     portal_session_end,
+    portal_session_find,
     portal_session_tenant,
 )
 from .recovery import deliveries_recover, failed_deliveries
@@ -65,9 +77,12 @@ __all__ = [
     "DeliveryNotRetryable",
     "EndpointInvalid",
     "EndpointNotActive",
+    "EndpointNotEnableable",
     "EventValidationError",
     "Outcome",
     "PortalLinkInvalid",
+    "PortalSession",
+    "ProbeResult",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -83,7 +98,11 @@ __all__ = [
     "emit",
     "endpoint_create",
     "endpoint_delete",
+    "endpoint_owner_disable",
+    "endpoint_owner_enable",
+    "endpoint_owner_may_enable",
     "endpoint_pin_versions",
+    "endpoint_probe",
     "endpoint_public_key",
     "endpoint_resume",
     "endpoint_rotate_secret",
@@ -99,8 +118,10 @@ __all__ = [
     "failed_deliveries",
     "portal_link_create",
     "portal_link_open",
+    "portal_link_peek",
     "portal_links_purge",
     "portal_session_end",
+    "portal_session_find",
     "portal_session_tenant",
     "purge_expired",
     "replay_create",

@@ -12,7 +12,7 @@ from webhooks_core import crypto
 
 from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
-from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
+from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
 from .endpoint_options import (
     OPTION_FIELDS,
     endpoint_ensure_signing_key,
@@ -428,15 +428,20 @@ def endpoint_rotate_secret(
     return plain, endpoint.secrets.order_by("-created_at", "-pk").first()  # type: ignore[return-value]
 
 
-def endpoint_suspend(*, endpoint_id: UUID, reason: str) -> bool:
+def endpoint_suspend(*, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAILURES) -> bool:
     """Stop sending to an endpoint; its pending deliveries are held without spending attempts.
 
-    Returns False when the endpoint was not active.
+    ``by``: who suspends (the failures, unless an operator says so); it decides who may
+    resume it (see `endpoint_owner_may_enable`). Returns False when it was not active.
     """
     now = timezone.now()
     with transaction.atomic():
         changed = Endpoint.objects.filter(pk=endpoint_id, state=EndpointState.ACTIVE).update(
-            state=EndpointState.SUSPENDED, state_reason=reason[:500], state_changed_at=now
+            state=EndpointState.SUSPENDED,
+            state_reason=reason[:500],
+            state_changed_at=now,
+            state_set_by=by,
+            probe_succeeded_at=None,
         )
         if changed:
             from ..models import Delivery
@@ -461,6 +466,8 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
             state=EndpointState.ACTIVE,
             state_reason="",
             state_changed_at=now,
+            state_set_by=StateSetBy.NOBODY,
+            probe_succeeded_at=None,
             consecutive_failures=0,
             failing_since=None,
         )
@@ -472,12 +479,20 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
     return released
 
 
-def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> None:
-    """Move an endpoint to a state with the side effects that state change implies."""
+def endpoint_set_state(
+    *, endpoint_id: UUID, state: str, reason: str = "", by: str = StateSetBy.OPERATOR
+) -> None:
+    """Move an endpoint to a state with the side effects that state change implies.
+
+    ``by``: who asks, an operator (admin, API) unless said otherwise; the portal goes
+    through `endpoint_owner_disable` and `endpoint_owner_enable`, which check the rules.
+    """
     if state == EndpointState.ACTIVE:
         endpoint_resume(endpoint_id=endpoint_id)
     elif state == EndpointState.SUSPENDED:
-        endpoint_suspend(endpoint_id=endpoint_id, reason=reason or "suspended by an operator")
+        endpoint_suspend(
+            endpoint_id=endpoint_id, reason=reason or "suspended by an operator", by=by
+        )
     elif state == EndpointState.DISABLED:
         from ..models import Delivery
 
@@ -487,6 +502,8 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
                 state=EndpointState.DISABLED,
                 state_reason=reason or "disabled by an operator",
                 state_changed_at=now,
+                state_set_by=by,
+                probe_succeeded_at=None,
             )
             # A disabled endpoint gets nothing more: what waited for it is cancelled.
             Delivery.objects.filter(
@@ -495,6 +512,60 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
             ).update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
     else:
         raise ValueError(f"unknown endpoint state {state!r}")
+
+
+class EndpointNotEnableable(Exception):
+    """The endpoint's owner may not make it active again (see `endpoint_owner_may_enable`)."""
+
+
+def endpoint_owner_may_enable(endpoint: Endpoint) -> bool:
+    """Whether the endpoint's tenant may make it active again in the portal.
+
+    Only what the failures suspended, once a test event succeeded since the suspension,
+    or what the tenant disabled itself. What an operator suspended or disabled stays so
+    until an operator says otherwise.
+    """
+    if endpoint.state == EndpointState.DISABLED:
+        return endpoint.state_set_by == StateSetBy.OWNER
+    if endpoint.state == EndpointState.SUSPENDED:
+        return (
+            endpoint.state_set_by == StateSetBy.FAILURES
+            and endpoint.probe_succeeded_at is not None
+            and (
+                endpoint.state_changed_at is None
+                or endpoint.probe_succeeded_at >= endpoint.state_changed_at
+            )
+        )
+    return False
+
+
+def endpoint_owner_enable(*, endpoint_id: UUID) -> None:
+    """The tenant makes its endpoint active again; EndpointNotEnableable if it may not."""
+    with transaction.atomic():
+        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        if not endpoint_owner_may_enable(endpoint):
+            raise EndpointNotEnableable(f"endpoint is {endpoint.state} ({endpoint.state_set_by})")
+        endpoint_resume(endpoint_id=endpoint_id)
+
+
+def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
+    """The tenant stops everything to its active endpoint (and may enable it again).
+
+    Only an active one: disabling a suspended endpoint would turn the operator's or the
+    failures' state into the tenant's own, and so skip the rules above. Returns whether
+    it was disabled.
+    """
+    with transaction.atomic():
+        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        if endpoint.state != EndpointState.ACTIVE:
+            return False
+        endpoint_set_state(
+            endpoint_id=endpoint_id,
+            state=EndpointState.DISABLED,
+            reason="disabled by its owner",
+            by=StateSetBy.OWNER,
+        )
+    return True
 
 
 def endpoint_delete(*, endpoint_id: UUID) -> None:
