@@ -33,7 +33,7 @@ def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int
     if not failures and endpoint.circuit_state == CircuitState.CLOSED:
         # The common case: nothing can open or close, only the window counts.
         try:
-            health_store().record_outcomes(
+            health_store().count_outcomes(
                 str(endpoint_id), attempts, 0, breaker_settings().window_seconds
             )
         except redis.RedisError:

@@ -7,10 +7,13 @@ its token. Due times and leases are compared with the database's clock. Ordered 
 claimed only at the head of their key's line, one per key at a time (`ordering`).
 """
 
+import functools
 import uuid
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
+from django.db import connection
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -36,6 +39,8 @@ def claim_due(
     shares `endpoint` (the instance its owner read this round)."""
     if limit <= 0:
         return []
+    if not with_expired and not endpoint.ordered_delivery and connection.vendor == "postgresql":
+        return _claim_unordered(endpoint=endpoint, token=token, limit=limit)
     rows = Delivery.objects.filter(endpoint_id=endpoint.pk).filter(ordering.claimable_in_order())
     ids = list(
         rows.filter(_pending_due())
@@ -63,6 +68,46 @@ def claim_due(
     claimed = list(
         Delivery.objects.select_related("event")
         .filter(pk__in=ids, lease_token=token, status=DeliveryStatus.SENDING)
+        .order_by("next_attempt_at", "pk")
+    )
+    for delivery in claimed:
+        delivery.endpoint = endpoint
+    return claimed
+
+
+@functools.cache
+def _unordered_claim_sql() -> str:
+    """The claim of an endpoint without ordering, as one statement: the same rule as the
+    ORM's (pending and due by the database's clock, oldest due first), its SQL written
+    once instead of compiled every round (a test holds the two to the same answers)."""
+    table = Delivery._meta.db_table
+    # A materialised CTE: an IN (subquery LIMIT n) may be evaluated more than once and
+    # take more than n rows.
+    return (
+        f"WITH picked AS MATERIALIZED (SELECT id FROM {table} "  # noqa: S608 (placeholders)
+        f"WHERE endpoint_id = %s AND status = %s AND next_attempt_at <= STATEMENT_TIMESTAMP() "
+        f"AND ordering_key IS NULL ORDER BY next_attempt_at, id LIMIT %s "
+        f"FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {table} AS d SET status = %s, lease_token = %s, "
+        f"lease_expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second', "
+        f"attempts = d.attempts + 1, updated_at = STATEMENT_TIMESTAMP() "
+        f"FROM picked WHERE d.id = picked.id AND d.status = %s RETURNING d.id"
+    )
+
+
+def _claim_unordered(*, endpoint: Endpoint, token: uuid.UUID, limit: int) -> list[Delivery]:
+    """Rows with an ordering key (left from when the endpoint asked for order) are claimed
+    by an owner's first claim, which takes the ORM's ordered path."""
+    pending, sending = DeliveryStatus.PENDING, DeliveryStatus.SENDING
+    params: list[Any] = [endpoint.pk, pending, limit, sending, token, lease_seconds(), pending]
+    with connection.cursor() as cursor:
+        cursor.execute(_unordered_claim_sql(), params)
+        ids = [row[0] for row in cursor.fetchall()]
+    if not ids:
+        return []
+    claimed = list(
+        Delivery.objects.select_related("event")
+        .filter(pk__in=ids)
         .order_by("next_attempt_at", "pk")
     )
     for delivery in claimed:

@@ -45,9 +45,11 @@ LEASE_MARGIN_SECONDS = 5.0
 
 
 def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
-    if len(results) == 1 and results[0].attempt is not None:
-        # One row: its own attempt's start, without the subquery.
-        return Coalesce("first_attempt_at", Value(results[0].attempt.started_at))
+    starts = [r.attempt.started_at for r in results if r.attempt is not None]
+    if len(starts) == len(results):
+        # A row without a first attempt yet had it in this round: the round's first start
+        # (its requests start within one request's time), without the subquery.
+        return Coalesce("first_attempt_at", Value(min(starts)))
     return _FIRST_ATTEMPT_OF_CYCLE
 
 

@@ -442,3 +442,39 @@ def test_an_owner_that_died_costs_one_lease(
         what="the next owner to send it",
     )
     assert len(receiver.requests) == 1
+
+
+def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    other, _ = make_endpoint(receiver)
+    now = timezone.now()
+    rows = {}
+    for name, fields in {
+        "due": {"next_attempt_at": now - timedelta(seconds=5)},
+        "due_later_in_line": {"next_attempt_at": now - timedelta(seconds=1)},
+        "not_yet": {"next_attempt_at": now + timedelta(minutes=5)},
+        "held": {"status": DeliveryStatus.HELD, "next_attempt_at": now},
+        "done": {"status": DeliveryStatus.SUCCEEDED, "next_attempt_at": None},
+        "keyed": {"next_attempt_at": now, "ordering_key": "k", "ordering_position": now},
+    }.items():
+        event = Event.objects.create(type="order.created", data={}, occurred_at=now)
+        rows[name] = Delivery.objects.create(event=event, endpoint=endpoint, **fields)
+    elsewhere = Event.objects.create(type="order.created", data={}, occurred_at=now)
+    Delivery.objects.create(event=elsewhere, endpoint=other, next_attempt_at=now)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+
+    first = claims.claim_due(endpoint=endpoint, token=token, limit=1)
+    rest = claims.claim_due(endpoint=endpoint, token=token, limit=10)
+
+    assert [d.pk for d in first] == [rows["due"].pk], "oldest due first, within the limit"
+    assert [d.pk for d in rest] == [rows["due_later_in_line"].pk]
+    taken = Delivery.objects.get(pk=rows["due"].pk)
+    assert taken.status == DeliveryStatus.SENDING
+    assert taken.lease_token == token
+    assert taken.attempts == 1
+    assert taken.lease_expires_at is not None
+    assert taken.lease_expires_at > timezone.now() + timedelta(seconds=20)
+    # The keyed row waits for an owner's first claim (the ordered path).
+    keyed = claims.claim_due(endpoint=endpoint, token=token, limit=10, with_expired=True)
+    assert [d.pk for d in keyed] == [rows["keyed"].pk]
