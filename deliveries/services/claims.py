@@ -39,8 +39,14 @@ def claim_due(
     shares `endpoint` (the instance its owner read this round)."""
     if limit <= 0:
         return []
-    if not with_expired and not endpoint.ordered_delivery and connection.vendor == "postgresql":
-        return _claim_unordered(endpoint=endpoint, token=token, limit=limit)
+    if not endpoint.ordered_delivery and connection.vendor == "postgresql":
+        claimed = _claim_unordered(
+            endpoint=endpoint, token=token, limit=limit, with_expired=with_expired
+        )
+        if claimed or not with_expired:
+            return claimed
+        # An owner's first claim found nothing plain: rows with an ordering key, left from
+        # when the endpoint asked for order, take the ordered path.
     rows = Delivery.objects.filter(endpoint_id=endpoint.pk).filter(ordering.claimable_in_order())
     ids = list(
         rows.filter(_pending_due())
@@ -76,32 +82,39 @@ def claim_due(
 
 
 @functools.cache
-def _unordered_claim_sql() -> str:
+def _unordered_claim_sql(with_expired: bool) -> str:
     """The claim of an endpoint without ordering, as one statement: the same rule as the
     ORM's (pending and due by the database's clock, oldest due first), its SQL written
     once instead of compiled every round (a test holds the two to the same answers)."""
     table = Delivery._meta.db_table
-    # A materialised CTE: an IN (subquery LIMIT n) may be evaluated more than once and
-    # take more than n rows.
+    # A row whose sender died (its lease ran out): an owner's first claim takes it over.
+    expired = (
+        f" OR (status = '{DeliveryStatus.SENDING}' AND lease_expires_at < STATEMENT_TIMESTAMP())"
+        if with_expired
+        else ""
+    )
+    # The picked rows are locked, so their status is as read. A materialised CTE, as
+    # IN (subquery LIMIT n) may be evaluated more than once and take more than n rows.
     return (
         f"WITH picked AS MATERIALIZED (SELECT id FROM {table} "  # noqa: S608 (placeholders)
-        f"WHERE endpoint_id = %s AND status = %s AND next_attempt_at <= STATEMENT_TIMESTAMP() "
-        f"AND ordering_key IS NULL ORDER BY next_attempt_at, id LIMIT %s "
+        f"WHERE endpoint_id = %s AND ordering_key IS NULL "
+        f"AND ((status = %s AND next_attempt_at <= STATEMENT_TIMESTAMP()){expired}) "
+        f"ORDER BY next_attempt_at, id LIMIT %s "
         f"FOR UPDATE SKIP LOCKED) "
         f"UPDATE {table} AS d SET status = %s, lease_token = %s, "
         f"lease_expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second', "
         f"attempts = d.attempts + 1, updated_at = STATEMENT_TIMESTAMP() "
-        f"FROM picked WHERE d.id = picked.id AND d.status = %s RETURNING d.id"
+        f"FROM picked WHERE d.id = picked.id RETURNING d.id"
     )
 
 
-def _claim_unordered(*, endpoint: Endpoint, token: uuid.UUID, limit: int) -> list[Delivery]:
-    """Rows with an ordering key (left from when the endpoint asked for order) are claimed
-    by an owner's first claim, which takes the ORM's ordered path."""
+def _claim_unordered(
+    *, endpoint: Endpoint, token: uuid.UUID, limit: int, with_expired: bool
+) -> list[Delivery]:
     pending, sending = DeliveryStatus.PENDING, DeliveryStatus.SENDING
-    params: list[Any] = [endpoint.pk, pending, limit, sending, token, lease_seconds(), pending]
+    params: list[Any] = [endpoint.pk, pending, limit, sending, token, lease_seconds()]
     with connection.cursor() as cursor:
-        cursor.execute(_unordered_claim_sql(), params)
+        cursor.execute(_unordered_claim_sql(with_expired), params)
         ids = [row[0] for row in cursor.fetchall()]
     if not ids:
         return []

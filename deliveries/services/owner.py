@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 # A row falling due this soon is waited for by its owner rather than woken for later
 # (never longer than a countdown may wait: longer waits belong to the database).
 LINGER_SECONDS = 1.0
+# An endpoint read this recently is not read again for the next round: a change (a
+# disable, a new header) applies from the next request that starts later than this.
+FRESH_SECONDS = 0.05
 # How often an owner with free lanes and requests open looks for new due rows.
 POLL_SECONDS = 0.1
 
@@ -145,6 +148,11 @@ class _Owner:
         self.renewed_at = self.turn_ends = time.monotonic()
         self.first_claim = True
         self.lost = self.inactive = False
+        self.read_at = 0.0
+        # Whether the last claim found fewer due rows than it asked for (nothing else due
+        # then), and the soonest retry this owner recorded (monotonic), for lingering.
+        self.ran_dry = False
+        self.soonest_retry = float("inf")
 
     # -- the rounds ----------------------------------------------------------------------
 
@@ -195,6 +203,15 @@ class _Owner:
                     return False
                 if turn_over:
                     return has_due(endpoint_id=self.endpoint_id)
+                linger_until = time.monotonic() + min(
+                    LINGER_SECONDS, conf.get().max_countdown_seconds
+                )
+                if (
+                    self.ran_dry
+                    and self.soonest_retry > linger_until
+                    and self.hold_until < linger_until
+                ):
+                    return False  # nothing due now nor soon that we know of: hand back
                 wait = self._next_wait()
                 if wait is None:
                     return False
@@ -207,7 +224,10 @@ class _Owner:
             self._wait_and_record(can_claim and not turn_over)
 
     def _read_endpoint(self) -> bool:
+        if self.endpoint is not None and time.monotonic() - self.read_at < FRESH_SECONDS:
+            return True  # read for the round just before (a request's time at most)
         endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
+        self.read_at = time.monotonic()
         if endpoint is None:
             self.lost = True  # deleted: its rows are gone with it
             return False
@@ -251,6 +271,7 @@ class _Owner:
             release(permits)
             raise
         self.first_claim = False
+        self.ran_dry = len(rows) < permits
         release(permits - len(rows))
         if not rows:
             return
@@ -353,6 +374,12 @@ class _Owner:
             # The rows share the owner's lease, renewed while it works.
             lease_expires_at=timezone.now() + timedelta(days=1),
         )
+        now = time.monotonic()
+        for result in results:
+            if result.decision.verdict == Verdict.RETRY:
+                self.soonest_retry = min(self.soonest_retry, now + result.decision.delay_seconds)
+        if deferral.deliveries:
+            self.soonest_retry = min(self.soonest_retry, now + deferral.seconds)
         try:
             self.result.outcomes.update(record(claim, endpoint, results, deferral))
         except IntegrityError:
