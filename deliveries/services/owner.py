@@ -60,6 +60,9 @@ LINGER_SECONDS = 1.0
 # An endpoint read this recently is not read again for the next round: a change (a
 # disable, a new header) applies from the next request that starts later than this.
 FRESH_SECONDS = 0.05
+# How long an owner waits, after one of its requests ended, for the others to end too.
+GATHER_SHARE = 0.25
+MAX_GATHER_SECONDS = 0.05
 # How often an owner with free lanes and requests open looks for new due rows.
 POLL_SECONDS = 0.1
 
@@ -343,9 +346,17 @@ class _Owner:
             finished.append(self.finished.get(timeout=timeout))
         except queue.Empty:
             return
-        while True:
+        # Lanes started together end together: wait a moment for the others, so a round
+        # records and claims for all of them, not one statement set per request (a
+        # quarter of a request's time at most, 50 ms at most: nothing for fast receivers).
+        window = min(MAX_GATHER_SECONDS, finished[0][1].duration_ms / 1000 * GATHER_SHARE)
+        until = time.monotonic() + window
+        while len(finished) < len(self.open):
             try:
-                finished.append(self.finished.get_nowait())
+                left = until - time.monotonic()
+                finished.append(
+                    self.finished.get(timeout=left) if left > 0 else self.finished.get_nowait()
+                )
             except queue.Empty:
                 break
         results = []
