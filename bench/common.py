@@ -1,6 +1,7 @@
 """What the benchmarks share: the database and broker they use (overridable from the
 environment), starting and stopping processes, free ports, percentiles, the result table."""
 
+import base64
 import contextlib
 import json
 import os
@@ -13,8 +14,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent
 # Overridable so that two benchmarks on one machine do not share a database.
@@ -29,7 +28,9 @@ ENV = {
     # Fresh keys per run (the settings refuse shipped ones with DEBUG off); every process
     # of one run gets the same, and each run starts on a new database.
     "SECRET_KEY": secrets.token_urlsafe(50),
-    "WEBHOOKS_ENCRYPTION_KEY": Fernet.generate_key().decode("ascii"),
+    # A Fernet key (32 random bytes, url-safe base64), made without `cryptography`: the
+    # peer's virtualenv, which imports this module too, does not have it.
+    "WEBHOOKS_ENCRYPTION_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii"),
     # Plain http on loopback: no redirect to https.
     "SECURE_SSL_REDIRECT": "false",
     "LOG_LEVEL": "WARNING",
