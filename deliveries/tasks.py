@@ -33,7 +33,19 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
-@webhook_task("deliveries.tasks.work_endpoint", queue=QUEUE_DELIVERY)
+# An owner's turn (WEBHOOKS_DELIVERY_BATCH_SECONDS) plus its last requests (connect + read
+# timeout, at most 90 s) always ends well within these; the host's task-wide limits, which
+# may be shorter, do not apply to it.
+OWNER_SOFT_TIME_LIMIT_SECONDS = 600
+OWNER_TIME_LIMIT_SECONDS = 660
+
+
+@webhook_task(
+    "deliveries.tasks.work_endpoint",
+    queue=QUEUE_DELIVERY,
+    soft_time_limit=OWNER_SOFT_TIME_LIMIT_SECONDS,
+    time_limit=OWNER_TIME_LIMIT_SECONDS,
+)
 def work_endpoint(endpoint_id: str) -> int:
     """ "Endpoint E has work": own it and send what is due; returns how many were sent."""
     return services.endpoint_work(endpoint_id=endpoint_id).sent

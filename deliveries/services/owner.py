@@ -60,6 +60,8 @@ LINGER_SECONDS = 1.0
 # An endpoint read this recently is not read again for the next round: a change (a
 # disable, a new header) applies from the next request that starts later than this.
 FRESH_SECONDS = 0.05
+# How long an owner that is stopped waits for its cut-short requests to report.
+ABORT_WAIT_SECONDS = 2.0
 # How long an owner waits, after one of its requests ended, for the others to end too.
 GATHER_SHARE = 0.25
 MAX_GATHER_SECONDS = 0.05
@@ -85,6 +87,12 @@ def endpoint_work(*, endpoint_id: UUID | str) -> WorkResult:
     owner = _Owner(str(endpoint_id), token)
     try:
         owner.run()
+    except BaseException:
+        # A time limit, a shutdown, a database error: no request of ours goes on
+        # unrecorded behind us. Cut the open ones short, record what they came to if the
+        # database lets us, and give the endpoint back (else its lease runs out).
+        owner.abort()
+        raise
     finally:
         metrics.owners_working.dec()
         metrics.deliveries_per_wake.observe(owner.result.sent)
@@ -418,6 +426,25 @@ class _Owner:
             return
         self.renewed_at = now
         self._mark_working()
+
+    def abort(self) -> None:
+        for _, deadline in list(self.open.values()):
+            deadline.fire()
+        with contextlib.suppress(Exception):
+            until = time.monotonic() + ABORT_WAIT_SECONDS
+            results = []
+            while self.open and time.monotonic() < until:
+                try:
+                    delivery, outcome, credentials = self.finished.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self.open.pop(delivery.pk, None)
+                results.append(_result(delivery, outcome, credentials))
+            self._record(results, Deferral([]))
+        with contextlib.suppress(Exception):
+            self._clear_mark()
+            if not self.lost:
+                owner_release(endpoint_id=self.endpoint_id, token=self.token)
 
     def _give_up(self) -> None:
         self.lost = True

@@ -478,3 +478,40 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
     # The keyed row waits for an owner's first claim (the ordered path).
     keyed = claims.claim_due(endpoint=endpoint, token=token, limit=10, with_expired=True)
     assert [d.pk for d in keyed] == [rows["keyed"].pk]
+
+
+def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiver) -> None:
+    # Finding 3: the task's time limit killed the task only; its lanes kept their sockets,
+    # nothing was recorded, and the sweeper sent again while the first request was open.
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from deliveries.services import owner
+
+    with trickling_server() as (url, accepted):
+        endpoint, _ = services.endpoint_create(
+            url=url, event_types=["*"], connect_timeout_seconds=5, read_timeout_seconds=30
+        )
+        event = Event.objects.create(
+            type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=Now()
+        )
+        delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+
+        def time_is_up(self: Any, may_claim: bool) -> None:
+            wait_until(lambda: accepted, what="the request to be open")
+            raise SoftTimeLimitExceeded()
+
+        started = time.monotonic()
+        with (
+            mock.patch.object(owner._Owner, "_wait_and_record", time_is_up),
+            pytest.raises(SoftTimeLimitExceeded),
+        ):
+            services.endpoint_work(endpoint_id=endpoint.pk)
+        took = time.monotonic() - started
+
+    assert took < 5, "the open request was cut short, not waited for"
+    attempt = Attempt.objects.get(delivery=delivery)
+    assert attempt.response_status is None
+    row = Delivery.objects.get(pk=delivery.pk)
+    assert row.status == DeliveryStatus.PENDING
+    assert row.lease_token is None
+    assert not EndpointOwner.objects.filter(pk=endpoint.pk, token__isnull=False).exists()
