@@ -449,14 +449,15 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
     other, _ = make_endpoint(receiver)
     now = timezone.now()
     rows = {}
-    for name, fields in {
+    cases: dict[str, dict[str, Any]] = {
         "due": {"next_attempt_at": now - timedelta(seconds=5)},
         "due_later_in_line": {"next_attempt_at": now - timedelta(seconds=1)},
         "not_yet": {"next_attempt_at": now + timedelta(minutes=5)},
         "held": {"status": DeliveryStatus.HELD, "next_attempt_at": now},
         "done": {"status": DeliveryStatus.SUCCEEDED, "next_attempt_at": None},
         "keyed": {"next_attempt_at": now, "ordering_key": "k", "ordering_position": now},
-    }.items():
+    }
+    for name, fields in cases.items():
         event = Event.objects.create(type="order.created", data={}, occurred_at=now)
         rows[name] = Delivery.objects.create(event=event, endpoint=endpoint, **fields)
     elsewhere = Event.objects.create(type="order.created", data={}, occurred_at=now)
