@@ -11,10 +11,14 @@ setup:
 run: setup
 	.venv/bin/python manage.py serve $(ADDR)
 
+# With DEBUG off the settings refuse a missing, shipped or weak key, so each run makes its
+# own (the processes the tests start inherit them); plain http, so no redirect to https.
 test: setup
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) DEBUG=false \
 	WEBHOOKS_ALLOWED_NETWORKS=127.0.0.0/8,::1 WEBHOOKS_REQUIRE_HTTPS=false \
-	SECRET_KEY=test-secret-key-that-is-long-enough-for-checks \
+	SECURE_SSL_REDIRECT=false \
+	SECRET_KEY="$${TEST_SECRET_KEY:-$$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
+	WEBHOOKS_ENCRYPTION_KEY="$${TEST_ENCRYPTION_KEY:-$$(.venv/bin/python -m webhooks_core.crypto)}" \
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: setup

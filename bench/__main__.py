@@ -186,14 +186,24 @@ def run_system(
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
                 out.throughput = scenarios.throughput(system, healthy, args.events, args.timeout)
             for endpoints, events in args.slow_runs if "slow" in chosen else []:
-                print(
-                    f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
-                    f"{endpoints} endpoints x {events} events",
-                    flush=True,
-                )
-                out.slow.append(
-                    scenarios.slow(system, slow, endpoints, events, args.slow_delay, args.timeout)
-                )
+                for per_transaction in (100, 1):
+                    print(
+                        f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
+                        f"{endpoints} endpoints x {events} events, "
+                        f"{per_transaction} per transaction",
+                        flush=True,
+                    )
+                    out.slow.append(
+                        scenarios.slow(
+                            system,
+                            slow,
+                            endpoints,
+                            events,
+                            args.slow_delay,
+                            args.timeout,
+                            per_transaction,
+                        )
+                    )
             if "latency" in chosen:
                 print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
                 out.latency = scenarios.latency(
@@ -333,12 +343,13 @@ def table_rows(
                 else mine_t.arrived == mine_t.count and min(mine_t.recorded) >= mine_t.count,
             )
         )
-    peer_slow = {(s.endpoints, s.events): s for s in peer.slow}
+    peer_slow = {(s.endpoints, s.events, s.per_transaction): s for s in peer.slow}
     for mine_s in ours.slow:
-        theirs = peer_slow.get((mine_s.endpoints, mine_s.events))
-        # 0.8 of what the default in-flight limits (4 per endpoint) allow, at most 800/s.
+        theirs = peer_slow.get((mine_s.endpoints, mine_s.events, mine_s.per_transaction))
+        # 0.8 of what the default in-flight limits (4 per endpoint) allow, at most 600/s
+        # from one delivery process.
         allowed = mine_s.endpoints * 4 / args.slow_delay
-        bound = min(0.8 * allowed, 800.0)
+        bound = min(0.8 * allowed, 600.0)
         deliveries = mine_s.endpoints * mine_s.events
         target = f">= {bound:.0f}/s"
         met = mine_s.rate >= bound and mine_s.arrived == deliveries
@@ -350,11 +361,29 @@ def table_rows(
         rows.append(
             Row(
                 f"slow receiver ({args.slow_delay * 1000:g} ms), {mine_s.endpoints} endpoints, "
-                f"{deliveries} deliveries: deliveries/s (in flight)",
+                f"{deliveries} deliveries, {mine_s.per_transaction} per transaction: "
+                "deliveries/s (in flight)",
                 f"{mine_s.rate:.0f} ({mine_s.in_flight:.0f})",
                 cell(theirs, lambda t: f"{t.rate:.0f} ({t.in_flight:.0f})", dash),
                 f"{target}{'; ' + extra if extra else ''}",
                 met,
+            )
+        )
+        per = mine_s.messages_per_delivery
+        rows.append(
+            Row(
+                f"slow receiver, {mine_s.endpoints} endpoints, {mine_s.per_transaction} per "
+                "transaction: task messages per delivery",
+                "?" if per is None else f"{per:.2f}",
+                cell(
+                    theirs,
+                    lambda t: (
+                        "?" if t.messages_per_delivery is None else f"{t.messages_per_delivery:.2f}"
+                    ),
+                    dash,
+                ),
+                "<= 0.3",
+                None if per is None else per <= 0.3,
             )
         )
         if mine_s.arrived != deliveries or (theirs and theirs.arrived != deliveries):

@@ -1,9 +1,11 @@
 """What the benchmarks share: the database and broker they use (overridable from the
 environment), starting and stopping processes, free ports, percentiles, the result table."""
 
+import base64
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,8 +25,14 @@ ENV = {
     "DATABASE_URL": f"{POSTGRES_URL}/{BENCH_DATABASE}",
     "CELERY_BROKER_URL": BROKER_URL,
     "DEBUG": "false",
-    "SECRET_KEY": "bench-secret-key-" + "x" * 40,
-    "WEBHOOKS_ENCRYPTION_KEY": "Xj12CFzqtYLFParsutiJDIxnirNujtbEGL2ZbUylLmM=",
+    # Fresh keys per run (the settings refuse shipped ones with DEBUG off); every process
+    # of one run gets the same, and each run starts on a new database.
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    # A Fernet key (32 random bytes, url-safe base64), made without `cryptography`: the
+    # peer's virtualenv, which imports this module too, does not have it.
+    "WEBHOOKS_ENCRYPTION_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii"),
+    # Plain http on loopback: no redirect to https.
+    "SECURE_SSL_REDIRECT": "false",
     "LOG_LEVEL": "WARNING",
     "DJANGO_SETTINGS_MODULE": "webhooks_project.settings",
     # The benchmark's event types (bench.load and the isolation ones) are declared there.

@@ -33,6 +33,7 @@ DEFAULT_RETRY_WINDOW_SECONDS = 24 * 3600.0
 class OurSystem:
     name = "ours"
     emit_seconds = 0.0
+    broker_url = BROKER_URL
 
     def __init__(
         self, *, pool: str, concurrency: int, retry_scale: float, db_pool: int = 0

@@ -157,6 +157,7 @@ class PeerSystem:
 
     name = "peer"
     emit_seconds = 0.0
+    broker_url = PEER_BROKER_URL
 
     def __init__(self, *, pool: str, concurrency: int, retry_scale: float) -> None:
         self.pool, self.concurrency = pool, concurrency

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import redis
+
 from bench.common import free_port, percentile
 
 
@@ -146,18 +148,42 @@ class Slow:
     rate: float
     # Requests the receiver had in flight on average: rate x its answer delay.
     in_flight: float
+    per_transaction: int = 100
+    # Task messages published to the broker (all queues: LPUSH and RPUSH as Redis counts
+    # them) per delivery; None when the broker's counters could not be read.
+    messages_per_delivery: float | None = None
+
+
+def broker_pushes(url: str | None) -> int | None:
+    """LPUSH + RPUSH calls the broker's Redis has served (all clients)."""
+    if not url:
+        return None
+    try:
+        stats = redis.Redis.from_url(url).info("commandstats")
+    except redis.RedisError:
+        return None
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("lpush", "rpush"))
 
 
 def slow(
-    system: System, receiver: Receiver, endpoints: int, events: int, delay: float, timeout: float
+    system: System,
+    receiver: Receiver,
+    endpoints: int,
+    events: int,
+    delay: float,
+    timeout: float,
+    per_transaction: int = 100,
 ) -> Slow:
-    """`events` events (100 per transaction) to `endpoints` endpoints of a receiver that
-    answers each request after `delay` seconds: deliveries/s from the first commit to the
-    last arrival, when the bound is concurrency, not CPU."""
-    base = f"/{system.name}/slow{endpoints}"
+    """`events` events (`per_transaction` per transaction) to `endpoints` endpoints of a
+    receiver that answers each request after `delay` seconds: deliveries/s from the first
+    commit to the last arrival, when the bound is concurrency, not CPU; and the task
+    messages each delivery cost (on a broker of its own the count is exact)."""
+    base = f"/{system.name}/slow{endpoints}x{per_transaction}"
     paths = [f"{base}/{n}" for n in range(endpoints)]
     system.subscribe_many([receiver.url + path for path in paths])
-    committed = system.emit(events, 100)
+    broker = getattr(system, "broker_url", None)
+    pushes_before = broker_pushes(broker)
+    committed = system.emit(events, per_transaction)
     expected = {(path, event_id) for path in paths for event_id in committed}
     deadline = time.monotonic() + timeout
     while True:
@@ -170,7 +196,11 @@ def slow(
     last = max((min(times) for times in arrived.values()), default=0.0)
     span = last - min(committed.values())
     rate = len(arrived) / span if span > 0 else 0.0
-    return Slow(endpoints, events, len(arrived), rate, rate * delay)
+    pushes_after = broker_pushes(broker)
+    per_delivery = None
+    if pushes_before is not None and pushes_after is not None and arrived:
+        per_delivery = (pushes_after - pushes_before) / len(arrived)
+    return Slow(endpoints, events, len(arrived), rate, rate * delay, per_transaction, per_delivery)
 
 
 @dataclass

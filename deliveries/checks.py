@@ -12,14 +12,20 @@ from .ssrf import parse_networks
 
 @register(Tags.security)
 def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
-    try:
-        parse_networks(conf.health().allowed_networks)
-    except ValueError as exc:
-        return [
-            Error(
-                f"WEBHOOKS_ALLOWED_NETWORKS is invalid: {exc}.",
-                hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
-                id="webhooks.E010",
+    errors = []
+    current = conf.health()
+    for name, networks in (
+        ("WEBHOOKS_ALLOWED_NETWORKS", current.allowed_networks),
+        ("WEBHOOKS_PORTAL_ALLOWED_NETWORKS", current.portal_allowed_networks),
+    ):
+        try:
+            parse_networks(networks)
+        except ValueError as exc:
+            errors.append(
+                Error(
+                    f"{name} is invalid: {exc}.",
+                    hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
+                    id="webhooks.E010",
+                )
             )
-        ]
-    return []
+    return errors

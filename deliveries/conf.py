@@ -15,21 +15,29 @@ from .ssrf import AddressPolicy, parse_networks
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_LEASE_SECONDS",
-        120.0,
-        "How long a worker owns a delivery it is sending; an expired lease is taken over by "
-        "another worker.",
+        30.0,
+        "An endpoint's owner (the one worker sending its requests) holds its lease this long, "
+        "renewed every third of it while it works; the rows it is sending share the lease. "
+        "A worker that dies costs at most this long before another takes the endpoint over.",
     ),
     Setting(
         "WEBHOOKS_DELIVERY_BATCH_SIZE",
         50,
-        "Deliveries of one endpoint per task message, claimed, sent and recorded together.",
+        "The most deliveries an owner claims at once (it claims no more than it has free "
+        "lanes: its endpoint's in-flight limit).",
     ),
     Setting(
         "WEBHOOKS_DELIVERY_BATCH_SECONDS",
         5.0,
-        "A batch, with the due deliveries of its endpoint it takes along, starts no new "
-        "request after this long (nor when its lease could not cover one more); the rest go "
-        "back to the queue.",
+        "An owner's turn: after this long it finishes its requests and hands its endpoint "
+        "on (a new task message, behind the others), so endpoints take turns when the "
+        "worker's pool is smaller than the number of busy endpoints.",
+    ),
+    Setting(
+        "WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS",
+        0,
+        "Requests open at once in one delivery process, shared by the owners that have "
+        "work (first come, first served per request). 0: the worker pool's concurrency.",
     ),
     Setting(
         "WEBHOOKS_FANOUT_GRACE_SECONDS",
@@ -39,16 +47,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS",
         10,
-        "An event whose tenant has at most this many endpoints gets its deliveries in the "
-        "emitting transaction, sent on commit without a fan-out task (the first 20 events "
-        "of a transaction; the rest, and events with an ordering key, go to the fan-out "
-        "task). 0: always through the fan-out task.",
+        "An event whose tenant has at most this many endpoints is fanned out by the emitting "
+        "process right after its transaction commits, without a fan-out task (the first 20 "
+        "events of a transaction; the rest, and events with an ordering key, go to the "
+        "fan-out task). Nothing of it runs inside the product's transaction. 0: always "
+        "through the fan-out task.",
     ),
     Setting(
         "WEBHOOKS_REQUEUE_GRACE_SECONDS",
         120.0,
-        "A due delivery whose task message has not been consumed after this long is enqueued "
-        "again.",
+        "An endpoint with due deliveries, no live owner and a wake message out for this long "
+        "gets another message from the sweeper (the first may be lost).",
     ),
     Setting(
         "WEBHOOKS_REPLAY_BATCH_SIZE",
@@ -127,6 +136,15 @@ SETTINGS: tuple[Setting, ...] = (
         debug_default=("127.0.0.0/8", "::1"),
     ),
     Setting(
+        "WEBHOOKS_PORTAL_ALLOWED_NETWORKS",
+        (),
+        "CIDR networks that endpoints a tenant makes or re-points in the portal may reach "
+        "besides public addresses. `WEBHOOKS_ALLOWED_NETWORKS` and DEBUG's loopback "
+        "allowance never apply to those endpoints (only to the ones operators and the API "
+        "make): list a network here to let tenants reach it too. Empty: public addresses "
+        "only, in DEBUG too.",
+    ),
+    Setting(
         "WEBHOOKS_REQUIRE_HTTPS",
         True,
         "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is "
@@ -187,15 +205,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_DEFER_SECONDS",
         1.0,
-        "Shortest wait of a batch refused an in-flight slot; it waits about as long as its "
-        "endpoint's last batch held its slots, and stays due meanwhile for the batch holding "
-        "them to take along.",
+        "How long an endpoint's other due deliveries wait after a request got no answer at all "
+        "(at least as long as such a request takes), without spending an attempt.",
     ),
     Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
-        "Redis for the shared counters (in-flight slots, limits, breaker). Empty: the Celery "
-        "broker's Redis, or process memory when the broker is not Redis.",
+        "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
+        "Celery broker's Redis, or process memory when the broker is not Redis.",
     ),
 )
 
@@ -212,6 +229,7 @@ class DeliverySettings:
     batch_size: int = 50
     inline_fan_out_max_endpoints: int = 10
     batch_seconds: float = 5.0
+    max_open_requests: int = 0
     response_body_limit: int = 2048
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
@@ -237,6 +255,7 @@ def get() -> DeliverySettings:
         batch_size=value("WEBHOOKS_DELIVERY_BATCH_SIZE"),
         inline_fan_out_max_endpoints=int(value("WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS")),
         batch_seconds=value("WEBHOOKS_DELIVERY_BATCH_SECONDS"),
+        max_open_requests=int(value("WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS")),
         require_declared_types=value("WEBHOOKS_REQUIRE_DECLARED_TYPES"),
         event_type_modules=tuple(value("WEBHOOKS_EVENT_TYPE_MODULES")),
         sweep_interval_seconds=core_value("WEBHOOKS_SWEEP_INTERVAL_SECONDS"),
@@ -269,12 +288,14 @@ class HealthSettings:
     global_rate_limit: int
     defer_seconds: float
     redis_url: str
+    portal_allowed_networks: tuple[str, ...] = ()
 
 
 @functools.cache
 def health() -> HealthSettings:
     return HealthSettings(
         allowed_networks=tuple(value("WEBHOOKS_ALLOWED_NETWORKS")),
+        portal_allowed_networks=tuple(value("WEBHOOKS_PORTAL_ALLOWED_NETWORKS")),
         require_https=value("WEBHOOKS_REQUIRE_HTTPS"),
         suspend_after_failures=value("WEBHOOKS_SUSPEND_AFTER_FAILURES"),
         suspend_window_seconds=value("WEBHOOKS_SUSPEND_WINDOW_SECONDS"),
@@ -310,6 +331,27 @@ def address_policy() -> AddressPolicy:
     )
 
 
+@functools.cache
+def portal_address_policy() -> AddressPolicy:
+    """The SSRF guard's policy for endpoints whose URL a tenant chose in the portal: public
+    addresses, plus ``WEBHOOKS_PORTAL_ALLOWED_NETWORKS`` only (never the operators'
+    ``WEBHOOKS_ALLOWED_NETWORKS`` nor DEBUG's loopback)."""
+    current = health()
+    return AddressPolicy(
+        allowed_networks=parse_networks(current.portal_allowed_networks),
+        require_https=current.require_https,
+        allowance_setting="",
+    )
+
+
+def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
+    """The policy an endpoint's requests go out under, at connect time as when saved:
+    `portal_address_policy` when a tenant chose its URL in the portal."""
+    if getattr(endpoint, "url_chosen_in_portal", False):
+        return portal_address_policy()
+    return address_policy()
+
+
 @dataclass(frozen=True)
 class PortalSettings:
     """The tenants' portal (deliveries/portal/)."""
@@ -332,7 +374,7 @@ def portal() -> PortalSettings:
 def _forget(**kwargs: Any) -> None:
     """Settings are read once per process (every delivery reads them several times);
     a changed setting (tests, `override_settings`) is read again."""
-    for view in (get, health, address_policy):
+    for view in (get, health, address_policy, portal_address_policy):
         view.cache_clear()
 
 

@@ -7,7 +7,7 @@ describe the database are not kept here: ``webhooks_core.metrics`` computes them
 scrape time. Labels are bounded: endpoint ids and fixed names only.
 """
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 #: Collectors that compute their values from shared state (PostgreSQL) when scraped. Not in
 #: prometheus-client's default REGISTRY: in multiprocess mode a scrape reads the counters
@@ -34,6 +34,29 @@ attempt_duration_seconds = Histogram(
     "webhooks_attempt_duration_seconds",
     "Duration of one HTTP attempt, connect to last byte read",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+# The sending engine (services.owner): who works which endpoint, and what wakes them.
+owners_working = Gauge(
+    "webhooks_owners_working",
+    "Endpoints whose owner is working in this process",
+    multiprocess_mode="livesum",
+)
+lanes_busy = Gauge(
+    "webhooks_lanes_busy",
+    "Requests open in this process (lanes of the owners working here)",
+    multiprocess_mode="livesum",
+)
+wakes_total = Counter(
+    "webhooks_wakes_total",
+    "Wakes of endpoints: published as a task message, or folded into one already out "
+    "(or into a working owner's next look)",
+    ["result"],
+)
+deliveries_per_wake = Histogram(
+    "webhooks_deliveries_per_wake",
+    "Deliveries an owner sent between taking an endpoint and handing it back",
+    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000),
 )
 
 FINAL_OUTCOMES = ("succeeded", "dead_lettered")

@@ -39,9 +39,26 @@ class EnvelopeKind(models.TextChoices):
     CLOUDEVENTS = "cloudevents", "CloudEvents 1.0 (structured JSON)"
 
 
+class StateSetBy(models.TextChoices):
+    """Who put an endpoint in its state: it decides who may make it active again.
+
+    A tenant may re-enable in the portal only what the failures suspended (after a
+    successful test event) or what it disabled itself; never what an operator did.
+    """
+
+    NOBODY = "", "Nobody (created so)"
+    FAILURES = "failures", "Its failures (automatic)"
+    OPERATOR = "operator", "An operator (admin or API)"
+    OWNER = "owner", "Its owner (the portal)"
+
+
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=2048)
+    # Whether a tenant chose `url` in the portal: then the SSRF guard admits public
+    # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
+    # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
+    url_chosen_in_portal = models.BooleanField(default=False, editable=False)
     description = models.CharField(max_length=500, blank=True)
     # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
@@ -56,6 +73,12 @@ class Endpoint(models.Model):
     )
     state_reason = models.CharField(max_length=500, blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_set_by = models.CharField(
+        max_length=16, choices=StateSetBy.choices, default=StateSetBy.NOBODY, blank=True
+    )
+    # The last test event that succeeded while the endpoint was not active (the portal's
+    # "test, then resume"); a tenant may resume a suspension only after one.
+    probe_succeeded_at = models.DateTimeField(null=True, blank=True)
 
     max_attempts = models.PositiveIntegerField(default=12)
     backoff_base_seconds = models.FloatField(default=10.0)
@@ -102,6 +125,10 @@ class Endpoint(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    #: Not stored: what the last `endpoint_update` on this instance did besides the change
+    #: asked (secret headers dropped by a change of origin), for the caller to show.
+    notices: tuple[str, ...] = ()
 
     class Meta:
         ordering = ["-created_at"]
@@ -279,6 +306,12 @@ class Delivery(LeasedJob):
             ),
             models.Index(fields=["status", "-created_at"], name="delivery_status_created_idx"),
             models.Index(fields=["endpoint", "status"], name="delivery_endpoint_status_idx"),
+            # An owner's claim and the sweeper's "has this endpoint due work?" probe.
+            models.Index(
+                fields=["endpoint", "next_attempt_at"],
+                name="delivery_endpoint_due_idx",
+                condition=Q(status="pending"),
+            ),
             models.Index(
                 fields=["endpoint", "ordering_key", "ordering_position"],
                 name="delivery_ordering_idx",
@@ -423,10 +456,15 @@ class PortalLink(models.Model):
     """A one-time link into a tenant's portal, and the portal session it opened.
 
     Only the SHA-256 of the link's token is stored. Opening the link sets ``used_at``
-    (once: a conditional UPDATE) and the session lives until ``expires_at``.
+    (once: a conditional UPDATE) and the session lives until ``expires_at``. The session
+    is known by a second random secret, drawn when the link is opened, of which only the
+    SHA-256 is stored too (``session_hash``; the portal's cookie carries the secret).
     """
 
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    session_hash = models.CharField(
+        max_length=64, unique=True, null=True, blank=True, editable=False
+    )
     tenant = models.CharField(max_length=100)
     requested_via = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -441,3 +479,25 @@ class PortalLink(models.Model):
 
     def __str__(self) -> str:
         return f"portal link #{self.pk} for {self.tenant}"
+
+
+class EndpointOwner(models.Model):
+    """Who sends an endpoint's requests now (see `services.ownership`).
+
+    At most one owner holds an endpoint's lease at a time; the lease's expiry is written
+    and compared with the database's clock, never a worker's. A row without a token, or
+    with an expired one, has no owner.
+    """
+
+    endpoint = models.OneToOneField(
+        Endpoint, primary_key=True, on_delete=models.CASCADE, related_name="owner"
+    )
+    token = models.UUIDField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+    # No claims before this (an open circuit, a rate limit, requests that got no answer):
+    # the endpoint's due rows wait without any row being rewritten.
+    not_before = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"owner of {self.endpoint_id}"

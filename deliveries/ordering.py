@@ -6,7 +6,8 @@ endpoint (``delivery_fields``). The claim adds one condition (``claimable_in_ord
 *earlier* delivery of that key to that endpoint still blocks it (pending, sending, held or
 dead-lettered), and no earlier event of that key is still waiting for its fan-out. When a
 delivery succeeds, or an operator cancels a dead letter, the next one of its key is
-enqueued at once (``enqueue_next``); the sweeper is only the safety net.
+endpoint's owner claims the next head (woken by ``endpoints_with_next_due`` when another
+process changed the line); the sweeper is only the safety net.
 
 The trade-off: an earlier event that keeps failing holds its key back for its whole retry
 cycle (up to ``max_attempts`` / ``retry_window_seconds``); while the endpoint is suspended
@@ -54,14 +55,20 @@ def claimable_in_order() -> Q:
         ordering_position__lt=OuterRef("ordering_position"),
         status__in=BLOCKING,
     )
+    # One of a key in flight at a time, whatever its place: a head that was cancelled and
+    # retried waits for the successor already sent meanwhile, never overtakes it.
+    another_in_flight = Delivery.objects.filter(
+        endpoint_id=OuterRef("endpoint_id"),
+        ordering_key=OuterRef("ordering_key"),
+        status=DeliveryStatus.SENDING,
+    ).exclude(pk=OuterRef("pk"))
     earlier_not_fanned_out = Event.objects.filter(
         ordering_key=OuterRef("ordering_key"),
         created_at__lt=OuterRef("ordering_position"),
         fanned_out_at__isnull=True,
     )
-    return Q(ordering_key__isnull=True) | (
-        ~Exists(earlier_unfinished) & ~Exists(earlier_not_fanned_out)
-    )
+    heads = Q(~Exists(earlier_unfinished)) & Q(~Exists(another_in_flight))
+    return Q(ordering_key__isnull=True) | (heads & Q(~Exists(earlier_not_fanned_out)))
 
 
 def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> list[int]:
@@ -85,11 +92,9 @@ def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None
     ]
 
 
-def enqueue_next(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> None:
-    """Send the task message of whatever now heads the key's line (a duplicate is harmless:
-    the claim lets only one through)."""
-    from .services.dispatch import enqueue_deliveries
-
-    ids = next_in_line(ordering_key=ordering_key, endpoint_ids=endpoint_ids)
-    if ids:
-        enqueue_deliveries(ids)
+def endpoints_with_next_due(
+    *, ordering_key: str, endpoint_ids: Iterable[Any] | None = None
+) -> set[Any]:
+    """The endpoints whose line of this key now has a pending, due head (to be woken)."""
+    heads = next_in_line(ordering_key=ordering_key, endpoint_ids=endpoint_ids)
+    return set(Delivery.objects.filter(pk__in=heads).values_list("endpoint_id", flat=True))

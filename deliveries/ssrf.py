@@ -4,7 +4,9 @@ unless a resolver is passed in.
 A webhook URL is chosen by whoever registers the endpoint, so without a guard the platform
 would POST into our own network for them (cloud metadata at 169.254.169.254, a database's
 admin port on 10.x, a service on loopback). Only globally routable unicast addresses are
-allowed, plus the networks an operator lists in ``WEBHOOKS_ALLOWED_NETWORKS``. The check
+allowed (``is_global``, and not one of `EXTRA_BLOCKED_NETWORKS`), plus the networks an
+operator lists in ``WEBHOOKS_ALLOWED_NETWORKS`` (for endpoints a tenant makes in the
+portal: ``WEBHOOKS_PORTAL_ALLOWED_NETWORKS`` instead, none by default). The check
 runs when an endpoint is saved (early, clear feedback) and again at connect time on every
 address the name resolves to, and the connection then goes to the checked address itself,
 so a DNS answer that changes in between (DNS rebinding) cannot slip through.
@@ -36,6 +38,9 @@ EXTRA_BLOCKED_NETWORKS: tuple[IPNetwork, ...] = tuple(
         "64:ff9b:1::/48",  # local-use NAT64
         "2002::/16",  # 6to4: embeds an IPv4 address
         "2001::/32",  # Teredo: embeds an IPv4 address
+        # Python 3.11's `is_global` says True for these two:
+        "fec0::/10",  # deprecated site-local (RFC 3879): still routed inside some sites
+        "3fff::/20",  # documentation (RFC 9637)
     )
 )
 
@@ -50,6 +55,9 @@ class AddressPolicy:
     require_https: bool = True
     # Names resolve through this (host, port) -> addresses; tests may replace it.
     resolver: Resolver | None = field(default=None, compare=False)
+    # The setting that lists `allowed_networks`, named in refusals ("" names none: a
+    # tenant in the portal is told the rule, not the operator's settings).
+    allowance_setting: str = field(default="WEBHOOKS_ALLOWED_NETWORKS", compare=False)
 
     def resolve(self, host: str, port: int) -> list[str]:
         return list((self.resolver or resolve_host)(host, port))
@@ -94,6 +102,8 @@ def address_refusal(address: str | IPAddress, policy: AddressPolicy) -> str | No
     kind = (
         "loopback"
         if ip.is_loopback
+        else "site-local"
+        if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
         else "link-local"
         if ip.is_link_local
         else "multicast"
@@ -113,7 +123,9 @@ def address_refusal(address: str | IPAddress, policy: AddressPolicy) -> str | No
         kind = "non-public"
     if kind is None:
         return None
-    return f"{ip} is a {kind} address (not in WEBHOOKS_ALLOWED_NETWORKS)"
+    if not policy.allowance_setting:
+        return f"{ip} is a {kind} address (webhooks go to public addresses only)"
+    return f"{ip} is a {kind} address (not in {policy.allowance_setting})"
 
 
 # A host made only of digits, dots and hex prefixes that is not a dotted quad (`0x7f.1`,
@@ -171,6 +183,37 @@ def scheme_refusal(url: str, policy: AddressPolicy) -> str | None:
     if scheme == "http" and policy.require_https:
         return "Only https URLs are allowed (WEBHOOKS_REQUIRE_HTTPS)."
     return None
+
+
+Origin = tuple[str, str, int]
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str | None) -> Origin | None:
+    """``(scheme, host, port)`` of a URL, as a browser compares origins: scheme and host
+    in lower case (IDNA for a Unicode name), the port spelled out (``https://a`` and
+    ``https://a:443`` are one origin). None for no URL or one whose origin cannot be read.
+
+    A credential stored for one origin must not follow the URL to another
+    (``deliveries.services.endpoints``, ``receivers.services.sources``).
+    """
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return scheme, _comparable_host(parts.hostname), port
+
+
+def same_origin(before: str | None, after: str | None) -> bool:
+    """Whether two URLs share their origin (two URLs without one never do)."""
+    first = origin(before)
+    return first is not None and first == origin(after)
 
 
 def url_refusal(url: str, policy: AddressPolicy) -> str | None:

@@ -20,6 +20,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
+from . import deadlines
 from .ssrf import AddressPolicy, address_refusal
 
 _current = threading.local()
@@ -77,10 +78,19 @@ class GuardedHTTPConnection(HTTPConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
 
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        # The request's total deadline may shut this connection's socket (`deadlines`).
+        deadlines.attach_current(self)
+        super().request(*args, **kwargs)
+
 
 class GuardedHTTPSConnection(HTTPSConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        deadlines.attach_current(self)
+        super().request(*args, **kwargs)
 
 
 class GuardedHTTPConnectionPool(HTTPConnectionPool):

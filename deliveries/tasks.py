@@ -33,18 +33,35 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
+# An owner's turn (WEBHOOKS_DELIVERY_BATCH_SECONDS) plus its last requests (connect + read
+# timeout, at most 90 s) always ends well within these; the host's task-wide limits, which
+# may be shorter, do not apply to it.
+OWNER_SOFT_TIME_LIMIT_SECONDS = 600
+OWNER_TIME_LIMIT_SECONDS = 660
+
+
+@webhook_task(
+    "deliveries.tasks.work_endpoint",
+    queue=QUEUE_DELIVERY,
+    soft_time_limit=OWNER_SOFT_TIME_LIMIT_SECONDS,
+    time_limit=OWNER_TIME_LIMIT_SECONDS,
+)
+def work_endpoint(endpoint_id: str) -> int:
+    """ "Endpoint E has work": own it and send what is due; returns how many were sent."""
+    return services.endpoint_work(endpoint_id=endpoint_id).sent
+
+
 @webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
-def deliver_batch(delivery_ids: list[int], due: float | None = None) -> dict[str, str]:
-    if delivery_ids and services.deliveries_defer_if_busy(delivery_ids=delivery_ids):
-        return {}
-    outcomes = services.deliveries_attempt(delivery_ids=delivery_ids, top_up=_late(due))
-    return {str(delivery_id): outcome for delivery_id, outcome in outcomes.items()}
+def deliver_batch(delivery_ids: list[int], due: float | None = None) -> int:
+    """Messages of versions before endpoint owners (still queued at an upgrade): they
+    wake the rows' endpoints."""
+    return services.dispatch_deliveries(delivery_ids)
 
 
 @webhook_task("deliveries.tasks.deliver", queue=QUEUE_DELIVERY)
-def deliver(delivery_id: int) -> str:
+def deliver(delivery_id: int) -> int:
     """Messages of one delivery, as versions before batching sent them."""
-    return services.delivery_attempt(delivery_id=delivery_id)
+    return services.dispatch_deliveries([delivery_id])
 
 
 @webhook_task("deliveries.tasks.sweep", queue=QUEUE_MAINTENANCE)

@@ -18,6 +18,7 @@ import urllib3
 from requests.utils import check_header_validity
 from urllib3.exceptions import HTTPError
 
+from . import deadlines
 from .ssrf import AddressPolicy, scheme_refusal
 from .ssrf_transport import POOL_CLASSES, address_policy
 
@@ -55,8 +56,9 @@ def _manager(policy: AddressPolicy | None) -> urllib3.PoolManager:
                 manager = urllib3.PoolManager(
                     num_pools=POOLED_HOSTS, maxsize=CONNECTIONS_PER_HOST, block=False
                 )
-                if policy is not None:
-                    manager.pool_classes_by_scheme = POOL_CLASSES
+                # Without a policy the guard's classes open connections unchecked; they
+                # still attach every request to its total deadline.
+                manager.pool_classes_by_scheme = POOL_CLASSES
                 _managers[policy] = manager
     return manager
 
@@ -87,9 +89,12 @@ def post(
     read_timeout: float,
     excerpt_limit: int = 2048,
     policy: AddressPolicy | None = None,
+    deadline: deadlines.Deadline | None = None,
 ) -> HttpResult:
-    """POST once. With a `policy`, the SSRF guard checks the scheme and every address the
-    host resolves to before connecting (see `ssrf_transport`)."""
+    """POST once, over by `deadline` (by default connect + read timeout from now)
+    whatever the receiver does; its holder may also cut it short (`Deadline.fire`).
+    With a `policy`, the SSRF guard checks the scheme and every address the host
+    resolves to before connecting (see `ssrf_transport`)."""
     started = time.perf_counter()
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if refusal:
@@ -99,6 +104,34 @@ def post(
         # A value with a line break or leading whitespace is our error, not the
         # endpoint's: this raises (`InvalidHeader`) before anything is sent.
         check_header_validity(header)
+    deadline = deadlines.arm(deadline or deadlines.after(connect_timeout + read_timeout))
+    try:
+        return _post(
+            url,
+            body,
+            all_headers,
+            connect_timeout,
+            read_timeout,
+            excerpt_limit,
+            policy,
+            deadline,
+            started,
+        )
+    finally:
+        deadlines.finish(deadline)
+
+
+def _post(
+    url: str,
+    body: bytes,
+    all_headers: dict[str, str],
+    connect_timeout: float,
+    read_timeout: float,
+    excerpt_limit: int,
+    policy: AddressPolicy | None,
+    deadline: deadlines.Deadline,
+    started: float,
+) -> HttpResult:
     try:
         with address_policy(policy):
             response = _manager(policy).request(
@@ -116,7 +149,9 @@ def post(
             status_code=None,
             body_excerpt="",
             retry_after=None,
-            error=_storable(f"{type(exc).__name__}: {_describe(exc)}"),
+            error=_storable(
+                _cut_short(deadline, started) or f"{type(exc).__name__}: {_describe(exc)}"
+            ),
             duration_ms=(time.perf_counter() - started) * 1000,
         )
     try:
@@ -124,9 +159,15 @@ def post(
         error = ""
     except (HTTPError, OSError) as exc:
         excerpt, drained = "", False
-        error = f"reading the response failed: {type(exc).__name__}: {_describe(exc)}"
+        error = _cut_short(deadline, started) or (
+            f"reading the response failed: {type(exc).__name__}: {_describe(exc)}"
+        )
     finally:
         duration_ms = (time.perf_counter() - started) * 1000
+    if deadline.disarm():
+        # Cut short by its deadline, or aborted with its owner: never reused.
+        drained = False
+        error = error or _cut_short(deadline, started)
     if not drained:
         # An unread body would poison the pooled connection; drop it instead.
         response.close()
@@ -138,6 +179,13 @@ def post(
         error=_storable(error),
         duration_ms=duration_ms,
     )
+
+
+def _cut_short(deadline: deadlines.Deadline, started: float) -> str:
+    if not deadline.fired:
+        return ""
+    took = time.perf_counter() - started
+    return f"TimeoutError: the request was not over within its total deadline ({took:.1f} s)"
 
 
 def _describe(exc: Exception) -> str:

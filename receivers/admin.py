@@ -39,7 +39,7 @@ class SourceSecretForm(forms.ModelForm[SourceSecret]):
             raise forms.ValidationError("Enter the secret.")
         scheme = self._scheme()
         if cleaned.get("secret") and scheme in schemes.SCHEMES:
-            problem = schemes.get(scheme).secret_problem(cleaned["secret"])
+            problem = schemes.secret_refusal(schemes.get(scheme), cleaned["secret"])
             if problem:
                 self.add_error("secret", problem)
         return cleaned
@@ -198,6 +198,8 @@ class SourceAdmin(admin.ModelAdmin[Source]):
         fields = form.service_fields()
         if change:
             saved = services.source_update(source=obj, **fields)
+            for notice in saved.notices:
+                self.message_user(request, notice, messages.WARNING)
         else:
             given = fields.pop("secret", "") or None
             saved, secret = services.source_create(

@@ -15,6 +15,9 @@ from django.utils import timezone
 
 from webhooks_core.crypto import SecretDecryptionError
 
+from . import schemes
+from .schemes.base import is_public_key
+
 
 @register(Tags.database)
 def check_sources_can_verify(
@@ -40,7 +43,7 @@ def check_sources_can_verify(
             SourceSecret.objects.unexpired(now)
             .filter(source__enabled=True)
             .select_related("source")
-            .only("encrypted_value", "fingerprint", "source__slug")
+            .only("encrypted_value", "fingerprint", "source__slug", "source__scheme")
         )
     except DatabaseError:
         return []  # not migrated yet: nothing is configured
@@ -55,7 +58,7 @@ def check_sources_can_verify(
     ]
     for secret in secrets:
         try:
-            secret.value  # noqa: B018 (decrypting is the check)
+            value = secret.value
         except SecretDecryptionError:
             problems.append(
                 Warning(
@@ -64,6 +67,20 @@ def check_sources_can_verify(
                     hint="Keep the old key in WEBHOOKS_ENCRYPTION_KEY (comma-separated, the "
                     "new one first) or enter the secret again.",
                     id="receivers.W004",
+                )
+            )
+            continue
+        scheme = schemes.SCHEMES.get(secret.source.scheme)
+        if scheme is not None and schemes.secret_refusal(scheme, value) and is_public_key(value):
+            # Stored before the services refused it: it verifies nothing (schemes.verify).
+            problems.append(
+                Warning(
+                    f"Source {secret.source.slug!r} ({scheme.name}) holds a public key "
+                    f"(fingerprint {secret.fingerprint}) as an HMAC secret: it verifies "
+                    "nothing, since anyone could sign with a published key.",
+                    hint="Rotate to the provider's signing secret, or change the source's "
+                    "scheme to 'standard' if the provider signs with ed25519 (v1a).",
+                    id="receivers.W005",
                 )
             )
     return problems

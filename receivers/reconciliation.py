@@ -82,7 +82,8 @@ def provider_pages(
                 raise ProviderURLRefused("a next link points to another origin; not followed")
             response = session.get(
                 url,
-                headers={"Authorization": f"Bearer {token}"},
+                # No token (none given, or dropped by a change of origin): no header.
+                headers={"Authorization": f"Bearer {token}"} if token else {},
                 timeout=TIMEOUT,
                 allow_redirects=False,
             )

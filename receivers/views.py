@@ -1,8 +1,13 @@
 """The receiving endpoint, ``/receivers/<slug>/``: a short pipeline, the same for every scheme.
 
-    source -> size limit -> raw body -> signature (every active secret, constant time)
-    -> timestamp window -> [challenge: answered, not stored] -> envelope(s)
+    source -> size limit -> raw body
+    -> signature headers (count, form, timestamp window: no cryptography yet)
+    -> signature (every active secret, constant time)
+    -> [challenge: answered, not stored] -> envelope(s)
     -> INSERT ... ON CONFLICT DO NOTHING (a batch: all in one transaction) -> COMMIT -> 200
+
+``HEAD`` (providers probing the URL) answers 200 and ``GET`` 405 whatever the slug, before
+any lookup, so neither tells which sources exist.
 
 Each step either passes or ends the request with a fixed answer; only the envelope step
 says what was wrong (the caller is authenticated by then). 2xx means the event is
@@ -70,15 +75,16 @@ def receive(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _receive(request: HttpRequest, slug: str) -> HttpResponse:
-    if request.method not in ("POST", "HEAD"):
+    if request.method == "HEAD":
+        # The same answer for every slug, existing or not: a probe learns nothing.
+        return HttpResponse(status=200)
+    if request.method != "POST":
         return HttpResponseNotAllowed(["POST", "HEAD"])
     found: selectors.SourceForRequest | None = None
     try:
         found = selectors.source_for_request(slug=slug, now=timezone.now())
         if found is None:
             raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
-        if request.method == "HEAD":
-            return HttpResponse(status=200)
         outcome, response = _accept(request, found)
     except Reject as reject:
         scheme = found.source.scheme if found is not None else "-"
@@ -107,7 +113,9 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
     body = _read_body(request, source.max_body_bytes)
     headers = schemes.Headers(request.headers)
     url = called_url(request, source) if scheme.signs_url else ""
-    verified = _verify(scheme, headers, body, source, _active_secrets(found), url=url)
+    # Before any key touches the body (see schemes.screen).
+    parts = _screen(scheme, headers, source, url=url)
+    verified = _verify(scheme, headers, body, source, _active_secrets(found), parts)
     try:
         challenge = scheme.challenge(headers, body, verified.parts)
         if challenge is not None:
@@ -236,14 +244,33 @@ def _read_chunked(request: HttpRequest, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _screen(
+    scheme: schemes.Scheme, headers: schemes.Headers, source: Source, *, url: str = ""
+) -> schemes.SignedParts:
+    try:
+        return schemes.screen(
+            scheme, headers, now=time.time(), tolerance_seconds=source.tolerance_seconds, url=url
+        )
+    except schemes.TooManySignatures:
+        detail = f"too many signatures (at most {schemes.MAX_SIGNATURES})"
+        raise Reject(400, RequestOutcome.MALFORMED, detail) from None
+    except schemes.MalformedEnvelope as exc:
+        # A signature header not in the provider's documented format (MalformedHeader):
+        # the message names the header and its format, both public.
+        raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
+    except schemes.TimestampOutOfWindow:
+        raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None
+    except schemes.VerificationError:
+        raise Reject(401, RequestOutcome.SIGNATURE_FAILED, "unauthorized") from None
+
+
 def _verify(
     scheme: schemes.Scheme,
     headers: schemes.Headers,
     body: bytes,
     source: Source,
     secrets: list[str],
-    *,
-    url: str = "",
+    parts: schemes.SignedParts,
 ) -> schemes.Verified:
     if not secrets:
         logger.error(
@@ -257,13 +284,8 @@ def _verify(
             secrets,
             now=time.time(),
             tolerance_seconds=source.tolerance_seconds,
-            url=url,
+            parts=parts,  # screened: the window and the headers' form are checked
         )
-    except schemes.MalformedEnvelope as exc:
-        # A signature header not in the provider's format (the message names the format).
-        raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
-    except schemes.TimestampOutOfWindow:
-        raise Reject(401, RequestOutcome.REPLAY_REJECTED, "unauthorized") from None
     except schemes.VerificationError:
         raise Reject(401, RequestOutcome.SIGNATURE_FAILED, "unauthorized") from None
 

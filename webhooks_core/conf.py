@@ -53,9 +53,10 @@ SETTINGS: tuple[Setting, ...] = (
         "WEBHOOKS_ENCRYPTION_KEY",
         "",
         "Fernet key(s) that encrypt secrets at rest, comma-separated for key rotation (the "
-        "first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`); "
-        "in DEBUG a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` "
-        "makes one.",
+        "first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`; "
+        "the reference deployment also refuses shipped and malformed keys at start); in DEBUG "
+        "a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` (or "
+        "`python -m webhooks_core.crypto`) makes one.",
     ),
     Setting(
         "WEBHOOKS_MAX_COUNTDOWN_SECONDS",

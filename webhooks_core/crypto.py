@@ -47,3 +47,15 @@ def decrypt(token: str) -> str:
     except (InvalidToken, UnicodeError) as exc:
         # Never include the token or the key in the message.
         raise SecretDecryptionError("stored secret cannot be decrypted with the keys") from exc
+
+
+def reencrypt(token: str) -> str:
+    """The same plaintext, encrypted with the first (newest) key; for key rotation."""
+    try:
+        return _current().rotate(token.encode("ascii")).decode("ascii")
+    except (InvalidToken, UnicodeError) as exc:
+        raise SecretDecryptionError("stored secret cannot be decrypted with the keys") from exc
+
+
+if __name__ == "__main__":  # `python -m webhooks_core.crypto`: a new key, without Django
+    print(generate_key())

@@ -36,9 +36,12 @@ ScheduleProvider = Callable[[], dict[str, dict[str, Any]]]
 _providers: list[ScheduleProvider] = []
 
 
-def webhook_task(name: str, *, queue: str) -> Callable[[Callable[..., Any]], Any]:
-    """``shared_task`` with its queue and the at-least-once options."""
-    return shared_task(name=name, queue=queue, acks_late=True, reject_on_worker_lost=True)
+def webhook_task(name: str, *, queue: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``shared_task`` with its queue and the at-least-once options (and any other task
+    options, such as a time limit of its own)."""
+    return shared_task(
+        name=name, queue=queue, acks_late=True, reject_on_worker_lost=True, **options
+    )
 
 
 def periodic(provider: ScheduleProvider) -> ScheduleProvider:

@@ -12,6 +12,8 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
+from .keys import secret_key_problems
+
 
 @register(Tags.security, deploy=False)
 def check_production_settings(
@@ -20,10 +22,12 @@ def check_production_settings(
     if settings.DEBUG:
         return []
     problems: list[Error | Warning] = []
-    if settings.SECRET_KEY == settings.INSECURE_DEFAULT_SECRET_KEY or len(settings.SECRET_KEY) < 32:
+    # The settings refuse these at import already (webhooks_project/keys.py); this check
+    # catches a key changed after that, e.g. by a settings module that imports ours.
+    for problem in secret_key_problems(settings.SECRET_KEY):
         problems.append(
             Error(
-                "SECRET_KEY is the built-in development key or shorter than 32 characters.",
+                problem,
                 hint="Set SECRET_KEY in the environment, or DEBUG=true for local development.",
                 id="webhooks.E001",
             )

@@ -76,7 +76,24 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "`1000`",
         "A worker thread keeps its database connection across this many tasks (one broken or older than `DATABASE_CONN_MAX_AGE` is still dropped before each task); `0` reconnects for every task.",
     ),
-    "SECRET_KEY": ("a development key", "Required outside DEBUG (system check `webhooks.E001`)."),
+    "SECRET_KEY": (
+        "a development key (DEBUG only)",
+        "With DEBUG off every process refuses to start when it is missing, a placeholder this repository ships, or weak (under 50 characters or under 5 distinct ones); see [Security](security.md).",
+    ),
+    "SECRET_KEY_FALLBACKS": (
+        "empty",
+        "Comma-separated earlier keys that still verify what they signed, while you rotate `SECRET_KEY` (checked like it).",
+    ),
+    "SECURE_SSL_REDIRECT": (
+        "on outside DEBUG",
+        "Redirect plain http to https (`/healthz` and `/readyz` excepted); `false` behind a TLS proxy that redirects itself, or on a plain-http stack.",
+    ),
+    "SECURE_HSTS_SECONDS": (
+        "`31536000` outside DEBUG, else `0`",
+        "`Strict-Transport-Security` max-age on https responses; `0` sends none.",
+    ),
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": ("`false`", "Add `includeSubDomains` to HSTS."),
+    "SECURE_HSTS_PRELOAD": ("`false`", "Add `preload` to HSTS."),
     "DEBUG": (
         "on without `DATABASE_URL`, else off",
         "`check --deploy` refuses it (`webhooks.E003`).",
@@ -98,7 +115,10 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "Django email backend for endpoint owners' notifications.",
     ),
     "DEFAULT_FROM_EMAIL": ("`webhooks@localhost`", "Sender of those notifications."),
-    "FLOWER_BASIC_AUTH": ("none (the Procfile requires it)", "`user:password` for Flower."),
+    "FLOWER_BASIC_AUTH": (
+        "none (the Procfile requires it)",
+        "`user:password` for Flower (several comma-separated); Flower refuses to start without it, with a shipped password, or one under 12 characters.",
+    ),
     "LOG_LEVEL": ("`INFO`", "Root log level."),
     "LOG_FORMAT": (
         "`json` (`console` in DEBUG)",
@@ -128,7 +148,7 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "DELIVERY_TASK_EVENTS": "`CELERY_WORKER_SEND_TASK_EVENTS` of the `delivery` process (false: two events per task were a sixth of its CPU).",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",
-    "FLOWER_BASIC_AUTH": "`user:password` for Flower (required).",
+    "FLOWER_BASIC_AUTH": "`user:password` for Flower (required, 12+ character passwords).",
 }
 
 

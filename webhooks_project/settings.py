@@ -11,6 +11,7 @@ from pathlib import Path
 import environ
 
 from webhooks_core.conf import Setting, all_settings
+from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY, refuse_unsafe_keys
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -19,13 +20,21 @@ env = environ.Env()
 # A local .env is a convenience for development; the real environment always wins.
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-# Used only when DEBUG is on; the `webhooks.E001` system check refuses it otherwise.
-INSECURE_DEFAULT_SECRET_KEY = "django-insecure-dev-only-do-not-use-in-production"  # noqa: S105
-
 # The embedded default (no DATABASE_URL) is a development set-up, so DEBUG defaults on
 # there; a deployment always sets DATABASE_URL and gets DEBUG off unless it asks.
 DEBUG = env.bool("DEBUG", default="DATABASE_URL" not in env)
-SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEFAULT_SECRET_KEY)
+# INSECURE_DEFAULT_SECRET_KEY (webhooks_project/keys.py) serves only with DEBUG on.
+SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEFAULT_SECRET_KEY if DEBUG else "")
+# Rotation: the old key goes here for as long as what it signed should stay valid.
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
+if not DEBUG:
+    # Any process (gunicorn, Celery, manage.py, the image's CMD) stops here, listing every
+    # problem, rather than serve with a missing, shipped or weak key (issue 23).
+    refuse_unsafe_keys(
+        secret_key=SECRET_KEY,
+        fallbacks=SECRET_KEY_FALLBACKS,
+        encryption_key=env.str("WEBHOOKS_ENCRYPTION_KEY", default=""),
+    )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -147,6 +156,16 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webhooks@localhost")
 
 # --- Security (production) ------------------------------------------------------------
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# With DEBUG off, plain http is redirected to https and browsers are told to keep to https
+# (HSTS). Turn them off with SECURE_SSL_REDIRECT=false / SECURE_HSTS_SECONDS=0 behind a
+# TLS-terminating proxy that does both itself, or on a plain-http test stack.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Probes from inside the deployment (load balancer, container health checks) speak plain
+# http to the process; they carry no credentials.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 
@@ -229,10 +248,38 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Portal link tokens never reach a log line (webhooks_project/accesslog.py; gunicorn's
+    # access log is masked by its logger class there).
+    "filters": {"redact_tokens": {"()": "webhooks_project.accesslog.RedactTokens"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["redact_tokens"],
+        },
+        # runserver's request lines (`make run`), as Django's default, masked.
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["redact_tokens"],
+        },
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # Django's defaults give "django" a console handler of its own (DEBUG only) that
+        # would print unmasked; here its records go to the root's handler alone.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
 }
 # Structured logs (webhooks_project/logs.py): JSON lines in production, readable in DEBUG.
 LOG_FORMAT = env.str("LOG_FORMAT", default="console" if DEBUG else "json")

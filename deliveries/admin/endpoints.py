@@ -28,6 +28,7 @@ from ..models import (
     EndpointState,
     EnvelopeKind,
     SignatureScheme,
+    StateSetBy,
 )
 from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
@@ -222,6 +223,8 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         fields = form.service_fields()  # type: ignore[attr-defined]
         if change:
             saved = services.endpoint_update(endpoint=obj, **fields)
+            for notice in saved.notices:
+                self.message_user(request, notice, messages.WARNING)
         else:
             saved, secret = services.endpoint_create(**fields)
             # For response_add, in this request only: shown once on its own page.
@@ -329,9 +332,12 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     @admin.action(description="Suspend (hold their deliveries)", permissions=["suspend_resume"])
     def suspend_endpoints(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
-        reason = f"suspended by {request.user} in the admin"
+        # Who did it goes to the audit log; the reason is shown to the tenant (portal, API).
+        reason = "suspended by an operator"
         suspended = [
-            e for e in queryset if services.endpoint_suspend(endpoint_id=e.pk, reason=reason)
+            e
+            for e in queryset
+            if services.endpoint_suspend(endpoint_id=e.pk, reason=reason, by=StateSetBy.OPERATOR)
         ]
         audit(request, suspended, "Suspended the endpoint")
         self.message_user(

@@ -150,6 +150,12 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         help_text="The whpk_ key that verifies v1a signatures (the newest unexpired); null "
         "without v1a."
     )
+    notices = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="What this write did besides the change asked, e.g. the secret headers a "
+        "change of the URL's origin removed; empty on reads.",
+    )
     # Health and isolation; null takes the global WEBHOOKS_* default.
     suspend_after_failures = _bounded(
         serializers.IntegerField, "suspend_after_failures", allow_null=True
@@ -199,10 +205,12 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "circuit_changed_at",
             "created_at",
             "updated_at",
+            "notices",
         ]
         read_only_fields = [
             "id",
             "public_key",
+            "notices",
             "state_reason",
             "state_changed_at",
             "consecutive_failures",

@@ -84,6 +84,10 @@ class HealthStore(Protocol):
         """Count attempts; return (attempts, failures) in the window, these included."""
         ...
 
+    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
+        """Count attempts without reading the window back (nothing depends on it now)."""
+        ...
+
     def reset_window(self, endpoint: str, window: float) -> None: ...
 
     def note_denial(self, endpoint: str) -> int:
@@ -170,6 +174,15 @@ class RedisHealthStore:
         failures = sum(int(f or 0) for _, f in replies)
         return total, failures
 
+    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
+        key = self._window_keys(endpoint, window)[0]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(key, "total", attempts)
+        if failures:
+            pipe.hincrby(key, "failed", failures)
+        pipe.expire(key, math.ceil(window + _bucket_size(window)) + 1)
+        pipe.execute()
+
     def reset_window(self, endpoint: str, window: float) -> None:
         self.client.delete(*self._window_keys(endpoint, window))
 
@@ -249,6 +262,9 @@ class LocalHealthStore:
             outcomes += [(now, n < failures) for n in range(attempts)]
             self._windows[endpoint] = outcomes
             return len(outcomes), sum(1 for _, f in outcomes if f)
+
+    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
+        self.record_outcomes(endpoint, attempts, failures, window)
 
     def reset_window(self, endpoint: str, window: float) -> None:
         with self._lock:

@@ -15,13 +15,17 @@ from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_protect
 
 from .. import conf, services, tenants
+from ..models import PortalLink
 
 logger = logging.getLogger(__name__)
 
-#: The portal's own cookie: a signed session id, sent only under the portal's URL prefix,
-#: so it neither reaches nor depends on the host's pages and sessions.
+#: The portal's own cookie: the session's random secret (signed too), sent only under the
+#: portal's URL prefix, so it neither reaches nor depends on the host's pages and sessions.
+#: The database keeps only the secret's hash: neither a database dump nor SECRET_KEY
+#: makes a cookie that opens a session.
 COOKIE = "webhooks_portal"
 SALT = "deliveries.portal.session"
+_CACHED = "_webhooks_portal_session"
 
 Resolver = Callable[[HttpRequest], str | None]
 View = Callable[..., HttpResponse]
@@ -37,21 +41,25 @@ def portal_root() -> str:
     return reverse("webhooks_portal:home")
 
 
+def session(request: HttpRequest) -> PortalLink | None:
+    """The open portal session this request's cookie names (looked up once per request)."""
+    if not hasattr(request, _CACHED):
+        raw = request.get_signed_cookie(COOKIE, default=None, salt=SALT)
+        setattr(request, _CACHED, services.portal_session_find(secret=raw) if raw else None)
+    found: PortalLink | None = getattr(request, _CACHED)
+    return found
+
+
 def session_id(request: HttpRequest) -> int | None:
-    raw = request.get_signed_cookie(COOKIE, default=None, salt=SALT)
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
+    current = session(request)
+    return current.pk if current is not None else None
 
 
 def tenant_of(request: HttpRequest) -> str | None:
     """The tenant a portal session (first) or the host's resolver gives this request."""
-    current = session_id(request)
+    current = session(request)
     if current is not None:
-        tenant = services.portal_session_tenant(session_id=current)
-        if tenant is not None:
-            return tenant
+        return current.tenant
     path = conf.portal().tenant_resolver
     if not path:
         return None
@@ -65,11 +73,11 @@ def tenant_of(request: HttpRequest) -> str | None:
 
 
 def open_session(
-    response: HttpResponse, request: HttpRequest, *, session: int, expires_at: datetime
+    response: HttpResponse, request: HttpRequest, *, secret: str, expires_at: datetime
 ) -> None:
     response.set_signed_cookie(
         COOKIE,
-        str(session),
+        secret,
         salt=SALT,
         max_age=max(int((expires_at - timezone.now()).total_seconds()), 0),
         path=portal_root(),

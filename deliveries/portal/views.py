@@ -14,11 +14,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
+from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import catalogue, payloads, services
-from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState
+from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, StateSetBy
 from ..rendering import versioned_payload
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from . import access
@@ -33,11 +34,16 @@ RESPONSE_EXCERPT = 500
 NOTICES = {
     "created": "Endpoint added.",
     "saved": "Endpoint saved.",
+    "saved-headers-dropped": "Endpoint saved. Its URL points at another host now, so the "
+    "secret headers set for the old one were removed (ask your provider to set them again).",
     "disabled": "Endpoint disabled: nothing more is sent to it.",
     "enabled": "Endpoint enabled.",
     "deleted": "Endpoint deleted.",
     "test-sent": "Test event sent.",
     "test-refused": "Only an enabled endpoint can receive a test event.",
+    "not-enabled": "Only the operator of this service can enable this endpoint again.",
+    "test-first": "Send a test event first: once your endpoint answers it, you can resume.",
+    "not-disabled": "Only an active endpoint can be disabled here.",
     "retried": "Delivery queued again.",
     "not-retried": "This delivery cannot be retried now.",
     "signed-out": "Signed out.",
@@ -58,8 +64,10 @@ SECTIONS = {
 }
 
 
-def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> TemplateResponse:
-    notice = NOTICES.get(request.GET.get("notice", ""))
+def _page(
+    request: HttpRequest, template: str, context: dict[str, Any], *, notice_key: str = ""
+) -> TemplateResponse:
+    notice = NOTICES.get(notice_key or request.GET.get("notice", ""))
     section = SECTIONS.get(template, "endpoints")
     return TemplateResponse(
         request,
@@ -108,17 +116,50 @@ def _catalogue() -> list[dict[str, Any]]:
 # --- the session -----------------------------------------------------------------------
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
+@csrf_protect
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
-    """Consume a one-time link and go on to the portal's clean URL (no token in it)."""
-    link = services.portal_link_open(token=token)
+    """A one-time link: GET shows one button, its POST consumes the link (issue 23).
+
+    E-mail scanners and chat unfurlers GET links before the person does; a GET changes
+    nothing, so the link still works when the person clicks. The button posts a plain
+    form (no JavaScript), CSRF-checked, so another site cannot open a session in the
+    visitor's browser behind their back; when the visitor already has a session for
+    another tenant, the page says so before the switch. The session opened goes on to the
+    portal's clean URL (no token in it). The token never reaches a log line
+    (webhooks_project/accesslog.py).
+    """
+    current = access.session(request)
+    if request.method == "POST":
+        opened = services.portal_link_open(token=token)
+        if opened is None:
+            return access.refused(request, "link-used")
+        if current is not None and current.pk != opened.link.pk:
+            services.portal_session_end(session_id=current.pk)  # one session per browser
+        response = HttpResponseRedirect(access.portal_root())
+        access.open_session(
+            response, request, secret=opened.secret, expires_at=opened.link.expires_at
+        )
+        access.private(response)
+        response["Referrer-Policy"] = "no-referrer"
+        return response
+    link = services.portal_link_peek(token=token)
     if link is None:
         return access.refused(request, "link-used")
-    response = HttpResponseRedirect(access.portal_root())
-    access.open_session(response, request, session=link.pk, expires_at=link.expires_at)
-    access.private(response)
-    response["Referrer-Policy"] = "no-referrer"
-    return response
+    signed_in_as = access.tenant_of(request)
+    page = TemplateResponse(
+        request,
+        "webhooks_portal/open.html",
+        {
+            "link": link,
+            "signed_in_as": signed_in_as if signed_in_as != link.tenant else None,
+            "already_in": signed_in_as == link.tenant,
+        },
+    )
+    # Same-origin (not no-referrer): the form's POST must carry its Origin for the CSRF
+    # check over https, and the link's URL is sent to nobody else.
+    page["X-Robots-Tag"] = "noindex, nofollow"
+    return access.private(page)
 
 
 @require_POST
@@ -171,6 +212,7 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
                 description=form.cleaned_data["description"],
                 event_types=list(form.cleaned_data["event_types"]),
                 tenant=tenant,
+                chosen_by_tenant=True,
             )
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
@@ -185,21 +227,58 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
     return _endpoint_form_page(request, tenant, form, None)
 
 
-@require_GET
-@portal_view
-def endpoint_detail(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
-    endpoint = _endpoint(tenant, pk)
+def _why(endpoint: Endpoint) -> str:
+    """Why the endpoint is not active, as its tenant may read it: the failures' own words,
+    never who in the operator's team did it (their reasons may name them)."""
+    if endpoint.state == EndpointState.ACTIVE:
+        return ""
+    if endpoint.state_set_by == StateSetBy.FAILURES:
+        return endpoint.state_reason or "It failed too often."
+    if endpoint.state_set_by == StateSetBy.OWNER:
+        return "You disabled it."
+    done = "suspended" if endpoint.state == EndpointState.SUSPENDED else "disabled"
+    return f"It was {done} by the operator of this service."
+
+
+def _endpoint_page(
+    request: HttpRequest,
+    tenant: str,
+    endpoint: Endpoint,
+    *,
+    probe: services.ProbeResult | None = None,
+    status: int = 200,
+    notice_key: str = "",
+) -> HttpResponse:
     recent = list(
         _deliveries(tenant)
         .filter(endpoint=endpoint)
         .select_related("event")
         .order_by("-created_at", "-id")[:10]
     )
-    return _page(
+    page = _page(
         request,
         "endpoint.html",
-        {"tenant": tenant, "endpoint": endpoint, "recent": recent},
+        {
+            "tenant": tenant,
+            "endpoint": endpoint,
+            "recent": recent,
+            "why": _why(endpoint),
+            "may_enable": services.endpoint_owner_may_enable(endpoint),
+            # A suspension of the failures: a test event (sent at once), then resume.
+            "may_probe": endpoint.state == EndpointState.SUSPENDED
+            and endpoint.state_set_by == StateSetBy.FAILURES,
+            "probe": probe,
+        },
+        notice_key=notice_key,
     )
+    page.status_code = status
+    return page
+
+
+@require_GET
+@portal_view
+def endpoint_detail(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    return _endpoint_page(request, tenant, _endpoint(tenant, pk))
 
 
 @require_http_methods(["GET", "POST"])
@@ -210,18 +289,21 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         return _endpoint_form_page(request, tenant, EndpointForm.of(endpoint), endpoint)
     form = EndpointForm(request.POST, initial={"event_types": list(endpoint.event_types)})
     if form.is_valid():
+        changes: dict[str, Any] = {
+            "description": form.cleaned_data["description"],
+            "event_types": list(form.cleaned_data["event_types"]),
+        }
+        if form.cleaned_data["url"] != endpoint.url:
+            # Only a URL the tenant changes becomes theirs (under the portal's SSRF policy).
+            changes["url"] = form.cleaned_data["url"]
         try:
-            services.endpoint_update(
-                endpoint=endpoint,
-                url=form.cleaned_data["url"],
-                description=form.cleaned_data["description"],
-                event_types=list(form.cleaned_data["event_types"]),
-            )
+            saved = services.endpoint_update(endpoint=endpoint, chosen_by_tenant=True, **changes)
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
         else:
             _note(tenant, "changed endpoint", endpoint.pk)
-            return _redirect("endpoint", endpoint.pk, notice="saved")
+            notice = "saved-headers-dropped" if saved.notices else "saved"
+            return _redirect("endpoint", endpoint.pk, notice=notice)
     return _endpoint_form_page(request, tenant, form, endpoint)
 
 
@@ -230,13 +312,20 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
 def endpoint_state(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
     if request.POST.get("state") == "disabled":
-        services.endpoint_set_state(
-            endpoint_id=endpoint.pk, state=EndpointState.DISABLED, reason="disabled by its owner"
-        )
+        if not services.endpoint_owner_disable(endpoint_id=endpoint.pk):
+            return _redirect("endpoint", endpoint.pk, notice="not-disabled")
         _note(tenant, "disabled endpoint", endpoint.pk)
         return _redirect("endpoint", endpoint.pk, notice="disabled")
     if request.POST.get("state") == "active":
-        services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.ACTIVE)
+        try:
+            services.endpoint_owner_enable(endpoint_id=endpoint.pk)
+        except services.EndpointNotEnableable:
+            # What an operator suspended or disabled stays so; a suspension of the
+            # failures lifts after a test event that succeeded.
+            refused = (
+                "test-first" if endpoint.state_set_by == StateSetBy.FAILURES else "not-enabled"
+            )
+            return _endpoint_page(request, tenant, endpoint, status=403, notice_key=refused)
         _note(tenant, "enabled endpoint", endpoint.pk)
         return _redirect("endpoint", endpoint.pk, notice="enabled")
     return _redirect("endpoint", endpoint.pk)
@@ -332,6 +421,13 @@ def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
 @portal_view
 def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
+    if endpoint.state == EndpointState.SUSPENDED and endpoint.state_set_by == StateSetBy.FAILURES:
+        # Nothing goes out through the sending path while it is suspended: this one
+        # request goes now, and its answer decides whether the tenant may resume.
+        probe = services.endpoint_probe(endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})")
+        _note(tenant, "probed suspended endpoint", f"{endpoint.pk}: {probe.status_code}")
+        endpoint.refresh_from_db()
+        return _endpoint_page(request, tenant, endpoint, probe=probe)
     try:
         delivery = services.endpoint_send_test_event(
             endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})"

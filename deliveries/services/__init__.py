@@ -3,35 +3,38 @@
 The pipeline, stage by stage:
 
 - **emit** (`events`): the product's event, written in its own transaction;
-- **fan-out** (`fanout`): one delivery per subscribed endpoint, in that same transaction
-  for few endpoints, else by the fan-out task after commit;
-- **dispatch** (`dispatch`): the task messages, a few deliveries of one endpoint each;
-- **attempt** (`attempt`, with the gate in `admission`, `breaker` and `suspension`): claim
-  the rows, take in-flight slots, sign and send;
+- **fan-out** (`fanout`): one delivery per subscribed endpoint, right after the emitting
+  transaction commits for few endpoints, else by the fan-out task;
+- **dispatch** (`dispatch`): the task messages; a delivery's says only "endpoint E has
+  work", at most one out per endpoint;
+- **attempt** (`owner`, with `ownership`, `claims`, the gate in `admission`, `breaker` and
+  `suspension`, the process's cap in `lanes`, and a destination kind per URL scheme in
+  `deliveries.destinations`): the endpoint's one owner claims what it can send now, signs
+  and sends it, each request within its deadline;
 - **record** (`recording`): the attempts, the new states and the endpoint's health, in
-  one transaction.
+  one transaction per round.
 
-A delivery not sent now (no slot, a rate limit, an open circuit, a probe out) is
-*deferred*: released without spending an attempt, due again later.
+A delivery not sent now (a rate limit, an open circuit, a probe out, requests with no
+answer) is *deferred*: it stays pending, without spending an attempt, due again later.
 """
 
-from .attempt import (
-    DeliveryNotRetryable,
-    Outcome,
-    deliveries_attempt,
-    deliveries_busy_wait,
-    deliveries_claim,
-    deliveries_defer_if_busy,
-    delivery_attempt,
-    delivery_retry,
-)
 from .deadletters import delivery_cancel
-from .endpoint_check import EndpointNotActive, endpoint_send_test_event
+from .dispatch import dispatch_deliveries, dispatch_wakes
+from .endpoint_check import (
+    EndpointNotActive,
+    ProbeResult,
+    endpoint_probe,
+    endpoint_send_test_event,
+)
 from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
 from .endpoints import (
     EndpointInvalid,
+    EndpointNotEnableable,
     endpoint_create,
     endpoint_delete,
+    endpoint_owner_disable,
+    endpoint_owner_enable,
+    endpoint_owner_may_enable,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
@@ -41,12 +44,17 @@ from .endpoints import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
+from .outcomes import Outcome
+from .owner import WorkResult, delivery_attempt, endpoint_work
 from .portal import (
     PortalLinkInvalid,
+    PortalSession,
     portal_link_create,
     portal_link_open,
+    portal_link_peek,
     portal_links_purge,
     portal_session_end,
+    portal_session_find,
     portal_session_tenant,
 )
 from .recovery import deliveries_recover, failed_deliveries
@@ -61,6 +69,7 @@ from .replay import (
     replays_resume_stalled,
 )
 from .retention import PurgeResult, purge_expired
+from .retry import DeliveryNotRetryable, delivery_retry
 from .sweeper import SweepResult, sweep
 from .versions import endpoint_pin_versions
 
@@ -68,26 +77,32 @@ __all__ = [
     "DeliveryNotRetryable",
     "EndpointInvalid",
     "EndpointNotActive",
+    "EndpointNotEnableable",
     "EventValidationError",
     "Outcome",
     "PortalLinkInvalid",
+    "PortalSession",
+    "ProbeResult",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
     "ReplayPreview",
     "SweepResult",
-    "deliveries_attempt",
-    "deliveries_busy_wait",
-    "deliveries_claim",
-    "deliveries_defer_if_busy",
+    "WorkResult",
     "deliveries_recover",
     "delivery_attempt",
     "delivery_cancel",
     "delivery_retry",
+    "dispatch_deliveries",
+    "dispatch_wakes",
     "emit",
     "endpoint_create",
     "endpoint_delete",
+    "endpoint_owner_disable",
+    "endpoint_owner_enable",
+    "endpoint_owner_may_enable",
     "endpoint_pin_versions",
+    "endpoint_probe",
     "endpoint_public_key",
     "endpoint_resume",
     "endpoint_rotate_secret",
@@ -97,13 +112,16 @@ __all__ = [
     "endpoint_suspend",
     "endpoint_update",
     "endpoint_validate",
+    "endpoint_work",
     "event_fan_out",
     "events_fan_out",
     "failed_deliveries",
     "portal_link_create",
     "portal_link_open",
+    "portal_link_peek",
     "portal_links_purge",
     "portal_session_end",
+    "portal_session_find",
     "portal_session_tenant",
     "purge_expired",
     "replay_create",

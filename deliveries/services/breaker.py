@@ -8,43 +8,19 @@ the endpoint's row, every transition in `CircuitTransition`.
 """
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from uuid import UUID
 
 import redis
 from django.db import transaction
 from django.utils import timezone
 
-from .. import conf
 from ..health import metrics, rules
-from ..health.store import HealthStore, get_store
 from ..models import CircuitState, CircuitTransition, Endpoint
+from .circuit import breaker_settings, health_store
 from .suspension import endpoint_suspend_if_failing
 
 logger = logging.getLogger(__name__)
-
-
-def breaker_settings() -> rules.BreakerSettings:
-    current = conf.health()
-    return rules.BreakerSettings(
-        error_rate=current.breaker_error_rate,
-        min_attempts=current.breaker_min_attempts,
-        window_seconds=current.breaker_window_seconds,
-        cooldown_seconds=current.breaker_cooldown_seconds,
-        ramp_seconds=current.breaker_ramp_seconds,
-        probe_timeout_seconds=conf.get().lease_seconds,
-    )
-
-
-def health_store() -> HealthStore:
-    return get_store(conf.health().redis_url)
-
-
-def circuit_reopens_at(endpoint: Endpoint) -> datetime | None:
-    """When an open circuit lets its probe through; None when the circuit is not open."""
-    if endpoint.circuit_state != CircuitState.OPEN or endpoint.circuit_changed_at is None:
-        return None
-    return endpoint.circuit_changed_at + timedelta(seconds=breaker_settings().cooldown_seconds)
 
 
 def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int) -> None:
@@ -57,7 +33,7 @@ def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int
     if not failures and endpoint.circuit_state == CircuitState.CLOSED:
         # The common case: nothing can open or close, only the window counts.
         try:
-            health_store().record_outcomes(
+            health_store().count_outcomes(
                 str(endpoint_id), attempts, 0, breaker_settings().window_seconds
             )
         except redis.RedisError:

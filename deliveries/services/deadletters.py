@@ -3,8 +3,8 @@
 from django.db import transaction
 from django.utils import timezone
 
-from .. import ordering
 from ..models import Delivery, DeliveryStatus
+from .dispatch import dispatch_wakes
 
 # A delivery in flight ("sending") is left alone: its worker owns it until the lease ends.
 CANCELLABLE = (DeliveryStatus.DEAD_LETTERED, DeliveryStatus.PENDING, DeliveryStatus.HELD)
@@ -13,9 +13,9 @@ CANCELLABLE = (DeliveryStatus.DEAD_LETTERED, DeliveryStatus.PENDING, DeliverySta
 def delivery_cancel(*, delivery_id: int) -> bool:
     """Give up on a delivery for good. False when it was in flight or already finished.
 
-    A pending delivery's task message may still be out; its claim finds the row cancelled
-    and sends nothing. Cancelling the head of an ordering key's line lets the rest of the
-    line go on.
+    A pending delivery's owner, claiming later, finds the row cancelled and sends
+    nothing. Cancelling the head of an ordering key's line lets the rest of the line go
+    on.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -24,9 +24,7 @@ def delivery_cancel(*, delivery_id: int) -> bool:
         )
         row = Delivery.objects.filter(pk=delivery_id).values("ordering_key", "endpoint_id").first()
         if cancelled and row and row["ordering_key"]:
-            key, endpoint_id = row["ordering_key"], row["endpoint_id"]
-            transaction.on_commit(
-                lambda: ordering.enqueue_next(ordering_key=key, endpoint_ids=[endpoint_id]),
-                robust=True,
-            )
+            # The rest of the key's line may go now: the owner claims its new head.
+            endpoint_id = row["endpoint_id"]
+            transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
     return bool(cancelled)

@@ -1,92 +1,127 @@
-"""Sending task messages. Only ids travel; every task re-reads its row."""
+"""Dispatch: sending task messages. Only ids travel; every task re-reads its rows.
 
-import time
+A delivery's message says only "endpoint E has work" (`deliveries.tasks.work_endpoint`)
+and names no rows: the endpoint's owner claims whatever is due when it runs. At most one
+such message is out per endpoint (see `health.wakes`), so the messages of a busy
+endpoint do not grow with its events. Messages are published by the tasks' registered
+names: no service imports the tasks module.
+"""
+
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+import redis
 from celery import current_app as celery_app
 from django.db import transaction
 
-from .. import conf
+from webhooks_core.tasking import QUEUE_DELIVERY, QUEUE_FANOUT, QUEUE_MAINTENANCE
 
+from .. import conf, metrics
+from ..health.wakes import WakeBook, get_book
+
+logger = logging.getLogger(__name__)
+
+WORK_ENDPOINT_TASK = "deliveries.tasks.work_endpoint"
+FAN_OUT_EVENTS_TASK = "deliveries.tasks.fan_out_events"
+RUN_REPLAY_TASK = "deliveries.tasks.run_replay"
+TASK_QUEUES = {
+    WORK_ENDPOINT_TASK: QUEUE_DELIVERY,
+    FAN_OUT_EVENTS_TASK: QUEUE_FANOUT,
+    RUN_REPLAY_TASK: QUEUE_MAINTENANCE,
+}
 # One fan-out message carries at most this many events.
 FAN_OUT_BATCH_SIZE = 100
+# A wake's mark outlives its due time by this much: long enough for a queued message to be
+# consumed, short enough that a lost one is forgotten soon.
+MARK_SECONDS = 60.0
 
 
-def enqueue_deliveries(
-    delivery_ids: Iterable[int], countdown: float | None = None, *, one_endpoint: bool = False
-) -> None:
-    """Send the deliveries' task messages: a few ids of one endpoint per message, so the
-    worker claims, sends and records them as a batch (`one_endpoint` when the caller
-    knows they share one and the lookup can be skipped)."""
-    ids = list(dict.fromkeys(delivery_ids))
-    if not ids:
-        return
-    groups = [ids] if one_endpoint or len(ids) == 1 else _by_endpoint(ids)
-    enqueue_delivery_groups(groups, countdown)
+def wake_book() -> WakeBook:
+    return get_book(conf.health().redis_url)
 
 
-def enqueue_delivery_groups(groups: list[list[int]], countdown: float | None = None) -> None:
-    """Send task messages for deliveries already grouped by endpoint."""
-    from ..tasks import deliver_batch
+def dispatch_wakes(
+    endpoint_ids: Iterable[UUID | str], countdown: float = 0.0, *, stale_after: float = -1.0
+) -> int:
+    """Tell each endpoint's owner-to-be that it has work (due now, or in `countdown`
+    seconds); returns how many messages were published. A wake folded into one already
+    out, or into a working owner's next look, publishes nothing. With `stale_after`, a
+    mark older than that many seconds past its due time is taken as a lost message (the
+    sweeper's case)."""
+    book = wake_book()
+    published: list[str] = []
+    for endpoint_id in dict.fromkeys(str(e) for e in endpoint_ids):
+        try:
+            fresh = book.mark(endpoint_id, countdown, MARK_SECONDS, stale_after)
+        except redis.RedisError:
+            fresh = True  # the marks only save messages; the database keeps the truth
+        metrics.wakes_total.labels(result="published" if fresh else "deduplicated").inc()
+        if fresh:
+            published.append(endpoint_id)
+    if published:
+        options: dict[str, Any] = {"queue": QUEUE_DELIVERY}
+        if countdown > 0:
+            options["countdown"] = countdown
+        # One producer (and broker connection) for all the messages.
+        with celery_app.producer_or_acquire() as producer:
+            for endpoint_id in published:
+                celery_app.send_task(
+                    WORK_ENDPOINT_TASK, (endpoint_id,), producer=producer, **options
+                )
+    return len(published)
 
-    size = conf.get().batch_size
-    # One producer (and broker connection) for all the messages.
-    with celery_app.producer_or_acquire() as producer:
-        for group in groups:
-            for start in range(0, len(group), size):
-                batch = group[start : start + size]
-                # When the message is due: the task tells from it whether it waited in a
-                # backlog (and then fills its batch up).
-                due = {"due": time.time() + (countdown or 0.0)}
-                if countdown:
-                    deliver_batch.apply_async((batch,), due, producer=producer, countdown=countdown)
-                else:
-                    deliver_batch.apply_async((batch,), due, producer=producer)
 
-
-def _by_endpoint(ids: list[int]) -> list[list[int]]:
+def dispatch_deliveries(delivery_ids: Iterable[int]) -> int:
+    """Wake the endpoints of these deliveries (they were made due)."""
     from ..models import Delivery
 
-    groups: dict[object, list[int]] = {}
-    rows = Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", "pk").order_by("pk")
-    for endpoint_id, delivery_id in rows:
-        groups.setdefault(endpoint_id, []).append(delivery_id)
-    found = {delivery_id for group in groups.values() for delivery_id in group}
-    # A row gone (purged, or not committed yet) still gets its message: the task decides.
-    missing = [delivery_id for delivery_id in ids if delivery_id not in found]
-    return [*groups.values(), *([missing] if missing else [])]
+    ids = list(dict.fromkeys(delivery_ids))
+    if not ids:
+        return 0
+    endpoints = Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", flat=True)
+    return dispatch_wakes(endpoints.distinct())
 
 
-def enqueue_fan_outs(event_ids: Iterable[UUID | str]) -> None:
-    from ..tasks import fan_out_events
+def dispatch_task(name: str, *args: Any) -> None:
+    """One message of a task by its registered name (its queue comes from its routes)."""
+    celery_app.send_task(name, args, queue=TASK_QUEUES[name])
 
+
+def dispatch_fan_outs(event_ids: Iterable[UUID | str]) -> None:
     ids = [str(event_id) for event_id in event_ids]
     with celery_app.producer_or_acquire() as producer:
         for start in range(0, len(ids), FAN_OUT_BATCH_SIZE):
             batch = ids[start : start + FAN_OUT_BATCH_SIZE]
-            fan_out_events.apply_async((batch,), {"due": time.time()}, producer=producer)
+            celery_app.send_task(
+                FAN_OUT_EVENTS_TASK, (batch,), producer=producer, queue=QUEUE_FANOUT
+            )
 
 
 @dataclass
 class EmitBatch:
-    """What one product transaction emitted, sent by one flush after its commit: the
-    events left to the fan-out task (one message per 100) and the deliveries created in
-    the transaction itself (one message per endpoint)."""
+    """What one product transaction emitted, seen to by one flush after its commit: the
+    events fanned out right there, in this process (few endpoints), and the others left
+    to the fan-out task (one message per 100)."""
 
+    inline_event_ids: list[UUID] = field(default_factory=list)
     event_ids: list[UUID] = field(default_factory=list)
-    delivery_groups: dict[UUID, list[int]] = field(default_factory=dict)
-    # Events fanned out in the transaction so far, and the endpoints it read for them.
-    fanned_out: int = 0
-    endpoints_by_tenant: dict[str | None, list[Any] | None] = field(default_factory=dict)
+    fan_out_inline: Any = None  # the fan-out's entry point, set by whoever fills the batch
 
     def flush(self) -> None:
-        if self.delivery_groups:
-            enqueue_delivery_groups(list(self.delivery_groups.values()))
-        if self.event_ids:
-            enqueue_fan_outs(self.event_ids)
+        later = list(self.event_ids)
+        if self.inline_event_ids:
+            try:
+                later += self.fan_out_inline(self.inline_event_ids)
+            except Exception:
+                # After the product's commit: its transaction is safe whatever happens
+                # here, and the fan-out task (or the sweeper) does the rest.
+                logger.exception("fanning events out after their commit failed")
+                later += self.inline_event_ids
+        if later:
+            dispatch_fan_outs(later)
 
 
 def emit_batch() -> EmitBatch:
@@ -97,7 +132,7 @@ def emit_batch() -> EmitBatch:
     as long as its flush is still registered; a rolled-back savepoint drops the flush
     (Django discards its on-commit callbacks), and the next event starts a new batch. If
     the broker is down at commit nothing is lost: the sweeper fans the events out and
-    enqueues the deliveries again.
+    wakes their endpoints.
     """
     connection = transaction.get_connection()
     batch: EmitBatch | None = getattr(connection, "_webhooks_emit_batch", None)

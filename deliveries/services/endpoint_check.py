@@ -1,13 +1,22 @@
-"""`webhook.test`: an operator checks one endpoint end to end with a harmless event."""
+"""`webhook.test`: an operator checks one endpoint end to end with a harmless event.
+
+An active endpoint gets it through the normal sending path. A suspended one sends nothing
+through that path, so :func:`endpoint_probe` sends the same signed request at once, from
+the caller's process, and notes a success on the endpoint: the portal lets a tenant
+resume what its failures suspended only after one (issue 23).
+"""
 
 import uuid
+from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
 
+from .. import conf, transport
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .dispatch import enqueue_deliveries
+from ..wire import build_headers, render_body, signing_keys
+from .dispatch import dispatch_wakes
 
 TEST_EVENT_TYPE = "webhook.test"
 
@@ -40,9 +49,8 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             endpoint=endpoint,
             status=DeliveryStatus.PENDING,
             next_attempt_at=now,
-            enqueued_at=now,
         )
-        transaction.on_commit(lambda: enqueue_deliveries([delivery.pk]), robust=True)
+        transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
     return delivery
 
 
@@ -52,3 +60,65 @@ def recent_test_deliveries(*, endpoint_id: UUID, limit: int = 5) -> list[Deliver
         .prefetch_related("attempt_set")
         .order_by("-created_at")[:limit]
     )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe's receiver answered: ``status_code`` None when it did not (``failure``
+    says why in a few words; never a header or a secret)."""
+
+    status_code: int | None
+    duration_ms: float
+    failure: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
+    """Send one `webhook.test` to a suspended endpoint now, signed as any delivery is.
+
+    Nothing is queued or held and no delivery is written; a 2xx sets
+    ``probe_succeeded_at``, which the next state change clears.
+    """
+    endpoint = Endpoint.objects.get(pk=endpoint_id)
+    if endpoint.state == EndpointState.ACTIVE:
+        raise ValueError("an active endpoint gets test events through the sending path")
+    now = timezone.now()
+    event = Event(
+        id=uuid.uuid4(),
+        type=TEST_EVENT_TYPE,
+        occurred_at=now,
+        data={"endpoint_id": str(endpoint.pk), "requested_by": requested_by, "test": True},
+        tenant=endpoint.tenant,
+    )
+    delivery = Delivery(event=event, endpoint=endpoint)
+    secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
+    private_keys = signing_keys(endpoint, now)
+    if not secrets or private_keys is None:
+        return ProbeResult(None, 0.0, "the endpoint has no unexpired signing secret")
+    body = render_body(event, endpoint)
+    headers = build_headers(
+        delivery, body, secrets, int(now.timestamp()), private_keys=private_keys
+    )
+    response = transport.post(
+        endpoint.url,
+        body,
+        headers,
+        connect_timeout=endpoint.connect_timeout_seconds,
+        read_timeout=endpoint.read_timeout_seconds,
+        excerpt_limit=0,
+        policy=conf.endpoint_address_policy(endpoint),
+    )
+    result = ProbeResult(
+        response.status_code,
+        response.duration_ms,
+        "" if response.status_code is not None else "no answer (connection failed or timed out)",
+    )
+    if result.succeeded:
+        # Only for the state it was sent in: a change meanwhile voids it.
+        Endpoint.objects.filter(
+            pk=endpoint.pk, state=endpoint.state, state_changed_at=endpoint.state_changed_at
+        ).update(probe_succeeded_at=timezone.now())
+    return result

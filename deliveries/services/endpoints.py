@@ -12,8 +12,13 @@ from webhooks_core import crypto
 
 from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
-from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState
-from . import endpoint_options
+from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
+from .endpoint_options import (
+    OPTION_FIELDS,
+    endpoint_ensure_signing_key,
+    normalised_filter,
+    options_problems,
+)
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -46,7 +51,7 @@ EDITABLE = frozenset(
         "secret_headers",
         "version_pins",
         "ordered_delivery",
-        *endpoint_options.OPTION_FIELDS,
+        *OPTION_FIELDS,
         *BOUNDS,
     }
 )
@@ -76,39 +81,54 @@ def endpoint_create(
     # Any: callers pass options as **kwargs; the rules below check the types.
     custom_headers: Any = None,
     secret_headers: Any = None,
+    # Any, like the options: callers spread a dict of settings into these keywords.
+    chosen_by_tenant: Any = False,
     **fields: Any,
 ) -> tuple[Endpoint, str]:
     """Create an endpoint with its first signing secret; the secret is returned once.
 
     Raises `EndpointInvalid` (`UnsafeEndpointURL`, an `ssrf.UnsafeURL`, for a URL the SSRF
     guard refuses) with every field's problems; nothing is written then. ``tenant`` is
-    set here once (see `CREATE_ONLY`).
+    set here once (see `CREATE_ONLY`). ``chosen_by_tenant``: a tenant chose the URL (the
+    portal), so the guard admits public addresses and ``WEBHOOKS_PORTAL_ALLOWED_NETWORKS``
+    only, now and at every connect (`conf.endpoint_address_policy`).
     """
     unknown = set(fields) - EDITABLE - CREATE_ONLY
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     endpoint = Endpoint(url=url, event_types=event_types, **fields)
+    endpoint.url_chosen_in_portal = chosen_by_tenant is True
     _apply_and_validate(
         endpoint,
         changed={"url", "event_types", *fields},
         custom_headers=custom_headers or {},
         secret_headers=secret_headers,
+        previous_url=None,
     )
     endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
     secret = _add_secret(endpoint)
-    endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
+    endpoint_ensure_signing_key(endpoint=endpoint)
     return endpoint, secret
 
 
 @transaction.atomic
-def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
+def endpoint_update(
+    *, endpoint: Endpoint, chosen_by_tenant: bool = False, **changes: Any
+) -> Endpoint:
     """Change an endpoint's settings under the same rules as `endpoint_create`.
 
     ``custom_headers`` replaces the whole set; a secret header sent back with the masked
     value (`headers.MASK`) keeps its stored value. ``secret_headers``, when given, is the
-    full list of names the operator marks secret (credential-like names always are).
+    full list of names the operator marks secret (credential-like names always are);
+    unmarking one needs its value in ``custom_headers`` (a stored secret value is never
+    shown in clear, not even by moving it out of the secret set).
+    A change of the URL's origin (scheme, host or port) drops every stored secret header
+    unless ``custom_headers`` gives its value again: a credential given for one host is
+    never sent to another. The returned endpoint's ``notices`` says what was dropped; a
+    masked value sent back across such a change is refused.
     A ``state`` goes through `endpoint_set_state` (it holds or releases deliveries).
+    ``chosen_by_tenant``: see `endpoint_create` (it applies when ``url`` is changed).
     Raises `EndpointInvalid`; nothing is written then.
     """
     state = changes.pop("state", None)
@@ -123,23 +143,33 @@ def endpoint_update(*, endpoint: Endpoint, **changes: Any) -> Endpoint:
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
     custom = changes.pop("custom_headers", None)
     marked = changes.pop("secret_headers", None)
+    previous_url = endpoint.url
     for name, value in changes.items():
         setattr(endpoint, name, value)
-    _apply_and_validate(
-        endpoint, changed=set(changes), custom_headers=custom, secret_headers=marked
+    if "url" in changes:
+        endpoint.url_chosen_in_portal = chosen_by_tenant
+    notices = _apply_and_validate(
+        endpoint,
+        changed=set(changes),
+        custom_headers=custom,
+        secret_headers=marked,
+        previous_url=previous_url,
     )
     if "event_types" in changes or "version_pins" in changes:
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
     if "signature_scheme" in changes:
-        endpoint_options.endpoint_ensure_signing_key(endpoint=endpoint)
+        endpoint_ensure_signing_key(endpoint=endpoint)
     if state and state != endpoint.state:
         endpoint_set_state(endpoint_id=endpoint.pk, state=state)
         endpoint.refresh_from_db()
+    endpoint.notices = tuple(notices)
     return endpoint
 
 
-def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> None:
+def endpoint_validate(
+    *, endpoint: Endpoint | None = None, chosen_by_tenant: bool = False, **fields: Any
+) -> None:
     """Raise `EndpointInvalid` if `endpoint_create` (no endpoint) or `endpoint_update`
     would refuse these fields; writes nothing. Forms call it to show field errors."""
     fields.pop("state", None)
@@ -157,10 +187,19 @@ def endpoint_validate(*, endpoint: Endpoint | None = None, **fields: Any) -> Non
     candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)
+    previous_url = candidate.url if editing else None
     for name, value in fields.items():
         setattr(candidate, name, value)
+    if "url" in fields or not editing:
+        candidate.url_chosen_in_portal = chosen_by_tenant
     changed = set(fields) if editing else {"url", "event_types", *fields}
-    _apply_and_validate(candidate, changed=changed, custom_headers=custom, secret_headers=marked)
+    _apply_and_validate(
+        candidate,
+        changed=changed,
+        custom_headers=custom,
+        secret_headers=marked,
+        previous_url=previous_url,
+    )
 
 
 def _apply_and_validate(
@@ -169,10 +208,13 @@ def _apply_and_validate(
     changed: set[str],
     custom_headers: dict[str, str] | None,
     secret_headers: list[str] | None,
-) -> None:
+    previous_url: str | None,
+) -> list[str]:
     """Check the changed fields of an unsaved endpoint (and store its headers' values
-    encrypted where they are credentials); raise `EndpointInvalid` with every problem."""
+    encrypted where they are credentials); raise `EndpointInvalid` with every problem.
+    Returns the notices of what was done besides the change asked (`endpoint_update`)."""
     errors: dict[str, list[str]] = {}
+    notices: list[str] = []
 
     def refuse(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
@@ -188,7 +230,7 @@ def _apply_and_validate(
         elif len(endpoint.url) > 2048:
             refuse("url", "The URL is longer than 2048 characters.")
         else:
-            problem = ssrf.url_refusal(endpoint.url, conf.address_policy())
+            problem = ssrf.url_refusal(endpoint.url, conf.endpoint_address_policy(endpoint))
             if problem:
                 refuse("url", problem)
     if "event_types" in changed:
@@ -238,17 +280,30 @@ def _apply_and_validate(
         and endpoint.backoff_max_seconds < endpoint.backoff_base_seconds
     ):
         refuse("backoff_max_seconds", "Must be at least backoff_base_seconds.")
-    if custom_headers is not None or secret_headers is not None:
-        _apply_headers(endpoint, custom_headers, secret_headers, refuse)
-    options = {name: getattr(endpoint, name) for name in endpoint_options.OPTION_FIELDS}
-    for field, problems in endpoint_options.options_problems(
+    moved = (
+        previous_url is not None
+        and "url" in changed
+        and not ssrf.same_origin(previous_url, endpoint.url)
+    )
+    if custom_headers is not None or secret_headers is not None or moved:
+        dropped = _apply_headers(endpoint, custom_headers, secret_headers, refuse, moved=moved)
+        if dropped:
+            notices.append(
+                f"The secret headers {', '.join(dropped)} were removed: the URL now points "
+                "at another origin (scheme, host or port), and a credential given for one "
+                "host is never sent to another. Give their values again in custom_headers "
+                "(in the same change) to keep them."
+            )
+    options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
+    for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
     ).items():
         errors.setdefault(field, []).extend(problems)
     if "filter" in changed and "filter" not in errors:
-        endpoint.filter = endpoint_options.normalised_filter(endpoint.filter)
+        endpoint.filter = normalised_filter(endpoint.filter)
     if errors:
         raise (UnsafeEndpointURL if "url" in errors else EndpointInvalid)(errors)
+    return notices
 
 
 def _apply_headers(
@@ -256,23 +311,50 @@ def _apply_headers(
     given: dict[str, str] | None,
     marked: list[str] | None,
     refuse: Callable[[str, str], None],
-) -> None:
+    *,
+    moved: bool = False,
+) -> list[str]:
+    """Set the endpoint's clear and encrypted headers; returns the names of the secret
+    headers dropped because the URL ``moved`` to another origin (`endpoint_update`).
+
+    A stored secret value never reaches a clear field unless this very change gives it:
+    not through a masked value sent back while the header is unmarked, not by leaving
+    ``custom_headers`` out while ``secret_headers`` unmarks it.
+    """
     stored = {} if endpoint._state.adding else endpoint.custom_headers_plain()
     stored_secret = {name.lower() for name in endpoint.secret_custom_headers or {}}
+    dropped: list[str] = []
+    #: Lower-case names whose value below is the stored one (the caller did not give it).
+    from_store: set[str] = set()
     if given is None:
-        given = dict(stored)
+        given = {}
+        for name, value in stored.items():
+            if moved and name.lower() in stored_secret:
+                dropped.append(name)  # not sent to the new origin
+                continue
+            given[name] = value
+            from_store.add(name.lower())
     elif not isinstance(given, dict):
         refuse("custom_headers", "Give an object {header name: value}.")
-        return
+        return []
     wanted: dict[str, str] = {}
     for name, value in given.items():
-        if value == headers.MASK and isinstance(name, str):
+        if value == headers.MASK and isinstance(name, str) and name.lower() not in from_store:
             # The masked value a read returned, sent back: keep what is stored.
             keep = next((v for n, v in stored.items() if n.lower() == name.lower()), None)
             if keep is None or name.lower() not in stored_secret:
                 refuse("custom_headers", f"{name!r} has no stored secret value to keep.")
                 continue
+            if moved:
+                refuse(
+                    "custom_headers",
+                    f"{name!r}: the URL now points at another origin (scheme, host or "
+                    "port), so its stored value is not sent there. Give the value again, "
+                    "or leave the header out.",
+                )
+                continue
             value = keep
+            from_store.add(name.lower())
         wanted[name] = value
     for problem in headers.problems(wanted):
         refuse("custom_headers", problem)
@@ -281,26 +363,40 @@ def _apply_headers(
         marked_lower = stored_secret
     elif not isinstance(marked, list) or not all(isinstance(n, str) for n in marked):
         refuse("secret_headers", "Give a list of header names.")
-        return
+        return []
     else:
         marked_lower = {name.lower() for name in marked}
         names = {name.lower() for name in wanted}
         for name in marked:
             if name.lower() not in names:
                 refuse("secret_headers", f"{name!r} is not one of the custom headers.")
+    for name in wanted:
+        lowered = name.lower()
+        if (
+            lowered in stored_secret
+            and lowered in from_store
+            and not _is_secret(name, marked_lower)
+        ):
+            refuse(
+                "secret_headers",
+                f"{name!r} is a secret header: to unmark it, give its value in custom_headers "
+                "in the same change (its stored value is never shown in clear).",
+            )
     endpoint.custom_headers = {n: v for n, v in wanted.items() if not _is_secret(n, marked_lower)}
     endpoint.secret_custom_headers = {
         n: crypto.encrypt(v) for n, v in wanted.items() if _is_secret(n, marked_lower)
     }
+    return dropped
 
 
 def _is_secret(name: str, marked_lower: set[str]) -> bool:
     return name.lower() in marked_lower or headers.is_credential(name)
 
 
-def endpoint_check_url(*, url: str) -> None:
+def endpoint_check_url(*, url: str, chosen_by_tenant: bool = False) -> None:
     """Refuse a URL that may not receive webhooks (scheme, private or internal address)."""
-    problem = ssrf.url_refusal(url, conf.address_policy())
+    policy = conf.portal_address_policy() if chosen_by_tenant else conf.address_policy()
+    problem = ssrf.url_refusal(url, policy)
     if problem:
         raise ssrf.UnsafeURL(problem)
 
@@ -332,15 +428,20 @@ def endpoint_rotate_secret(
     return plain, endpoint.secrets.order_by("-created_at", "-pk").first()  # type: ignore[return-value]
 
 
-def endpoint_suspend(*, endpoint_id: UUID, reason: str) -> bool:
+def endpoint_suspend(*, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAILURES) -> bool:
     """Stop sending to an endpoint; its pending deliveries are held without spending attempts.
 
-    Returns False when the endpoint was not active.
+    ``by``: who suspends (the failures, unless an operator says so); it decides who may
+    resume it (see `endpoint_owner_may_enable`). Returns False when it was not active.
     """
     now = timezone.now()
     with transaction.atomic():
         changed = Endpoint.objects.filter(pk=endpoint_id, state=EndpointState.ACTIVE).update(
-            state=EndpointState.SUSPENDED, state_reason=reason[:500], state_changed_at=now
+            state=EndpointState.SUSPENDED,
+            state_reason=reason[:500],
+            state_changed_at=now,
+            state_set_by=by,
+            probe_succeeded_at=None,
         )
         if changed:
             from ..models import Delivery
@@ -357,7 +458,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
     Returns how many held deliveries were released (or cancelled).
     """
     from ..models import Delivery
-    from .dispatch import enqueue_deliveries
+    from .dispatch import dispatch_wakes
 
     now = timezone.now()
     with transaction.atomic():
@@ -365,26 +466,33 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
             state=EndpointState.ACTIVE,
             state_reason="",
             state_changed_at=now,
+            state_set_by=StateSetBy.NOBODY,
+            probe_succeeded_at=None,
             consecutive_failures=0,
             failing_since=None,
         )
         held = Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.HELD)
         if not deliver_backlog:
             return held.update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
-        ids = list(held.values_list("id", flat=True))
-        held.update(
-            status=DeliveryStatus.PENDING, next_attempt_at=now, enqueued_at=now, updated_at=now
-        )
-        transaction.on_commit(lambda: enqueue_deliveries(ids), robust=True)
-    return len(ids)
+        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=now, updated_at=now)
+        transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+    return released
 
 
-def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> None:
-    """Move an endpoint to a state with the side effects that state change implies."""
+def endpoint_set_state(
+    *, endpoint_id: UUID, state: str, reason: str = "", by: str = StateSetBy.OPERATOR
+) -> None:
+    """Move an endpoint to a state with the side effects that state change implies.
+
+    ``by``: who asks, an operator (admin, API) unless said otherwise; the portal goes
+    through `endpoint_owner_disable` and `endpoint_owner_enable`, which check the rules.
+    """
     if state == EndpointState.ACTIVE:
         endpoint_resume(endpoint_id=endpoint_id)
     elif state == EndpointState.SUSPENDED:
-        endpoint_suspend(endpoint_id=endpoint_id, reason=reason or "suspended by an operator")
+        endpoint_suspend(
+            endpoint_id=endpoint_id, reason=reason or "suspended by an operator", by=by
+        )
     elif state == EndpointState.DISABLED:
         from ..models import Delivery
 
@@ -394,6 +502,8 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
                 state=EndpointState.DISABLED,
                 state_reason=reason or "disabled by an operator",
                 state_changed_at=now,
+                state_set_by=by,
+                probe_succeeded_at=None,
             )
             # A disabled endpoint gets nothing more: what waited for it is cancelled.
             Delivery.objects.filter(
@@ -402,6 +512,60 @@ def endpoint_set_state(*, endpoint_id: UUID, state: str, reason: str = "") -> No
             ).update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
     else:
         raise ValueError(f"unknown endpoint state {state!r}")
+
+
+class EndpointNotEnableable(Exception):
+    """The endpoint's owner may not make it active again (see `endpoint_owner_may_enable`)."""
+
+
+def endpoint_owner_may_enable(endpoint: Endpoint) -> bool:
+    """Whether the endpoint's tenant may make it active again in the portal.
+
+    Only what the failures suspended, once a test event succeeded since the suspension,
+    or what the tenant disabled itself. What an operator suspended or disabled stays so
+    until an operator says otherwise.
+    """
+    if endpoint.state == EndpointState.DISABLED:
+        return endpoint.state_set_by == StateSetBy.OWNER
+    if endpoint.state == EndpointState.SUSPENDED:
+        return (
+            endpoint.state_set_by == StateSetBy.FAILURES
+            and endpoint.probe_succeeded_at is not None
+            and (
+                endpoint.state_changed_at is None
+                or endpoint.probe_succeeded_at >= endpoint.state_changed_at
+            )
+        )
+    return False
+
+
+def endpoint_owner_enable(*, endpoint_id: UUID) -> None:
+    """The tenant makes its endpoint active again; EndpointNotEnableable if it may not."""
+    with transaction.atomic():
+        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        if not endpoint_owner_may_enable(endpoint):
+            raise EndpointNotEnableable(f"endpoint is {endpoint.state} ({endpoint.state_set_by})")
+        endpoint_resume(endpoint_id=endpoint_id)
+
+
+def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
+    """The tenant stops everything to its active endpoint (and may enable it again).
+
+    Only an active one: disabling a suspended endpoint would turn the operator's or the
+    failures' state into the tenant's own, and so skip the rules above. Returns whether
+    it was disabled.
+    """
+    with transaction.atomic():
+        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        if endpoint.state != EndpointState.ACTIVE:
+            return False
+        endpoint_set_state(
+            endpoint_id=endpoint_id,
+            state=EndpointState.DISABLED,
+            reason="disabled by its owner",
+            by=StateSetBy.OWNER,
+        )
+    return True
 
 
 def endpoint_delete(*, endpoint_id: UUID) -> None:

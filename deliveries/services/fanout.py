@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from .. import conf, operational, ordering, payloads, subscriptions, tracing
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from .breaker import circuit_reopens_at
-from .dispatch import FAN_OUT_BATCH_SIZE, EmitBatch, emit_batch, enqueue_delivery_groups
+from .circuit import circuit_reopens_at
+from .dispatch import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch
 
-# Of the events one transaction emits, at most this many are fanned out in it; the rest go
-# to the fan-out task, which creates a large transaction's deliveries in a few statements.
+# Of the events one transaction emits, at most this many are fanned out by the emitting
+# process after its commit; the rest go to the fan-out task, which creates a large
+# transaction's deliveries in a few statements.
 INLINE_EVENTS_PER_TRANSACTION = 20
 
 
@@ -27,66 +28,64 @@ def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: 
         DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
     )
     due_at: datetime = now
-    enqueued_at: datetime | None = now
     reopens_at = circuit_reopens_at(endpoint)
     if reopens_at is not None and reopens_at > now:
-        # Its circuit is open: the delivery waits in the database, with no task message,
-        # until the sweeper brings it to the probe (a refused message would cost a claim).
-        due_at, enqueued_at = reopens_at, None
+        # Its circuit is open: the delivery waits in the database, with no wake, until
+        # the probe may go (a wake now would only find the circuit open).
+        due_at = reopens_at
     return Delivery(
-        event_id=event_id,
-        endpoint=endpoint,
-        status=status,
-        next_attempt_at=due_at,
-        enqueued_at=enqueued_at,
-        **fields,
+        event_id=event_id, endpoint=endpoint, status=status, next_attempt_at=due_at, **fields
     )
 
 
 def event_insert(event: Event) -> None:
     """Insert a new event in the current transaction and see to its fan-out.
 
-    When its tenant has few endpoints (`WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`) its
-    deliveries are created here too, in the product's transaction, and their messages go
-    out on commit: no fan-out task, one broker hop less. Otherwise, and for events with an
-    ordering key or beyond the first few of a transaction, the fan-out task creates them
-    after the commit. Either way a committed event gets its deliveries exactly once.
+    Nothing else of ours runs in the product's transaction: no delivery row (one that
+    referenced an endpoint deleted meanwhile would fail the product's COMMIT), no read of
+    the endpoints (one created later in the transaction must get the event too). After
+    the commit, the emitting process fans the first few events out itself when their
+    tenant has few endpoints (`WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`): one broker hop
+    less. The rest, and events with an ordering key, go to the fan-out task. Either way a
+    committed event gets its deliveries exactly once; should the process die between the
+    commit and the fan-out, the sweeper does it.
     """
-    batch = emit_batch()
-    endpoints = _inline_endpoints(event, batch)
-    now = timezone.now()
-    if endpoints is not None:
-        event.fanned_out_at = now
     event.save(force_insert=True)
-    if endpoints is None:
+    batch = emit_batch()
+    inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
+    if inline and len(batch.inline_event_ids) < INLINE_EVENTS_PER_TRANSACTION:
+        batch.inline_event_ids.append(event.pk)
+        batch.fan_out_inline = events_fan_out_if_few_endpoints
+    else:
         batch.event_ids.append(event.pk)
-        return
-    batch.fanned_out += 1
-    deliveries = _deliveries_of(event, endpoints, now)
-    Delivery.objects.bulk_create(deliveries)
-    for delivery in _with_messages(deliveries):
-        batch.delivery_groups.setdefault(delivery.endpoint_id, []).append(delivery.pk)
 
 
-def _inline_endpoints(event: Event, batch: EmitBatch) -> list[Endpoint] | None:
-    """The endpoints to fan the event out to in its own transaction, or None to leave it
-    to the fan-out task. The transaction reads each tenant's endpoints once."""
+def events_fan_out_if_few_endpoints(event_ids: list[UUID]) -> list[UUID]:
+    """Fan out the events whose tenant has at most the inline limit of endpoints, right
+    now; returns the others (for the fan-out task)."""
     limit = conf.get().inline_fan_out_max_endpoints
-    if not limit or event.ordering_key or batch.fanned_out >= INLINE_EVENTS_PER_TRANSACTION:
-        return None
-    if event.tenant not in batch.endpoints_by_tenant:
-        endpoints = list(_candidate_endpoints({event.tenant})[: limit + 1])
-        batch.endpoints_by_tenant[event.tenant] = endpoints if len(endpoints) <= limit else None
-    return batch.endpoints_by_tenant[event.tenant]
+    tenants = dict(Event.objects.filter(pk__in=event_ids).values_list("pk", "tenant"))
+    few = {
+        tenant
+        for tenant in set(tenants.values())
+        if _candidate_endpoints({tenant})[: limit + 1].count() <= limit
+    }
+    now_ids = [pk for pk in event_ids if pk in tenants and tenants[pk] in few]
+    if now_ids:
+        events_fan_out(event_ids=now_ids)
+    return [pk for pk in event_ids if pk not in now_ids]
 
 
-def _with_messages(deliveries: list[Delivery]) -> list[Delivery]:
-    """Held deliveries and those deferred behind an open circuit have no task message."""
-    return [
-        delivery
+def _due_now(deliveries: list[Delivery], now: datetime) -> set[UUID]:
+    """The endpoints with a delivery due now among these (held ones, and those behind an
+    open circuit, wait without a wake)."""
+    return {
+        delivery.endpoint_id
         for delivery in deliveries
-        if delivery.status == DeliveryStatus.PENDING and delivery.enqueued_at is not None
-    ]
+        if delivery.status == DeliveryStatus.PENDING
+        and delivery.next_attempt_at is not None
+        and delivery.next_attempt_at <= now
+    }
 
 
 def event_fan_out(*, event_id: UUID | str) -> int:
@@ -98,7 +97,7 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
     """Create the events' deliveries and enqueue them after commit. Safe to run again.
 
     All the events go in one transaction, so a product transaction that emitted many
-    events costs a few statements and its deliveries leave in batches per endpoint.
+    events costs a few statements, and each endpoint gets one wake for all of them.
     With `top_up` (the message waited in a backlog) other events waiting for their
     fan-out come along. Endpoints that are suspended get a held delivery, so resuming them
     delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
@@ -137,19 +136,18 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         Delivery.objects.bulk_create(deliveries)
         fanned_out = [event.pk for event in events]
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
-        by_endpoint: dict[UUID, list[int]] = defaultdict(list)
-        for delivery in _with_messages(deliveries):
-            by_endpoint[delivery.endpoint_id].append(delivery.pk)
-        transaction.on_commit(
-            lambda: enqueue_delivery_groups(list(by_endpoint.values())), robust=True
-        )
-        # Later events of these keys may have waited for this fan-out.
-        for key in dict.fromkeys(event.ordering_key for event in events if event.ordering_key):
-            transaction.on_commit(
-                lambda key=key: ordering.enqueue_next(ordering_key=key),  # type: ignore[misc]
-                robust=True,
-            )
-    return sum(len(ids) for ids in by_endpoint.values())
+        woken = _due_now(deliveries, now)
+        keys = list(dict.fromkeys(event.ordering_key for event in events if event.ordering_key))
+
+        def wake() -> None:
+            # Later events of these keys may have waited for this fan-out, elsewhere too.
+            others = set()
+            for key in keys:
+                others |= ordering.endpoints_with_next_due(ordering_key=key)
+            dispatch_wakes(woken | others)
+
+        transaction.on_commit(wake, robust=True)
+    return len(deliveries)
 
 
 def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpoint]]:

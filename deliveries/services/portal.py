@@ -4,10 +4,17 @@ The link carries a random token; only its SHA-256 is stored (as API tokens are),
 database dump opens nothing. Opening the link consumes it with one conditional UPDATE:
 of two requests racing with the same link, exactly one opens a session. The session
 is the link's row itself, alive until ``expires_at`` unless ended sooner.
+
+Opening a link draws a second random value, the session's own secret: the portal's
+cookie carries it, and the row keeps only its SHA-256. A session is found by that secret,
+never by the row's (sequential) id, so whoever knows ``SECRET_KEY`` still cannot forge
+one (issue 23). Looking at a link (:func:`portal_link_peek`) consumes nothing: an e-mail
+scanner's GET leaves it usable.
 """
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
@@ -60,22 +67,59 @@ def portal_link_create(
     return link, token
 
 
-def portal_link_open(*, token: str) -> PortalLink | None:
-    """Consume the link: its session when this call was the first use, else None.
+@dataclass(frozen=True)
+class PortalSession:
+    """A session just opened: its row, and its secret (for the cookie; never stored)."""
+
+    link: PortalLink
+    secret: str
+
+
+def _usable(token: str) -> bool:
+    return isinstance(token, str) and 0 < len(token) <= 200
+
+
+def portal_link_peek(*, token: str) -> PortalLink | None:
+    """The link, when it could still open a session; consumes nothing."""
+    if not _usable(token):
+        return None
+    return PortalLink.objects.filter(
+        token_hash=_hash(token),
+        used_at__isnull=True,
+        ended_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    ).first()
+
+
+def portal_link_open(*, token: str) -> PortalSession | None:
+    """Consume the link: its new session when this call was the first use, else None.
 
     None for an unknown, used or expired link alike, so the answer tells nothing about
     which links exist.
     """
-    if not isinstance(token, str) or not 0 < len(token) <= 200:
+    if not _usable(token):
         return None
     now = timezone.now()
     token_hash = _hash(token)
+    secret = secrets.token_urlsafe(32)
     opened = PortalLink.objects.filter(
         token_hash=token_hash, used_at__isnull=True, ended_at__isnull=True, expires_at__gt=now
-    ).update(used_at=now)
+    ).update(used_at=now, session_hash=_hash(secret))
     if not opened:
         return None
-    return PortalLink.objects.get(token_hash=token_hash)
+    return PortalSession(link=PortalLink.objects.get(token_hash=token_hash), secret=secret)
+
+
+def portal_session_find(*, secret: str) -> PortalLink | None:
+    """The open session whose secret this is, or None (unknown, expired or ended)."""
+    if not _usable(secret):
+        return None
+    return PortalLink.objects.filter(
+        session_hash=_hash(secret),
+        used_at__isnull=False,
+        ended_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    ).first()
 
 
 def portal_session_tenant(*, session_id: int) -> str | None:

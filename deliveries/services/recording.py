@@ -1,5 +1,7 @@
-"""Writing back a batch's outcomes: its attempts, each delivery's new state and the
-endpoint's health, in one transaction, then the messages, signals, metrics and logs."""
+"""Writing back an owner's results: their attempts, each delivery's new state and the
+endpoint's health, in one transaction, then the signals, metrics and logs. A retry
+needs no message: the owner sends it when it falls due soon, else wakes the endpoint
+with a countdown or leaves it to the sweeper (`owner`)."""
 
 import uuid
 from collections import defaultdict
@@ -11,13 +13,12 @@ from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .. import conf, observability
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
+from .. import observability
+from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
-from .admission import endpoint_busy_wait
-from .breaker import endpoint_record_attempts
-from .dispatch import enqueue_deliveries
+from .breaker import circuit_transition, endpoint_record_attempts
 from .finished import on_delivery_outcome
+from .outcomes import Outcome
 from .suspension import endpoint_suspend_automatically
 
 # The retry window runs from the first request actually made in the current cycle (a
@@ -44,23 +45,12 @@ LEASE_MARGIN_SECONDS = 5.0
 
 
 def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
-    if len(results) == 1 and results[0].attempt is not None:
-        # One row: its own attempt's start, without the subquery.
-        return Coalesce("first_attempt_at", Value(results[0].attempt.started_at))
+    starts = [r.attempt.started_at for r in results if r.attempt is not None]
+    if len(starts) == len(results):
+        # A row without a first attempt yet had it in this round: the round's first start
+        # (its requests start within one request's time), without the subquery.
+        return Coalesce("first_attempt_at", Value(min(starts)))
     return _FIRST_ATTEMPT_OF_CYCLE
-
-
-class Outcome:
-    """What an attempt did; tests and logs assert on these strings."""
-
-    NOT_CLAIMED = "not_claimed"
-    HELD = "held"
-    SUCCEEDED = "succeeded"
-    RETRY_SCHEDULED = "retry_scheduled"
-    DEAD_LETTERED = "dead_lettered"
-    LEASE_LOST = "lease_lost"
-    # Deferred without spending an attempt: breaker open, in-flight or rate limit reached.
-    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -107,14 +97,10 @@ def release_claim(
 @dataclass(frozen=True)
 class Deferral:
     """Claimed deliveries not sent now and released without spending an attempt, due
-    again after `seconds`. Those deferred `to_sweeper` (behind an open circuit or a probe)
-    wait in the database with no task message; those `due_now` (no free in-flight slot)
-    stay due for the batch holding the slots, their message coming after `seconds`."""
+    again after `seconds`."""
 
     deliveries: list[Delivery]
     seconds: float = 0.0
-    to_sweeper: bool = False
-    due_now: bool = False
 
 
 def record(
@@ -125,9 +111,7 @@ def record(
     Returns each delivery's outcome (`LEASE_LOST` where another worker took it over).
     """
     now = timezone.now()
-    settings = conf.get()
     outcomes: dict[int, str] = {}
-    retries: list[tuple[int, float]] = []
     with transaction.atomic():
         ids = [result.delivery.pk for result in results]
         owned = set(ids)
@@ -150,13 +134,11 @@ def record(
                 continue
             if result.decision.verdict == Verdict.SUCCEEDED:
                 # The common case: one statement for all of them (per status code).
-                outcome, countdown = Outcome.SUCCEEDED, None
+                outcome = Outcome.SUCCEEDED
                 succeeded[result.status_code].append(result)
             else:
-                outcome, countdown = _record_failure(claim, result, now, settings)
+                outcome = _record_failure(claim, result, now)
             outcomes[delivery.pk] = outcome
-            if countdown is not None:
-                retries.append((delivery.pk, countdown))
             on_delivery_outcome(delivery, outcome)
         for status_code, done in succeeded.items():
             Delivery.objects.filter(
@@ -172,9 +154,17 @@ def record(
                 next_attempt_at=None,
                 first_attempt_at=_first_attempt_of_cycle(done),
             )
-        if attempts:
-            _record_endpoint_health(
-                endpoint, [r for r in results if r.attempt is not None and not r.local_failure]
+        sent = [r for r in results if r.attempt is not None and not r.local_failure]
+        if sent:
+            _record_endpoint_health(endpoint, sent)
+        elif endpoint.circuit_state == CircuitState.HALF_OPEN and results:
+            # The probe failed on our side: nothing was learnt of the endpoint, so the
+            # circuit goes back to open and a later probe tries again.
+            circuit_transition(
+                endpoint_id=endpoint.pk,
+                from_state=CircuitState.HALF_OPEN,
+                to_state=CircuitState.OPEN,
+                reason="the probe was not sent (an error on our side)",
             )
         gone = next((r for r in results if r.decision.suspend_endpoint), None)
         if gone is not None and gone.delivery.pk in owned:
@@ -185,8 +175,6 @@ def record(
         if deferral.deliveries:
             _defer(claim, deferral)
             outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in deferral.deliveries)
-        if retries:
-            transaction.on_commit(lambda: _enqueue_retries(retries), robust=True)
     for result in results:
         observability.attempt_recorded(
             delivery=result.delivery,
@@ -198,11 +186,8 @@ def record(
     return outcomes
 
 
-def _record_failure(
-    claim: Claim, result: Result, now: datetime, settings: conf.DeliverySettings
-) -> tuple[str, float | None]:
-    """Record a retry or a dead letter; returns the outcome and, for a retry soon enough
-    to wait in the broker, its countdown."""
+def _record_failure(claim: Claim, result: Result, now: datetime) -> str:
+    """Record a retry or a dead letter; returns the outcome."""
     decision = result.decision
     reason = f" ({decision.reason})" if decision.reason else ""
     fields: dict[str, object] = {
@@ -214,22 +199,19 @@ def _record_failure(
     }
     if result.attempt is not None:
         fields["first_attempt_at"] = _first_attempt_of_cycle([result])
-    countdown: float | None = None
     if decision.verdict == Verdict.RETRY:
-        short_wait = decision.delay_seconds <= settings.max_countdown_seconds
-        countdown = decision.delay_seconds if short_wait else None
         fields.update(
             status=DeliveryStatus.PENDING,
             next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
-            # Long waits have no message out: the sweeper enqueues them when due.
-            enqueued_at=now if short_wait else None,
         )
         outcome = Outcome.RETRY_SCHEDULED
     else:
         fields.update(status=DeliveryStatus.DEAD_LETTERED, completed_at=now, next_attempt_at=None)
         outcome = Outcome.DEAD_LETTERED
-    Delivery.objects.filter(pk=result.delivery.pk, lease_token=claim.token).update(**fields)
-    return outcome, countdown
+    updated = Delivery.objects.filter(pk=result.delivery.pk, lease_token=claim.token).update(
+        **fields
+    )
+    return outcome if updated else Outcome.LEASE_LOST
 
 
 def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
@@ -261,48 +243,11 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
 
 
 def _defer(claim: Claim, deferral: Deferral) -> None:
-    """Release claimed deliveries without spending an attempt.
-
-    A short wait has a countdown message. A delivery deferred to the sweeper, or one
-    waiting longer than countdowns may, waits in the database and the sweeper enqueues it
-    when due: workers hold countdown messages in memory and run them in turn with fresh
-    ones, so a dead endpoint's refused backlog must not live there.
-    """
-    now = timezone.now()
-    delay = deferral.seconds
-    short_wait = not deferral.to_sweeper and delay <= conf.get().max_countdown_seconds
-    ids = [delivery.pk for delivery in deferral.deliveries]
-    due_at = now if deferral.due_now and short_wait else now + timedelta(seconds=delay)
-    updated = release_claim(
+    """Release claimed deliveries without spending an attempt, due after `seconds`; their
+    owner (or the next) sends them then."""
+    release_claim(
         claim,
         deferral.deliveries,
         status=DeliveryStatus.PENDING,
-        next_attempt_at=due_at,
-        enqueued_at=now if short_wait else None,
+        next_attempt_at=timezone.now() + timedelta(seconds=deferral.seconds),
     )
-    ordered = any(delivery.ordering_key for delivery in deferral.deliveries)
-    if updated and deferral.due_now and short_wait and not ordered:
-        # No free slot: the batch holding one takes these rows along, or hands them on
-        # once it frees it. It may have freed it before this release committed, though:
-        # then a message for them now. (Ordered rows, never taken along, get a countdown.)
-        endpoint = deferral.deliveries[0].endpoint
-        transaction.on_commit(lambda: _enqueue_if_a_slot_is_free(endpoint, ids), robust=True)
-    elif updated and short_wait:
-        # robust: if the broker is down the rows are safe anyway; the sweeper enqueues them.
-        countdown = max(delay, 0.01)
-        transaction.on_commit(
-            lambda: enqueue_deliveries(ids, countdown=countdown, one_endpoint=True), robust=True
-        )
-
-
-def _enqueue_if_a_slot_is_free(endpoint: Endpoint, ids: list[int]) -> None:
-    if not endpoint_busy_wait(endpoint_id=endpoint.pk, max_in_flight=endpoint.max_in_flight):
-        enqueue_deliveries(ids, one_endpoint=True)
-
-
-def _enqueue_retries(retries: list[tuple[int, float]]) -> None:
-    by_countdown: dict[float, list[int]] = defaultdict(list)
-    for delivery_id, countdown in retries:
-        by_countdown[countdown].append(delivery_id)
-    for countdown, ids in by_countdown.items():
-        enqueue_deliveries(ids, countdown=countdown, one_endpoint=True)

@@ -6,7 +6,7 @@ from uuid import UUID
 from django.db.models import QuerySet
 
 from ..models import Delivery, DeliveryStatus, EndpointState
-from .attempt import DeliveryNotRetryable, delivery_retry
+from .retry import DeliveryNotRetryable, delivery_retry
 
 
 def failed_deliveries(

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from .. import conf, event_types, subscriptions, tenants
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
-from .dispatch import enqueue_deliveries
+from .dispatch import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
 from .fanout import new_delivery
 
 
@@ -185,9 +185,7 @@ def replay_create(
 
 
 def _enqueue_step(replay_id: int) -> None:
-    from ..tasks import run_replay
-
-    run_replay.delay(replay_id)
+    dispatch_task(RUN_REPLAY_TASK, replay_id)
 
 
 def filters_of(replay: Replay) -> ReplayFilters:
@@ -242,9 +240,13 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now
         replay.save()
-        # Deliveries deferred behind an open circuit have no message; the sweeper has them.
-        pending = [d.pk for d in created if d.status == DeliveryStatus.PENDING and d.enqueued_at]
-        transaction.on_commit(lambda: enqueue_deliveries(pending), robust=True)
+        # Deliveries deferred behind an open circuit wait without a wake (the sweeper's).
+        woken = {
+            d.endpoint_id
+            for d in created
+            if d.status == DeliveryStatus.PENDING and d.next_attempt_at and d.next_attempt_at <= now
+        }
+        transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
         if more and enqueue_next:
             transaction.on_commit(lambda: _enqueue_step(replay_id), robust=True)
     return more

@@ -1,55 +1,51 @@
 """The sweeper: the database, not the broker, decides what still has to happen.
 
 Redis may lose every message and a worker may die mid-request. Every few seconds (Celery
-beat) the sweeper finds events that were never fanned out, deliveries that are due but have
-no task message out, and deliveries whose lease expired, and enqueues them again. Rows are
-taken in batches with ``SELECT ... FOR UPDATE SKIP LOCKED`` so that two sweepers never
-take the same row, and each batch is marked before its messages are sent.
+beat) the sweeper fans out events that never were, and wakes every endpoint that has due
+work (a due row, or a row whose sender's lease ran out) but no live owner and no recent
+wake: a lost message or a dead owner costs one sweep, never a delivery. Its cost grows
+with the endpoints that have due work, one index probe each, not with their rows: a
+saturated endpoint's backlog delays no other endpoint's recovery. Rows left waiting on an
+endpoint that was disabled or suspended (its owner died before it settled them) are
+cancelled or held.
 """
 
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from webhooks_core.requeue import requeue_in_batches
-
 from .. import conf
-from ..models import Delivery, DeliveryStatus, Event
-from .dispatch import enqueue_deliveries, enqueue_fan_outs
-
-MAX_BATCHES_PER_RUN = 20
-MAX_SECONDS_PER_RUN = 10.0
+from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from .dispatch import dispatch_fan_outs, dispatch_wakes
+from .owner import settle_inactive_endpoints
 
 
 @dataclass
 class SweepResult:
     events_fanned_out: int = 0
+    # Endpoints with due work and nobody working them, woken (their messages published).
     deliveries_due: int = 0
+    # Of those, endpoints whose rows' sender died (their leases ran out).
     leases_expired: int = 0
+    endpoints_settled: int = 0
 
 
 def sweep() -> SweepResult:
     result = SweepResult()
-    result.events_fanned_out = _requeue_unfanned_events()
-    deadline = time.monotonic() + MAX_SECONDS_PER_RUN
-    now = timezone.now()
-    grace_cutoff = now - timedelta(seconds=conf.get().requeue_grace_seconds)
-    # No message out, or the one sent has had ample time to be consumed.
-    not_in_flight = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace_cutoff)
-    due = Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now) & (
-        Q(enqueued_at__isnull=True)
-        | Q(next_attempt_at__lt=grace_cutoff, enqueued_at__lt=grace_cutoff)
-    )
-    expired = Q(status=DeliveryStatus.SENDING, lease_expires_at__lt=now) & not_in_flight
-    result.deliveries_due = _requeue_deliveries(due, deadline)
-    result.leases_expired = _requeue_deliveries(expired, deadline)
+    result.events_fanned_out = _fan_out_stuck_events()
+    grace = conf.get().requeue_grace_seconds
+    due, expired = _endpoints_with_unowned_work()
+    published = dispatch_wakes(due + expired, stale_after=grace) if due or expired else 0
+    result.deliveries_due = published
+    result.leases_expired = len(expired)
+    result.endpoints_settled = _settle_inactive()
     return result
 
 
-def _requeue_unfanned_events() -> int:
+def _fan_out_stuck_events() -> int:
     settings = conf.get()
     cutoff = timezone.now() - timedelta(seconds=settings.fanout_grace_seconds)
     event_ids = list(
@@ -58,17 +54,50 @@ def _requeue_unfanned_events() -> int:
         .values_list("id", flat=True)[: settings.sweep_batch_size]
     )
     if event_ids:
-        enqueue_fan_outs(event_ids)
+        dispatch_fan_outs(event_ids)
     return len(event_ids)
 
 
-def _requeue_deliveries(condition: Q, deadline: float) -> int:
-    return requeue_in_batches(
-        Delivery.objects.all(),
-        condition,
-        order_by="next_attempt_at",
-        enqueue=enqueue_deliveries,
-        batch_size=conf.get().sweep_batch_size,
-        max_batches=MAX_BATCHES_PER_RUN,
-        deadline=deadline,
+def _unowned() -> Q:
+    """Active endpoints without a live owner, whose claims are not on hold."""
+    live = Q(owner__token__isnull=False, owner__expires_at__gte=Now())
+    return Q(state=EndpointState.ACTIVE) & ~live & ~Q(owner__not_before__gt=Now())
+
+
+def _endpoints_with_unowned_work() -> tuple[list[str], list[str]]:
+    """(endpoints with a due pending row, endpoints with a row whose lease ran out)."""
+    limit = conf.get().sweep_batch_size
+    rows = Delivery.objects.filter(endpoint_id=OuterRef("pk"))
+    pending_due = rows.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=Now())
+    lease_ran_out = rows.filter(status=DeliveryStatus.SENDING, lease_expires_at__lt=Now())
+    candidates = Endpoint.objects.filter(_unowned())
+    due = list(
+        candidates.filter(Exists(pending_due)).values_list("pk", flat=True).order_by()[:limit]
     )
+    expired = list(
+        candidates.filter(Exists(lease_ran_out))
+        .exclude(pk__in=due)
+        .values_list("pk", flat=True)
+        .order_by()[:limit]
+    )
+    return [str(pk) for pk in due], [str(pk) for pk in expired]
+
+
+def _settle_inactive() -> int:
+    waiting = Delivery.objects.filter(endpoint_id=OuterRef("pk"))
+    disabled = Q(state=EndpointState.DISABLED) & Exists(
+        waiting.filter(
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.HELD, DeliveryStatus.SENDING]
+        )
+    )
+    suspended = Q(state=EndpointState.SUSPENDED) & Exists(
+        waiting.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.SENDING])
+    )
+    live = Q(owner__token__isnull=False, owner__expires_at__gte=Now())
+    endpoints = list(
+        Endpoint.objects.filter(disabled | suspended)
+        .exclude(live)
+        .values_list("pk", flat=True)[: conf.get().sweep_batch_size]
+    )
+    settle_inactive_endpoints(endpoints)
+    return len(endpoints)

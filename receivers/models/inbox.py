@@ -65,6 +65,10 @@ class Source(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    #: Not stored: what the last `source_update` on this instance did besides the change
+    #: asked (an API token dropped by a change of origin), for the caller to show.
+    notices: tuple[str, ...] = ()
+
     class Meta:
         ordering = ["slug"]
 

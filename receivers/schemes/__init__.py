@@ -1,17 +1,22 @@
 """Signature schemes of inbound providers, by the name stored on ``Source.scheme``."""
 
 from .base import (
+    MAX_SIGNATURES,
     Challenge,
     Envelope,
     Headers,
     MalformedEnvelope,
     MalformedHeader,
+    MalformedSignature,
     Scheme,
     SignatureMismatch,
     SignedParts,
     TimestampOutOfWindow,
+    TooManySignatures,
     VerificationError,
     Verified,
+    screen,
+    secret_refusal,
     verify,
 )
 from .github import GitHubScheme
@@ -47,6 +52,7 @@ def get(name: str) -> Scheme:
 
 
 __all__ = [
+    "MAX_SIGNATURES",
     "SCHEMES",
     "Challenge",
     "Envelope",
@@ -54,6 +60,7 @@ __all__ = [
     "Headers",
     "MalformedEnvelope",
     "MalformedHeader",
+    "MalformedSignature",
     "OursScheme",
     "PaddleScheme",
     "Scheme",
@@ -66,9 +73,12 @@ __all__ = [
     "StandardScheme",
     "StripeScheme",
     "TimestampOutOfWindow",
+    "TooManySignatures",
     "TwilioScheme",
     "VerificationError",
     "Verified",
     "get",
+    "screen",
+    "secret_refusal",
     "verify",
 ]

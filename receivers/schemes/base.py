@@ -7,7 +7,7 @@ scheme subclass declares only what differs.
 
 Three hooks are for providers that need more, and their defaults change nothing:
 
-* ``SignedParts.url``: the URL the provider called (set by ``verify``; the source's
+* ``SignedParts.url``: the URL the provider called (set by ``screen``; the source's
   ``public_url`` behind a proxy). Schemes that sign it (Twilio, Square) say so with
   ``signs_url``.
 * ``challenge``: an authenticated request that only asks the endpoint to prove itself
@@ -19,6 +19,7 @@ Three hooks are for providers that need more, and their defaults change nothing:
 import hmac
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -30,6 +31,14 @@ from ..timestamps import within_window
 
 MAX_EVENT_ID_LENGTH = 255
 MAX_EVENT_TYPE_LENGTH = 200
+#: Signatures one request may carry, whatever the scheme. A sender signs once per secret it
+#: holds (two or three during a rotation; our sender with ``v1,v1a`` and a rotation, four),
+#: so more is refused before any key or body is touched: each candidate may cost a
+#: verification over the whole body.
+MAX_SIGNATURES = 8
+#: The prefix of a Standard Webhooks ed25519 public key (``deliveries.signing``). Anyone
+#: may read a public key, so a scheme that keys an HMAC with its secret must never take one.
+PUBLIC_KEY_PREFIX = "whpk_"
 
 
 class VerificationError(Exception):
@@ -42,6 +51,14 @@ class SignatureMismatch(VerificationError):
 
 class TimestampOutOfWindow(VerificationError):
     """The signature is valid but its timestamp is outside the tolerance: a replay."""
+
+
+class MalformedSignature(SignatureMismatch):
+    """The signature headers are not what the scheme sends (refused before any cryptography)."""
+
+
+class TooManySignatures(VerificationError):
+    """More than `MAX_SIGNATURES` candidates: refused before any cryptography (HTTP 400)."""
 
 
 class MalformedEnvelope(ValueError):
@@ -80,6 +97,10 @@ class SignedParts:
     candidates: Sequence[str]
     timestamp: int | None = None
     msg_id: str = ""
+    #: Why the signature headers are not well formed ('' when they are): the request is
+    #: refused before any cryptography, as a wrong signature is (401). A scheme whose
+    #: provider documents its format may raise `MalformedHeader` instead (400, naming it).
+    malformed: str = ""
     #: The URL the provider called, query string included ('' when the caller gave none).
     url: str = ""
 
@@ -119,6 +140,12 @@ class Scheme:
     #: Whether the provider signs the URL it called (then ``SignedParts.url`` matters, and a
     #: source behind a proxy needs its ``public_url``).
     signs_url: ClassVar[bool] = False
+    #: Whether a secret may be a ``whpk_`` public key (an asymmetric scheme verifies with
+    #: it). False for every HMAC scheme: an HMAC keyed with a published key is a signature
+    #: anyone can make. A scheme that sets it True must verify public keys asymmetrically.
+    accepts_public_keys: ClassVar[bool] = False
+    #: What a source of this scheme takes, named when a secret is refused.
+    asks_for: ClassVar[str] = "the signing secret the provider shows"
 
     # --- signature ------------------------------------------------------------------
     def signed_parts(self, headers: Headers) -> SignedParts:
@@ -141,17 +168,12 @@ class Scheme:
         """Why ``secret`` could never verify a request of this scheme (None if it can).
 
         Checked when a secret is configured, so that a mistyped secret is refused at once
-        instead of turning every later request into a silent 401.
+        instead of turning every later request into a silent 401. A subclass adds its own
+        rules after ``super().secret_problem(secret)``; the services check secrets through
+        `secret_refusal`, which applies the rules every scheme shares even to a subclass
+        that forgets to call ``super()``.
         """
-        if not secret:
-            return "the secret is empty"
-        if any(ord(char) < 32 or ord(char) == 127 for char in secret):
-            return "the secret contains control characters (a line break pasted with it?)"
-        try:
-            secret.encode("utf-8")
-        except UnicodeEncodeError:
-            return "the secret is not valid Unicode text"
-        return None
+        return common_secret_problem(self, secret)
 
     # --- envelope -------------------------------------------------------------------
     def challenge(self, headers: Headers, body: bytes, parts: SignedParts) -> Challenge | None:
@@ -175,10 +197,73 @@ class Scheme:
         return from_unix(parts.timestamp)
 
 
+def is_public_key(secret: str) -> bool:
+    return secret.startswith(PUBLIC_KEY_PREFIX)
+
+
+def common_secret_problem(scheme: Scheme, secret: str) -> str | None:
+    """The rules every scheme's secrets follow, today's schemes and those added later."""
+    if not secret:
+        return "the secret is empty"
+    if any(ord(char) < 32 or ord(char) == 127 for char in secret):
+        return "the secret contains control characters (a line break pasted with it?)"
+    try:
+        secret.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the secret is not valid Unicode text"
+    if is_public_key(secret) and not scheme.accepts_public_keys:
+        # One rule for every scheme that does not verify our public keys asymmetrically:
+        # the HMAC schemes, and SendGrid's, whose key is SendGrid's own (ECDSA, not ours).
+        return (
+            f"that is a '{PUBLIC_KEY_PREFIX}' public key, which the {scheme.name} scheme never "
+            "verifies with: anyone can read a public key, so an HMAC keyed by one is a "
+            f"signature anyone could forge; give the source {scheme.asks_for}"
+        )
+    return None
+
+
+def secret_refusal(scheme: Scheme, secret: str) -> str | None:
+    """Why ``secret`` cannot be one of ``scheme``'s secrets (None if it can): the shared
+    rules first, then the scheme's own. Every write of a secret goes through this."""
+    return common_secret_problem(scheme, secret) or scheme.secret_problem(secret)
+
+
 @dataclass(frozen=True)
 class Verified:
     parts: SignedParts
     secret_index: int
+
+
+def screen(
+    scheme: Scheme, headers: Headers, *, now: float, tolerance_seconds: int, url: str = ""
+) -> SignedParts:
+    """The checks that need neither a key nor the body, made before any cryptography.
+
+    Too many signatures (`TooManySignatures`), none at all, no timestamp or headers the
+    scheme never sends (`MalformedSignature`), a stale timestamp (`TimestampOutOfWindow`):
+    each costs no more than reading the headers, so a flood of forged requests cannot make
+    the receiver verify anything. Every one of these but the first is answered exactly as
+    a wrong signature is, so a caller learns nothing it did not send itself. A scheme whose
+    ``signed_parts`` raises `MalformedHeader` (a header present but not in the provider's
+    documented format) is answered 400 naming the header, still before any cryptography.
+    ``url`` (the URL the provider called) is kept in the parts for the schemes that sign it.
+    """
+    parts = scheme.signed_parts(headers)
+    if url:
+        parts = replace(parts, url=url)
+    if len(parts.candidates) > MAX_SIGNATURES:
+        raise TooManySignatures(
+            f"{scheme.name}: {len(parts.candidates)} signatures (at most {MAX_SIGNATURES})"
+        )
+    if parts.malformed:
+        raise MalformedSignature(f"{scheme.name}: {parts.malformed}")
+    if not parts.candidates:
+        raise MalformedSignature(f"{scheme.name}: no signature")
+    if scheme.has_timestamp and parts.timestamp is None:
+        raise MalformedSignature(f"{scheme.name}: no timestamp")
+    if scheme.has_timestamp and not within_window(parts.timestamp or 0, now, tolerance_seconds):
+        raise TimestampOutOfWindow(f"{scheme.name}: timestamp outside {tolerance_seconds}s")
+    return parts
 
 
 def verify(
@@ -190,33 +275,51 @@ def verify(
     now: float,
     tolerance_seconds: int,
     url: str = "",
+    parts: SignedParts | None = None,
 ) -> Verified:
-    """Check the signature against every secret, then the timestamp window.
+    """`screen` the headers (unless ``parts`` says it was done), then check the signature
+    against every secret.
 
-    ``url`` is the URL the provider called, for the schemes that sign it. A malformed
-    signature header raises ``MalformedHeader`` (a ``MalformedEnvelope``) before any secret
-    is tried.
+    ``url`` is the URL the provider called, for the schemes that sign it. A signature
+    header not in the provider's format raises ``MalformedHeader`` (a
+    ``MalformedEnvelope``) from `screen`, before any secret is tried.
 
-    Every secret is compared with every candidate in constant time and without stopping at
-    the first match, so the time taken says nothing about which secret (if any) matched.
-    The timestamp is checked after the signature: an unauthenticated caller learns nothing
-    from the answer, and a signed-but-stale request is told apart as a replay in the logs.
+    The timestamp window comes first: a stale or forged-stale request costs no
+    cryptography (both answer 401, so the order tells the caller nothing). Every secret is
+    compared with every candidate in constant time and without stopping at the first
+    match, so the time taken says nothing about which secret (if any) matched. A public
+    key held by a scheme that keys an HMAC with its secrets never verifies anything, even
+    if it was stored before `common_secret_problem` refused it.
     """
-    parts = scheme.signed_parts(headers)
-    if url:
+    if parts is None:
+        parts = screen(scheme, headers, now=now, tolerance_seconds=tolerance_seconds, url=url)
+    elif url and not parts.url:
         parts = replace(parts, url=url)
     matched: int | None = None
     for index, secret in enumerate(secrets):
         # An empty secret would be an empty HMAC key, which anyone can sign with.
-        if secret and scheme.signature_matches(secret, parts, body) and matched is None:
+        if not secret or (is_public_key(secret) and not scheme.accepts_public_keys):
+            continue
+        if scheme.signature_matches(secret, parts, body) and matched is None:
             matched = index
     if matched is None:
         raise SignatureMismatch(f"{scheme.name}: no signature matches an active secret")
-    if scheme.has_timestamp and (
-        parts.timestamp is None or not within_window(parts.timestamp, now, tolerance_seconds)
-    ):
-        raise TimestampOutOfWindow(f"{scheme.name}: timestamp outside {tolerance_seconds}s")
     return Verified(parts=parts, secret_index=matched)
+
+
+#: Standard Webhooks' signature list: ``v1,<b64> v1a,<b64> ...``. A proxy or server that
+#: joins repeated header lines (gunicorn does, with a comma) keeps the pairs readable
+#: when they are split on spaces and commas alike (base64 has neither).
+_LIST_SEPARATORS = re.compile(r"[\s,]+")
+
+
+def split_signature_list(header: str) -> tuple[list[str], str]:
+    """``"v1,a v1a,b"`` (or ``"v1,a,v1a,b"``) -> (``["v1,a", "v1a,b"]``, problem or '')."""
+    pieces = [piece for piece in _LIST_SEPARATORS.split(header.strip()) if piece]
+    if len(pieces) % 2:
+        return [], "the signature list is not pairs of version and signature"
+    pairs = zip(pieces[::2], pieces[1::2], strict=True)
+    return [f"{version},{value}" for version, value in pairs], ""
 
 
 # --- small parsing helpers shared by the schemes -----------------------------------------

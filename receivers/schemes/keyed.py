@@ -2,8 +2,9 @@
 
 The secret is the text the provider shows (its UTF-8 bytes key the HMAC), so any text
 will do, except an asymmetric key of ours: a ``whpk_`` public key is public, and an HMAC
-keyed with it proves nothing, so it is refused when configured, as a ``whsk_`` private
-key is (it belongs to the sender alone).
+keyed with it proves nothing (refused for every scheme by ``base.common_secret_problem``),
+and a ``whsk_`` private key belongs to the sender alone (refused here: no provider shows
+one).
 """
 
 import base64
@@ -23,14 +24,10 @@ class HmacScheme(Scheme):
     """A scheme keyed with the provider's shared secret, as given."""
 
     def secret_problem(self, secret: str) -> str | None:
+        # The shared rules first, the whpk_ public key among them (one rule, in base).
         problem = super().secret_problem(secret)
         if problem:
             return problem
-        if secret.startswith(signing.PUBLIC_KEY_PREFIX):
-            return (
-                f"that is a 'whpk_' public key, which cannot key an HMAC: a {self.name} "
-                "source needs the signing secret the provider shows"
-            )
         if secret.startswith(signing.PRIVATE_KEY_PREFIX):
             return (
                 f"that is a 'whsk_' private key: a {self.name} source needs the signing "

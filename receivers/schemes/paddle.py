@@ -13,6 +13,7 @@ from typing import Any
 from .base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
+    MAX_SIGNATURES,
     Envelope,
     Headers,
     MalformedHeader,
@@ -37,7 +38,7 @@ class PaddleScheme(HmacScheme):
         if not header:
             return SignedParts(candidates=[])
         timestamp: int | None = None
-        candidates: list[str] = []
+        signatures: list[str] = []
         for part in filter(None, (p.strip() for p in header.split(";"))):
             key, equals, value = part.partition("=")
             if not equals:
@@ -47,10 +48,14 @@ class PaddleScheme(HmacScheme):
                 if timestamp is None:
                     raise MalformedHeader(FORMAT)
             elif key == "h1":
-                candidates.append(hex_digest(SIGNATURE, value, SHA256_BYTES))
+                signatures.append(value)
             # Other keys (a future h2) are skipped, as an unknown version should be.
-        if timestamp is None or not candidates:
+        if timestamp is None or not signatures:
             raise MalformedHeader(FORMAT)
+        if len(signatures) > MAX_SIGNATURES:
+            # Refused unread by `screen` (400, too many signatures), whatever they hold.
+            return SignedParts(candidates=signatures, timestamp=timestamp)
+        candidates = [hex_digest(SIGNATURE, value, SHA256_BYTES) for value in signatures]
         return SignedParts(candidates=candidates, timestamp=timestamp)
 
     def expected_signature(self, secret: str, parts: SignedParts, body: bytes) -> str | None:

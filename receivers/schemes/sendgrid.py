@@ -44,6 +44,12 @@ MAX_SIGNATURE_BYTES = 80
 class SendGridScheme(Scheme):
     name = "sendgrid"
     signature_headers = (SIGNATURE,)
+    # SendGrid's key is public too, but ECDSA P-256 and SendGrid's own: one of our `whpk_`
+    # (ed25519) keys is refused by the rule every scheme shares (`accepts_public_keys`).
+    asks_for = (
+        "the Event Webhook's verification key as SendGrid shows it: the base64 of an "
+        "ECDSA P-256 public key"
+    )
 
     def signed_parts(self, headers: Headers) -> SignedParts:
         signature = headers.get(SIGNATURE).strip()
@@ -83,10 +89,7 @@ class SendGridScheme(Scheme):
         if problem:
             return problem
         if _public_key(secret) is None:
-            return (
-                "a SendGrid source needs the Event Webhook's verification key as SendGrid "
-                "shows it: the base64 of an ECDSA P-256 public key"
-            )
+            return f"a SendGrid source needs {self.asks_for}"
         return None
 
     def envelopes(self, headers: Headers, body: bytes, parts: SignedParts) -> list[Envelope]:

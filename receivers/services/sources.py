@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from deliveries import conf as deliveries_conf
 from deliveries import signing, ssrf
+from webhooks_core.crypto import SecretDecryptionError
 
 from .. import schemes
 from ..models import Scheme, Source, SourceSecret
@@ -78,6 +79,39 @@ def public_url_problem(url: str) -> str | None:
     return None
 
 
+#: Shown when a change of `api_base_url`'s origin drops the stored API token.
+DROPPED_ON_NEW_ORIGIN = (
+    "The API token was removed: api_base_url now points at another origin (scheme, host "
+    "or port), and a token given for one host is never sent to another. Give the token "
+    "again (api_token) in the same change to keep one."
+)
+
+
+def origin_changes(source: Source | None, fields: dict[str, Any]) -> bool:
+    """Whether these fields move ``source``'s API to another origin (or to none)."""
+    return (
+        source is not None
+        and "api_base_url" in fields
+        and not ssrf.same_origin(source.api_base_url, fields["api_base_url"])
+    )
+
+
+def _unusable_secrets(source: Source, scheme: str) -> list[str]:
+    """Why the source's unexpired secrets could not be secrets of ``scheme``."""
+    problems = []
+    for secret in source.secrets.unexpired(timezone.now()).order_by("created_at", "pk"):
+        try:
+            value = secret.value
+        except SecretDecryptionError:
+            continue  # cannot verify anything under any scheme; reported by the view's log
+        problem = schemes.secret_refusal(schemes.get(scheme), value)
+        if problem:
+            problems.append(
+                f"The secret {secret.fingerprint} cannot be a {scheme} secret: {problem}."
+            )
+    return problems
+
+
 def source_validate(*, source: Source | None = None, **fields: Any) -> None:
     """Raise `SourceInvalid` if `source_create` (no source) or `source_update` would
     refuse these fields; writes nothing. Forms call it to show field errors."""
@@ -139,9 +173,25 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
         if not secret and scheme not in GENERATED_SECRET_SCHEMES:
             refuse("secret", f"a {scheme} source needs the secret the provider gave you")
         elif secret:
-            problem = schemes.get(scheme).secret_problem(secret)
+            problem = schemes.secret_refusal(schemes.get(scheme), secret)
             if problem:
                 refuse("secret", problem)
+    if source is not None and scheme in Scheme.values:
+        secret = fields.get("secret")
+        if secret:
+            # A new secret given with the change: it replaces the current ones at once.
+            problem = schemes.secret_refusal(schemes.get(scheme), secret)
+            if problem:
+                refuse("secret", problem)
+        elif scheme != source.scheme:
+            # Every unexpired secret goes on verifying under the new scheme: each must be
+            # one it can take (an HMAC scheme never takes a whpk_ public key).
+            for problem in _unusable_secrets(source, scheme):
+                refuse(
+                    "scheme",
+                    f"{problem} Give the new scheme's secret (secret) in the same change "
+                    "(the current ones then stop at once), or let that one expire first.",
+                )
     if errors:
         raise SourceInvalid(errors)
 
@@ -158,16 +208,38 @@ def _apply(source: Source, fields: dict[str, Any]) -> None:
 
 @transaction.atomic
 def source_update(*, source: Source, **fields: Any) -> Source:
-    """Change a source's settings under the rules of `source_create`; raises `SourceInvalid`."""
-    source_validate(source=source, **fields)
+    """Change a source's settings under the rules of `source_create`; raises `SourceInvalid`.
+
+    A change of ``scheme`` re-checks every unexpired secret against the new scheme, unless
+    ``secret`` gives the new scheme's secret in the same change: it is added and the
+    current ones expire at once. A change of ``api_base_url``'s origin (scheme, host or
+    port, or to no URL) drops the stored API token unless ``api_token`` gives one in the
+    same change; the returned source's ``notices`` then says so (`DROPPED_ON_NEW_ORIGIN`).
+    """
     source = Source.objects.select_for_update().get(pk=source.pk)
+    source_validate(source=source, **fields)
+    new_secret = fields.pop("secret", None) or None
+    drop_token = (
+        origin_changes(source, fields)
+        and bool(source.encrypted_api_token)
+        and not fields.get("api_token")
+    )
     _apply(source, fields)
+    notices: list[str] = []
+    if drop_token:
+        source.encrypted_api_token = ""
+        notices.append(DROPPED_ON_NEW_ORIGIN)
     source.save()
+    if new_secret:
+        now = timezone.now()
+        source.secrets.unexpired(now).update(expires_at=now)
+        _add_secret(source, new_secret)
+    source.notices = tuple(notices)
     return source
 
 
 def _check_secret(scheme: str, secret: str) -> None:
-    problem = schemes.get(scheme).secret_problem(secret)
+    problem = schemes.secret_refusal(schemes.get(scheme), secret)
     if problem:
         raise InvalidSecret(problem)
 

@@ -31,7 +31,7 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.services.attempt import build_headers, render_body
+from deliveries.wire import build_headers, render_body
 
 pytestmark = pytest.mark.django_db
 
@@ -827,13 +827,15 @@ def test_post_event_deeply_nested_but_parseable_data(api: APIClient) -> None:
     assert Event.objects.get().data == data
 
 
-def test_get_event_shows_its_deliveries(api: APIClient) -> None:
+def test_get_event_shows_its_deliveries(
+    api: APIClient, django_capture_on_commit_callbacks: Any
+) -> None:
     first = create_endpoint(api)
     second = create_endpoint(api)
-    event_id = body(post_json(api, f"{API}/events", {"type": "invoice.paid", "data": {"a": 1}}))[
-        "id"
-    ]
-    # Its two deliveries were made when it was emitted; they are given outcomes here.
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = post_json(api, f"{API}/events", {"type": "invoice.paid", "data": {"a": 1}})
+    event_id = body(posted)["id"]
+    # Its two deliveries were made right after its commit; they are given outcomes here.
     deliveries = Delivery.objects.filter(event_id=event_id)
     sent = deliveries.get(endpoint_id=first["id"])
     dead = deliveries.get(endpoint_id=second["id"])
@@ -1479,17 +1481,26 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     delivery = make_delivery(make_event(), row.pk)
     headers = build_headers(delivery, b"{}", ["whsec_" + "A" * 44], timestamp=1)
     assert (headers["Authorization"], headers["X-Partner"]) == ("Basic czNjcjN0", "p-456")
-    from deliveries.services.wire import redact_headers
+    from deliveries.wire import redact_headers
 
     redacted = redact_headers(headers, row.secret_header_names)
     assert redacted["X-Partner"] == "[redacted]"
     assert redacted["X-Tenant"] == "globex"
 
-    # A header left out is dropped; unmarking a name stores it in clear again.
+    # Unmarking a name needs its value in the same request (issue 23, defect 6): the
+    # masked value sent back would unmask the stored one.
     response = patch_json(
         api,
         f"{API}/endpoints/{row.pk}",
         {"custom_headers": {"X-Partner": "<redacted>"}, "secret_headers": []},
+    )
+    assert response.status_code == 400, response.content
+    assert "p-456" not in response.content.decode()
+    # A header left out is dropped; unmarking a name with its value stores it in clear.
+    response = patch_json(
+        api,
+        f"{API}/endpoints/{row.pk}",
+        {"custom_headers": {"X-Partner": "p-456"}, "secret_headers": []},
     )
     assert response.status_code == 200, response.content
     row.refresh_from_db()

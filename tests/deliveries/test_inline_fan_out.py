@@ -1,16 +1,20 @@
-"""Fan-out in the emitting transaction: an event of a tenant with few endpoints gets its
-deliveries in the product's own transaction, and their messages go out on its commit."""
+"""Fan-out by the emitting process: an event of a tenant with few endpoints gets its
+deliveries right after the product's transaction commits, without a fan-out task, and
+nothing of ours runs inside that transaction (finding 5 of the engine issue)."""
 
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.services.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
 from tests.receiver import Receiver
@@ -33,7 +37,7 @@ def queued(redis_client: redis.Redis, queue: str) -> int:
     return int(redis_client.llen(queue))
 
 
-def test_few_endpoints_get_their_deliveries_in_the_emitting_transaction(
+def test_few_endpoints_get_their_deliveries_right_after_the_commit(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
@@ -41,15 +45,80 @@ def test_few_endpoints_get_their_deliveries_in_the_emitting_transaction(
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
-        inside = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
-        fanned_out_at = Event.objects.get(pk=event.pk).fanned_out_at
+        inside = Delivery.objects.filter(event=event).count()
         assert queued(redis_client, QUEUE_DELIVERY) == 0, "nothing may leave before commit"
 
-    assert inside == {first.pk, second.pk}
-    assert fanned_out_at is not None
-    assert queued(redis_client, QUEUE_DELIVERY) == 2, "one message per endpoint on commit"
+    assert inside == 0, "no delivery row in the product's transaction"
+    after = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+    assert after == {first.pk, second.pk}
+    assert Event.objects.get(pk=event.pk).fanned_out_at is not None
+    assert queued(redis_client, QUEUE_DELIVERY) == 2, "one wake per endpoint on commit"
     assert queued(redis_client, QUEUE_FANOUT) == 0, "no fan-out task"
     assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.PENDING}
+
+
+def test_an_endpoint_created_later_in_the_transaction_gets_the_later_events() -> None:
+    first = make_endpoint()
+
+    with transaction.atomic():
+        early = services.emit("order.created", {"n": 1})
+        second = make_endpoint()
+        late = services.emit("order.created", {"n": 2})
+
+    endpoints_of = {
+        event.pk: set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+        for event in (early, late)
+    }
+    # Every endpoint existing at commit gets the events committed with it.
+    assert endpoints_of[early.pk] == endpoints_of[late.pk] == {first.pk, second.pk}
+
+
+def _in_another_connection(call: Callable[[], Any]) -> Any:
+    """Run `call` in a thread of its own (so on a database connection of its own), and
+    give up waiting after 10 s: the API must not wait on the product's transaction."""
+    answers: list[Any] = []
+
+    def run() -> None:
+        try:
+            answers.append(call())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=10)
+    assert answers, "the API waited on the open product transaction"
+    return answers[0]
+
+
+def test_an_endpoint_deleted_while_a_product_transaction_is_open_never_fails_its_commit() -> None:
+    doomed, kept = make_endpoint(), make_endpoint()
+    _, plain = ApiToken.issue("tests")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1})
+        # Another connection (the API) deletes an endpoint and creates one meanwhile: it
+        # answers at once, and the product's COMMIT below must still succeed.
+        deleted = _in_another_connection(
+            lambda: client.delete(f"/api/v1/endpoints/{doomed.pk}").status_code
+        )
+        created = _in_another_connection(
+            lambda: (
+                client.post(
+                    "/api/v1/endpoints",
+                    {"url": "http://127.0.0.1:9/new", "event_types": ["*"]},
+                    format="json",
+                ).status_code
+            )
+        )
+        assert (deleted, created) == (204, 201)
+
+    endpoints = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+    assert doomed.pk not in endpoints
+    assert kept.pk in endpoints
+    assert len(endpoints) == 2, "the endpoint created before the commit gets the event"
 
 
 def test_a_rolled_back_transaction_leaves_no_event_no_delivery_no_message(
@@ -58,18 +127,13 @@ def test_a_rolled_back_transaction_leaves_no_event_no_delivery_no_message(
     redis_client.flushdb()
     make_endpoint()
 
-    inside: list[int] = []
-
     def emit_then_fail() -> None:
         with transaction.atomic():
             services.emit("order.created", {"n": 1})
-            inside.append(Delivery.objects.count())
             raise RolledBack
 
     with pytest.raises(RolledBack):
         emit_then_fail()
-
-    assert inside == [1]
 
     assert not Event.objects.exists()
     assert not Delivery.objects.exists()
@@ -103,9 +167,10 @@ def test_another_tenant_with_many_endpoints_does_not_change_the_choice(settings:
     with transaction.atomic():
         for_big = services.emit("order.created", {"n": 1}, tenant="big")
         for_small = services.emit("order.created", {"n": 2}, tenant="small")
-        assert not Delivery.objects.filter(event=for_big).exists()
-        small_ones = Delivery.objects.filter(event=for_small)
-        assert list(small_ones.values_list("endpoint", flat=True)) == [small.pk]
+
+    assert not Delivery.objects.filter(event=for_big).exists(), "left to the fan-out task"
+    small_ones = Delivery.objects.filter(event=for_small)
+    assert list(small_ones.values_list("endpoint", flat=True)) == [small.pk]
 
 
 def test_events_with_an_ordering_key_go_through_the_fan_out_task() -> None:
@@ -113,11 +178,12 @@ def test_events_with_an_ordering_key_go_through_the_fan_out_task() -> None:
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1}, ordering_key="order-1")
-        assert not Delivery.objects.filter(event=event).exists()
-        assert Event.objects.get(pk=event.pk).fanned_out_at is None
+
+    assert not Delivery.objects.filter(event=event).exists()
+    assert Event.objects.get(pk=event.pk).fanned_out_at is None
 
 
-def test_only_the_first_events_of_a_transaction_are_fanned_out_in_it() -> None:
+def test_only_the_first_events_of_a_transaction_are_fanned_out_by_its_process() -> None:
     make_endpoint()
     count = INLINE_EVENTS_PER_TRANSACTION + 5
 
@@ -153,6 +219,6 @@ def test_a_lost_message_is_sent_again_by_the_sweeper(
     redis_client.flushdb()  # the broker lost the delivery's message
 
     long_ago = timezone.now() - timedelta(seconds=5)
-    Delivery.objects.filter(event=event).update(enqueued_at=long_ago, next_attempt_at=long_ago)
+    Delivery.objects.filter(event=event).update(next_attempt_at=long_ago)
     assert services.sweep().deliveries_due == 1
     assert queued(redis_client, QUEUE_DELIVERY) == 1

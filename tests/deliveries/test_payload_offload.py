@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 
 from deliveries import payloads, services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
-from deliveries.services.attempt import render_body
+from deliveries.wire import render_body
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
 from tests.receiver import Receiver

@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from deliveries.services.dispatch import enqueue_deliveries
+from deliveries.tasks import work_endpoint
 from tests.conftest import wait_until
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
@@ -195,8 +195,8 @@ def test_duplicate_task_messages_send_once(celery_worker: object, receiver: Rece
         event=event, endpoint=endpoint, next_attempt_at=timezone.now()
     )
 
-    for _ in range(6):  # six messages naming the same delivery
-        enqueue_deliveries([delivery.pk])
+    for _ in range(6):  # six messages for the same endpoint, past the deduplication
+        work_endpoint.delay(str(endpoint.pk))
 
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
     time.sleep(1.0)

@@ -16,7 +16,7 @@ from pytest_django.fixtures import Settings
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Event
-from deliveries.services.dispatch import enqueue_deliveries
+from deliveries.services.dispatch import dispatch_wakes
 from deliveries.signing import generate_secret
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus
@@ -130,8 +130,8 @@ def test_queue_length_is_read_from_redis(
 ) -> None:
     redis_client.flushdb()
     try:
-        for delivery_id in (101, 102, 103):  # no worker runs: the messages wait in Redis
-            enqueue_deliveries([delivery_id])
+        for endpoint_id in ("e-101", "e-102", "e-103"):  # no worker: they wait in Redis
+            dispatch_wakes([endpoint_id])
         samples = scrape(client)
     finally:
         redis_client.flushdb()

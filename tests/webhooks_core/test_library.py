@@ -63,7 +63,7 @@ def test_defaults_apply_when_the_host_sets_nothing(settings: Settings) -> None:
             delattr(settings, setting.name)
     settings.DEBUG = False
     delivery = deliveries_conf.get()
-    assert delivery.lease_seconds == 120.0
+    assert delivery.lease_seconds == 30.0
     assert delivery.sweep_interval_seconds == 15.0
     health = deliveries_conf.health()
     assert health.allowed_networks == ()

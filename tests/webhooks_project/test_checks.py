@@ -5,7 +5,7 @@ from pytest_django.fixtures import Settings
 
 from webhooks_project.checks import check_debug_off_in_deployment, check_production_settings
 
-GOOD_KEY = "k" * 50
+GOOD_KEY = "a-k3y!" * 9  # 54 characters, 6 distinct: strong as Django W009 defines it
 
 
 def ids(problems: list[Any]) -> set[str]:

@@ -1,5 +1,6 @@
 """Opening a tenant's portal in a test client, the way a tenant does: through its link."""
 
+import re
 from urllib.parse import urlsplit
 
 from django.test import Client
@@ -12,9 +13,22 @@ def link_path(tenant: str, expires_in: int = 3600) -> str:
     return f"/portal/open/{token}"
 
 
-def portal_client(tenant: str, *, enforce_csrf_checks: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=enforce_csrf_checks)
-    response = client.get(link_path(tenant))
+def csrf_token_of(html: str) -> str:
+    match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+    assert match is not None, "no CSRF token in the page"
+    return match.group(1)
+
+
+def open_with(client: Client, path: str) -> None:
+    """What a person does with a link: GET shows a page with one button, which posts."""
+    page = client.get(path)
+    assert page.status_code == 200, page.content
+    response = client.post(path, {"csrfmiddlewaretoken": csrf_token_of(page.content.decode())})
     assert response.status_code == 302, response.content
     assert urlsplit(response["Location"]).path == "/portal/"
+
+
+def portal_client(tenant: str, *, enforce_csrf_checks: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=enforce_csrf_checks)
+    open_with(client, link_path(tenant))
     return client

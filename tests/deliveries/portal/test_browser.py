@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint
+from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, PortalLink
 from tests.conftest import wait_until
 from tests.deliveries.console.test_browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.deliveries.test_pipeline import FAST_POLICY
@@ -77,8 +78,11 @@ def portal_link(live_server: Any, tenant: str) -> str:
 
 
 def test_a_tenant_manages_its_webhooks_in_a_real_browser(
-    celery_worker: object, receiver: Receiver, live_server: Any, browser: Any
+    celery_worker: object, receiver: Receiver, live_server: Any, browser: Any, settings: Any
 ) -> None:
+    # The receiver is on loopback: tenants may reach it only when this setting says so
+    # (WEBHOOKS_ALLOWED_NETWORKS is for operators' endpoints; issue 23, defect 8).
+    settings.WEBHOOKS_PORTAL_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1"]
     # Another tenant, with an endpoint and a delivery the first must never see.
     theirs, _ = services.endpoint_create(
         url=receiver.url + "/globex",
@@ -90,11 +94,12 @@ def test_a_tenant_manages_its_webhooks_in_a_real_browser(
     their_event = services.emit("invoice.paid", {"invoice": "gx_1"}, tenant="globex")
     receiver.wait_for(1)
 
-    # The tenant opens its link: the token leaves the address bar at once.
+    # The tenant opens its link (one button), and the token leaves the address bar.
     link = portal_link(live_server, "acme")
     page = new_page(browser)
     page.goto(link)
-    assert page.url == f"{live_server.url}/portal/"
+    page.click("button:has-text('Open the portal')")
+    page.wait_for_url(f"{live_server.url}/portal/")
     page.wait_for_selector("text=No endpoint yet")
 
     # Adds an endpoint, picking event types from the catalogue.
@@ -194,7 +199,51 @@ def test_a_tenant_manages_its_webhooks_in_a_real_browser(
     # The second tenant, through its own link, sees only its own.
     second = new_page(browser)
     second.goto(portal_link(live_server, "globex"))
+    second.click("button:has-text('Open the portal')")
     second.wait_for_selector("text=globex billing")
     assert "acme" not in second.content()
     second.click("nav >> text=Delivery log")
     assert second.inner_text("#result-count") == "1 delivery"
+
+
+def test_a_scanners_get_leaves_the_link_usable_and_the_button_works_without_javascript(
+    live_server: Any, browser: Any
+) -> None:
+    """Issue 23: link scanners GET links first; the person's click still opens the portal,
+    with JavaScript off; a live session for another tenant is named before the switch."""
+    link = portal_link(live_server, "acme")
+    for _ in range(3):  # an e-mail scanner, a chat unfurler, a preview bot
+        scanned = requests.get(link, timeout=10)
+        assert scanned.status_code == 200
+        assert "Open the portal" in scanned.text
+    assert PortalLink.objects.get(tenant="acme").used_at is None
+
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 800}, java_script_enabled=False
+    )
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    page.goto(link)
+    assert page.locator("form[method=post] button").count() == 1
+    assert page.locator("button").count() == 1
+    shot(page, "open")
+    page.click("button:has-text('Open the portal')")
+    page.wait_for_url(f"{live_server.url}/portal/")
+    page.wait_for_selector("text=No endpoint yet")
+    assert PortalLink.objects.get(tenant="acme").used_at is not None
+
+    # Somebody else's link, opened in the same browser: the page says whose session ends.
+    theirs = portal_link(live_server, "globex")
+    page.goto(theirs)
+    warning = page.inner_text("[role=alert]")
+    assert "signed in to the portal of acme" in warning
+    assert "globex" in warning
+    shot(page, "open-switch")
+    assert page.goto(f"{live_server.url}/portal/").status == 200  # still acme's, until the click
+    assert "acme" in page.inner_text("header")
+    page.goto(theirs)
+    page.click("button:has-text('Switch to globex')")
+    page.wait_for_url(f"{live_server.url}/portal/")
+    assert "globex" in page.inner_text("header")
+    assert PortalLink.objects.get(tenant="acme").ended_at is not None
+    context.close()

@@ -100,7 +100,9 @@ def test_api_needs_a_token() -> None:
 
 def test_the_link_opens_a_session_and_leaves_a_clean_url() -> None:
     client = Client()
-    response = client.get(link_path("acme"))
+    path = link_path("acme")
+    assert client.get(path).status_code == 200  # the page with the button
+    response = client.post(path)
     assert response.status_code == 302
     assert response["Location"] == "/portal/"
     assert response["Referrer-Policy"] == "no-referrer"
@@ -117,18 +119,20 @@ def test_the_link_opens_a_session_and_leaves_a_clean_url() -> None:
 
 def test_a_used_link_is_refused_with_a_403_page() -> None:
     path = link_path("acme")
-    assert Client().get(path).status_code == 302
-    again = Client().get(path)
-    assert again.status_code == 403
-    assert "already used or has expired" in again.content.decode()
-    assert access.COOKIE not in again.cookies
+    assert Client().post(path).status_code == 302
+    for again in (Client().get(path), Client().post(path)):
+        assert again.status_code == 403
+        assert "already used or has expired" in again.content.decode()
+        assert access.COOKIE not in again.cookies
 
 
 def test_an_expired_link_is_refused_and_an_unknown_one_alike() -> None:
     path = link_path("acme")
     PortalLink.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert Client().get(path).status_code == 403
+    assert Client().post(path).status_code == 403
     assert Client().get("/portal/open/nonsense").status_code == 403
+    assert Client().post("/portal/open/nonsense").status_code == 403
 
 
 def test_the_session_ends_when_the_link_expires_or_on_sign_out() -> None:
@@ -241,3 +245,22 @@ def test_an_operator_ends_sessions_and_unused_links_in_the_admin() -> None:
     assert response.status_code == 302
     assert tenant_client.get("/portal/").status_code == 403
     assert Client().get(unused).status_code == 403
+
+
+def test_knowing_secret_key_does_not_forge_a_session() -> None:
+    """Issue 23: the cookie was a signed row id, so SECRET_KEY alone forged any session.
+    Now it carries the session's random secret, and the database keeps only its hash."""
+    from django.core import signing
+
+    victim = portal_client("acme")
+    link = PortalLink.objects.get(used_at__isnull=False)
+    cookie = victim.cookies[access.COOKIE].value
+    assert not cookie.startswith(f"{link.pk}:")  # not the row id
+    assert link.session_hash
+    assert link.session_hash not in cookie
+
+    attacker = Client()
+    forged = signing.get_cookie_signer(salt=access.COOKIE + access.SALT).sign(str(link.pk))
+    attacker.cookies[access.COOKIE] = forged
+    assert attacker.get("/portal/").status_code == 403
+    assert victim.get("/portal/").status_code == 200

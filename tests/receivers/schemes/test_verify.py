@@ -87,12 +87,25 @@ def test_stale_timestamp_is_a_replay(scheme: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["ours", "standard", "stripe"])
-def test_stale_timestamp_with_wrong_signature_is_a_signature_failure(scheme: str) -> None:
-    # An unauthenticated caller must not learn whether its timestamp was the problem.
+def test_stale_timestamp_is_refused_before_any_signature_is_computed(
+    scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23, defect 3: the window comes before the cryptography, so a stale forged
+    # request costs nothing. (The view answers 401 to both, so the caller learns nothing.)
     body = ours_event()
     old = int(time.time()) - 3600
-    with pytest.raises(SignatureMismatch):
+    scheme_class = type(SCHEMES[scheme])
+    computed: list[str] = []
+    original = scheme_class.signature_matches
+
+    def counting(self: object, secret: str, parts: object, body: bytes) -> bool:
+        computed.append(secret)
+        return original(self, secret, parts, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scheme_class, "signature_matches", counting)
+    with pytest.raises(TimestampOutOfWindow):
         check(scheme, signed(scheme, body, secret=OTHER, ts=old), body, [SECRET])
+    assert computed == []
 
 
 def test_ours_accepts_several_v1_signatures_as_our_sender_sends_during_rotation() -> None:

@@ -4,8 +4,8 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from .. import conf, rendering, signing
-from ..models import Delivery, Endpoint, Event
+from . import conf, rendering, signing
+from .models import Delivery, Endpoint, Event
 
 REDACTED = "[redacted]"
 SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key", "cookie")

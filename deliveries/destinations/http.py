@@ -1,0 +1,90 @@
+"""HTTP(S) endpoints: one signed POST per attempt, in a client span when tracing is on."""
+
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from .. import conf, payloads, tracing, transport
+from ..deadlines import Deadline
+from ..wire import build_headers, redact_headers, render_body
+from .base import Credentials, Kind, Outcome
+
+if TYPE_CHECKING:
+    from ..models import Delivery
+
+# Answers after which the receiver will not take this delivery, however often it is sent.
+REFUSED_FOR_GOOD = frozenset({401, 403, 410})
+
+
+def _kind(status_code: int | None) -> Kind:
+    if status_code is not None and 200 <= status_code < 300:
+        return Kind.SUCCEEDED
+    if status_code in REFUSED_FOR_GOOD:
+        return Kind.DEAD
+    return Kind.RETRY
+
+
+class HttpDestination:
+    def send(self, delivery: "Delivery", deadline: Deadline, credentials: Credentials) -> Outcome:
+        with tracing.span(
+            "POST",
+            kind="CLIENT",
+            traceparent=delivery.event.traceparent or None,
+            attributes=tracing.attempt_attributes(
+                url=delivery.endpoint.url,
+                attempt=delivery.attempts,
+                delivery_id=delivery.pk,
+                endpoint_id=str(delivery.endpoint_id),
+                event_id=str(delivery.event_id),
+                event_type=delivery.event.type,
+            ),
+        ) as span:
+            outcome = self._send(delivery, deadline, credentials, span)
+            tracing.attempt_outcome(
+                span, status_code=outcome.status_code, outcome=outcome.kind, error=outcome.error
+            )
+            return outcome
+
+    def _send(
+        self, delivery: "Delivery", deadline: Deadline, credentials: Credentials, span: object
+    ) -> Outcome:
+        endpoint = delivery.endpoint
+        try:
+            body = render_body(delivery.event, endpoint)
+        except payloads.PayloadUnavailable as exc:
+            # Our storage, not the endpoint, failed: no request, no health penalty; the
+            # delivery retries on its usual backoff and shows the error.
+            return Outcome(Kind.RETRY, error=str(exc), local_failure=True)
+        headers = build_headers(
+            delivery,
+            body,
+            credentials.secrets,
+            timestamp=credentials.timestamp,
+            private_keys=credentials.private_keys,
+        )
+        traced = tracing.traceparent_of(span)
+        if traced:
+            # The receiver's span becomes a child of this attempt (same trace as the event).
+            headers["traceparent"] = traced
+        started_at = timezone.now()
+        response = transport.post(
+            endpoint.url,
+            body,
+            headers,
+            connect_timeout=endpoint.connect_timeout_seconds,
+            read_timeout=endpoint.read_timeout_seconds,
+            excerpt_limit=conf.get().response_body_limit,
+            # A URL a tenant chose in the portal goes out under the portal's policy.
+            policy=conf.endpoint_address_policy(endpoint),
+            deadline=deadline,
+        )
+        return Outcome(
+            _kind(response.status_code),
+            status_code=response.status_code,
+            retry_after=response.retry_after,
+            error=response.error,
+            started_at=started_at,
+            duration_ms=response.duration_ms,
+            request_headers=redact_headers(headers, endpoint.secret_header_names),
+            response_body=response.body_excerpt,
+        )

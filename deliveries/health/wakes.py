@@ -1,0 +1,133 @@
+"""Wake marks: at most one "endpoint E has work" message out per endpoint. No Django here.
+
+A mark per endpoint holds when the next wake is due (Redis's clock, seconds): a message
+queued for then, or 0 while an owner works the endpoint (it looks at the database again
+before it stops, so a wake then would only duplicate it). A wake publishes a message only
+when it would come sooner than the one already marked, so one busy endpoint costs one
+message per owner's turn, not one per event. Every mark expires: a lost message or a dead
+owner is forgotten after a while, and the sweeper overrides a mark gone stale.
+
+The marks are an optimisation of the message count, never a guarantee: the database says
+what is due, the owner's lease who sends it. On a Redis error the caller publishes anyway.
+"""
+
+import threading
+import time
+from functools import lru_cache
+from typing import Protocol
+
+import redis
+
+KEY_PREFIX = "webhooks:wake:"
+WORKING = 0.0
+
+# KEYS[1] the mark; ARGV[1] seconds from now the wake is for, ARGV[2] how long the mark
+# lives past that, ARGV[3] a mark older than this many seconds past its due time is
+# overridden (the sweeper's check for a lost message), or -1 never.
+# Returns 1 when the caller should publish.
+MARK = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local due = now + tonumber(ARGV[1])
+local current = redis.call('GET', KEYS[1])
+if current then
+  local at = tonumber(current)
+  local stale = tonumber(ARGV[3]) >= 0 and now - at > tonumber(ARGV[3])
+  if at <= due + 0.001 and not stale then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], string.format('%.3f', due), 'PX',
+  math.ceil((tonumber(ARGV[1]) + tonumber(ARGV[2])) * 1000))
+return 1
+"""
+# KEYS[1] the mark; ARGV[1] its lifetime: an owner works the endpoint.
+WORK = """
+redis.call('SET', KEYS[1], '0', 'PX', math.ceil(tonumber(ARGV[1]) * 1000))
+return 1
+"""
+
+
+class WakeBook(Protocol):
+    def mark(self, endpoint: str, in_seconds: float, ttl: float, stale_after: float) -> bool:
+        """Note a wake due `in_seconds` from now; True when a message should be published
+        (no sooner wake or working owner is marked, or the mark is stale)."""
+        ...
+
+    def working(self, endpoint: str, ttl: float) -> None:
+        """An owner works the endpoint (wakes are folded into its next look)."""
+        ...
+
+    def clear(self, endpoint: str) -> None:
+        """The owner is about to stop: the next wake publishes a message."""
+        ...
+
+    def due_at(self, endpoint: str) -> float | None:
+        """The mark as a Unix time (0: an owner works), or None."""
+        ...
+
+
+class RedisWakeBook:
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._mark = self.client.register_script(MARK)
+        self._work = self.client.register_script(WORK)
+
+    def mark(self, endpoint: str, in_seconds: float, ttl: float, stale_after: float) -> bool:
+        args = [max(in_seconds, 0.0), ttl, stale_after]
+        return bool(self._mark(keys=[KEY_PREFIX + endpoint], args=args))
+
+    def working(self, endpoint: str, ttl: float) -> None:
+        self._work(keys=[KEY_PREFIX + endpoint], args=[ttl])
+
+    def clear(self, endpoint: str) -> None:
+        self.client.delete(KEY_PREFIX + endpoint)
+
+    def due_at(self, endpoint: str) -> float | None:
+        value = self.client.get(KEY_PREFIX + endpoint)
+        return None if value is None else float(value)
+
+
+class LocalWakeBook:
+    """The same marks in this process's memory (the embedded mode: one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._marks: dict[str, tuple[float, float]] = {}  # due, expires (Unix times)
+
+    def _current(self, endpoint: str, now: float) -> float | None:
+        entry = self._marks.get(endpoint)
+        if entry is None or entry[1] <= now:
+            self._marks.pop(endpoint, None)
+            return None
+        return entry[0]
+
+    def mark(self, endpoint: str, in_seconds: float, ttl: float, stale_after: float) -> bool:
+        now = time.time()
+        due = now + max(in_seconds, 0.0)
+        with self._lock:
+            current = self._current(endpoint, now)
+            if current is not None:
+                stale = stale_after >= 0 and now - current > stale_after
+                if current <= due + 0.001 and not stale:
+                    return False
+            self._marks[endpoint] = (due, due + ttl)
+            return True
+
+    def working(self, endpoint: str, ttl: float) -> None:
+        with self._lock:
+            self._marks[endpoint] = (WORKING, time.time() + ttl)
+
+    def clear(self, endpoint: str) -> None:
+        with self._lock:
+            self._marks.pop(endpoint, None)
+
+    def due_at(self, endpoint: str) -> float | None:
+        with self._lock:
+            return self._current(endpoint, time.time())
+
+
+@lru_cache(maxsize=4)
+def get_book(redis_url: str) -> WakeBook:
+    """One book per process (and URL); Redis when a URL is given, else memory."""
+    return RedisWakeBook(redis_url) if redis_url else LocalWakeBook()

@@ -1,0 +1,14 @@
+"""What a delivery's turn with its owner came to."""
+
+
+class Outcome:
+    """What an attempt did; tests and logs assert on these strings."""
+
+    NOT_CLAIMED = "not_claimed"
+    HELD = "held"
+    SUCCEEDED = "succeeded"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DEAD_LETTERED = "dead_lettered"
+    LEASE_LOST = "lease_lost"
+    # Deferred without spending an attempt: breaker open, in-flight or rate limit reached.
+    DEFERRED = "deferred"

@@ -1,0 +1,558 @@
+"""The owner of an endpoint: the one worker that sends its requests for now.
+
+A task message says only "endpoint E has work". The worker that runs it takes E's lease
+(`ownership`) or, when another owner holds it, ends at once: that owner looks at the
+database again before it stops. The owner then works in rounds:
+
+1. renew its lease when a third of it has passed (the rows it sends share it);
+2. read the endpoint again (a disable, a rotated header or a new URL applies now);
+3. ask the gate (`admission`) how many requests may be open, claim at most that many due
+   rows minus those in flight (`claims`), and start each in a lane of its own, once the
+   rate limits let it, within the process's cap on open requests (`lanes`);
+4. wait for a lane to finish, and record what finished (`recording`) in one transaction.
+
+When nothing is due and nothing in flight it stops: it clears its wake mark, releases the
+lease, then looks once more, so a wake that came in between is never lost (it takes the
+lease back, or the wake's own message does). A retry falling due within a second is
+waited for; a later one gets a countdown wake (or, past the countdown bound, the
+sweeper's). After its turn (`WEBHOOKS_DELIVERY_BATCH_SECONDS`) an owner finishes its
+requests and hands the endpoint on, behind the other endpoints' messages.
+
+Every request ends by its deadline (`deadlines`): connect + read timeout in total. An owner
+that cannot renew its lease stops claiming and cuts its open requests short before the
+lease ends, so no request outlives its claim and no two owners send to one endpoint.
+"""
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import redis
+from django.db import DatabaseError, IntegrityError, connection
+from django.utils import timezone
+
+from .. import conf, deadlines, destinations, metrics
+from ..destinations import Credentials, Kind
+from ..destinations import Outcome as SendOutcome
+from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
+from ..retry_policy import Decision, Verdict, decide
+from ..wire import signing_keys
+from .admission import Gate, endpoint_gate, rate_limit_wait
+from .claims import claim_due, has_due, next_due_in
+from .dispatch import dispatch_wakes, wake_book
+from .lanes import acquire_one, release, try_acquire
+from .outcomes import Outcome
+from .ownership import lease_seconds, owner_release, owner_renew, owner_take
+from .recording import Claim, Deferral, Result, record
+
+logger = logging.getLogger(__name__)
+
+# A row falling due this soon is waited for by its owner rather than woken for later
+# (never longer than a countdown may wait: longer waits belong to the database).
+LINGER_SECONDS = 1.0
+# An endpoint read this recently is not read again for the next round: a change (a
+# disable, a new header) applies from the next request that starts later than this.
+FRESH_SECONDS = 0.05
+# How long an owner that is stopped waits for its cut-short requests to report.
+ABORT_WAIT_SECONDS = 2.0
+# How long an owner waits, after one of its requests ended, for the others to end too.
+GATHER_SHARE = 0.25
+MAX_GATHER_SECONDS = 0.05
+# How often an owner with free lanes and requests open looks for new due rows.
+POLL_SECONDS = 0.1
+
+
+@dataclass
+class WorkResult:
+    """What one task message came to."""
+
+    owned: bool = False
+    sent: int = 0
+    outcomes: dict[int, str] = field(default_factory=dict)
+
+
+def endpoint_work(*, endpoint_id: UUID | str) -> WorkResult:
+    """Own the endpoint and send what is due until nothing is (see the module's doc)."""
+    token = owner_take(endpoint_id=endpoint_id)
+    if token is None:
+        return WorkResult()
+    metrics.owners_working.inc()
+    owner = _Owner(str(endpoint_id), token)
+    try:
+        owner.run()
+    except BaseException:
+        # A time limit, a shutdown, a database error: no request of ours goes on
+        # unrecorded behind us. Cut the open ones short, record what they came to if the
+        # database lets us, and give the endpoint back (else its lease runs out).
+        owner.abort()
+        raise
+    finally:
+        metrics.owners_working.dec()
+        metrics.deliveries_per_wake.observe(owner.result.sent)
+    return owner.result
+
+
+def delivery_attempt(*, delivery_id: int) -> str:
+    """Work the delivery's endpoint now, in this thread (a shell's or a test's synchronous
+    path); returns that delivery's outcome (an `Outcome` string)."""
+    endpoint_id = (
+        Delivery.objects.filter(pk=delivery_id).values_list("endpoint_id", flat=True).first()
+    )
+    if endpoint_id is None:
+        return Outcome.NOT_CLAIMED
+    result = endpoint_work(endpoint_id=endpoint_id)
+    if delivery_id in result.outcomes:
+        return result.outcomes[delivery_id]
+    status = Delivery.objects.filter(pk=delivery_id).values_list("status", flat=True).first()
+    return Outcome.HELD if status == DeliveryStatus.HELD else Outcome.NOT_CLAIMED
+
+
+def hand_back(
+    *, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0
+) -> tuple[uuid.UUID | None, float | None]:
+    """An owner with nothing left stops: it clears its wake mark (the next wake publishes
+    a message), releases its lease, then looks once more. A row that became due before
+    the mark was cleared had its wake folded into our work, so it is seen here: the owner
+    takes the lease back and goes on (returns the new token). One that became due after
+    has a message of its own; if that message's worker took the lease first, it owns.
+    Returns (the new token or None, seconds until the next row falls due or None)."""
+    with contextlib.suppress(redis.RedisError):
+        # On a Redis error the mark expires with the lease; the sweeper covers the gap.
+        wake_book().clear(str(endpoint_id))
+    owner_release(endpoint_id=endpoint_id, token=token, hold_seconds=hold_seconds)
+    wait = next_due_in(endpoint_id=endpoint_id)
+    if wait is None:
+        return None, None
+    if hold_seconds > 0 or wait > 0:
+        return None, max(wait, hold_seconds)
+    return owner_take(endpoint_id=endpoint_id), 0.0
+
+
+def _close_database_connection() -> None:
+    """Give a pooled connection back while the owner waits (its next round takes one
+    again); an unpooled one is kept, as reconnecting costs more."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
+
+
+class _Owner:
+    def __init__(self, endpoint_id: str, token: uuid.UUID) -> None:
+        self.endpoint_id = endpoint_id
+        self.token = token
+        self.result = WorkResult(owned=True)
+        self.lease = lease_seconds()
+        self.renew_every = self.lease / 3
+        self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
+        self.finished: queue.Queue[tuple[Delivery, SendOutcome, Credentials]] = queue.Queue()
+        self.endpoint: Endpoint | None = None
+        self.credentials: Credentials | None = None
+        # No new claims before this (monotonic): a rate limit, or requests with no answer.
+        self.hold_until = 0.0
+        self.gate = Gate(0)
+        self.renewed_at = self.turn_ends = time.monotonic()
+        self.first_claim = True
+        self.lost = self.inactive = False
+        self.read_at = 0.0
+        # Whether the last claim found fewer due rows than it asked for (nothing else due
+        # then), and the soonest retry this owner recorded (monotonic), for lingering.
+        self.ran_dry = False
+        self.soonest_retry = float("inf")
+
+    # -- the rounds ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        settings = conf.get()
+        while True:
+            self._mark_working()
+            self.renewed_at = time.monotonic()
+            self.turn_ends = self.renewed_at + settings.batch_seconds
+            self.first_claim = True
+            self.lost = self.inactive = False
+            hand_on = self._work()
+            if self.inactive:
+                _settle_inactive(self.endpoint_id)
+            hold = max(self.hold_until - time.monotonic(), 0.0)
+            if self.lost:
+                self._clear_mark()
+                return
+            if self.inactive or hand_on:
+                self._clear_mark()
+                owner_release(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
+                if hand_on:
+                    dispatch_wakes([self.endpoint_id])
+                return
+            token, wait = hand_back(
+                endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold
+            )
+            if token is None:
+                if wait is not None and wait <= settings.max_countdown_seconds:
+                    dispatch_wakes([self.endpoint_id], countdown=max(wait, 0.01))
+                return
+            self.token = token
+            self.hold_until = 0.0
+
+    def _work(self) -> bool:
+        """Rounds until nothing is due and nothing open; True when the turn ended with work
+        left (to be handed on)."""
+        while True:
+            self._renew_if_due()
+            can_claim = not (self.lost or self.inactive)
+            turn_over = time.monotonic() >= self.turn_ends
+            if can_claim and not turn_over:
+                can_claim = self._read_endpoint()
+            if can_claim and not turn_over and time.monotonic() >= self.hold_until:
+                self._claim_and_start()
+            if not self.open:
+                if self.lost or self.inactive:
+                    return False
+                if turn_over:
+                    return has_due(endpoint_id=self.endpoint_id)
+                linger_until = time.monotonic() + min(
+                    LINGER_SECONDS, conf.get().max_countdown_seconds
+                )
+                if (
+                    self.ran_dry
+                    and self.soonest_retry > linger_until
+                    and self.hold_until < linger_until
+                ):
+                    return False  # nothing due now nor soon that we know of: hand back
+                wait = self._next_wait()
+                if wait is None:
+                    return False
+                linger = min(LINGER_SECONDS, conf.get().max_countdown_seconds)
+                if wait is None or wait > linger:
+                    return False
+                _close_database_connection()
+                time.sleep(max(min(wait, self.renew_every), 0.01))
+                continue
+            self._wait_and_record(can_claim and not turn_over)
+
+    def _read_endpoint(self) -> bool:
+        if self.endpoint is not None and time.monotonic() - self.read_at < FRESH_SECONDS:
+            return True  # read for the round just before (a request's time at most)
+        endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
+        self.read_at = time.monotonic()
+        if endpoint is None:
+            self.lost = True  # deleted: its rows are gone with it
+            return False
+        if endpoint.state != EndpointState.ACTIVE:
+            self.inactive = True
+            return False
+        self.endpoint = endpoint
+        return True
+
+    def _next_wait(self) -> float | None:
+        """Seconds until there may be something to claim, or None for nothing pending."""
+        due = next_due_in(endpoint_id=self.endpoint_id)
+        if due is None:
+            return None
+        gate_hold = self.gate.hold_seconds if not self.gate.lanes else 0.0
+        return max(due, self.hold_until - time.monotonic(), gate_hold)
+
+    def _claim_and_start(self) -> None:
+        endpoint = self.endpoint
+        assert endpoint is not None
+        self.gate = endpoint_gate(endpoint=endpoint)
+        if not self.gate.lanes:
+            if not self.open:
+                self.hold_until = time.monotonic() + self.gate.hold_seconds
+            return
+        free = self.gate.lanes - len(self.open)
+        if free <= 0:
+            return
+        wanted = min(free, conf.get().batch_size)
+        permits = try_acquire(wanted)
+        if not permits and not self.open:
+            # Every open request of this process is taken: wait in line for one.
+            permits = acquire_one(timeout=self.renew_every)
+        if not permits:
+            return
+        try:
+            rows = claim_due(
+                endpoint=endpoint, token=self.token, limit=permits, with_expired=self.first_claim
+            )
+        except BaseException:
+            release(permits)
+            raise
+        self.first_claim = False
+        self.ran_dry = len(rows) < permits
+        release(permits - len(rows))
+        if not rows:
+            return
+        credentials = self._credentials(rows, endpoint)
+        if credentials is None:
+            return
+        for index, delivery in enumerate(rows):
+            wait = rate_limit_wait(endpoint=endpoint)
+            if wait:
+                rest = rows[index:]
+                release(len(rest))
+                self.hold_until = time.monotonic() + wait
+                self._record([], Deferral(rest, wait))
+                return
+            self._start(delivery, endpoint, credentials)
+
+    def _credentials(self, rows: list[Delivery], endpoint: Endpoint) -> Credentials | None:
+        """The round's signing material (a secret may have expired or been rotated since
+        the last round); without any, the rows are dead letters."""
+        now = timezone.now()
+        secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
+        private_keys = signing_keys(endpoint, now) if secrets else []
+        problem = ""
+        if not secrets:
+            problem = "no unexpired signing secret"
+        elif private_keys is None:
+            problem = "no unexpired v1a signing key"
+        if problem:
+            release(len(rows))
+            decision = Decision(Verdict.DEAD_LETTER, reason=f"endpoint has {problem}")
+            self._record([Result(d, decision, error=problem) for d in rows], Deferral([]))
+            return None
+        assert private_keys is not None
+        return Credentials(secrets, private_keys, int(now.timestamp()))
+
+    def _start(self, delivery: Delivery, endpoint: Endpoint, credentials: Credentials) -> None:
+        deadline = deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds)
+        self.open[delivery.pk] = (delivery, deadline)
+        destination = destinations.for_url(endpoint.url)
+        metrics.lanes_busy.inc()
+
+        def lane() -> None:
+            try:
+                outcome = destination.send(delivery, deadline, credentials)
+            except Exception as exc:
+                outcome = SendOutcome(
+                    Kind.RETRY,
+                    error=f"not sent, error on our side: {type(exc).__name__}: {exc}",
+                    started_at=timezone.now(),
+                    local_failure=True,
+                )
+            finally:
+                release(1)
+                metrics.lanes_busy.dec()
+            self.finished.put((delivery, outcome, credentials))
+
+        # A thread per request: a greenlet in the gevent worker (its pool patches
+        # `threading`); lanes never touch the database.
+        threading.Thread(target=lane, daemon=True).start()
+        self.result.sent += 1
+
+    def _wait_and_record(self, may_claim: bool) -> None:
+        timeout = max(self.renew_every - (time.monotonic() - self.renewed_at), 0.01)
+        if may_claim and len(self.open) < self.gate.lanes:
+            timeout = min(timeout, POLL_SECONDS)
+        _close_database_connection()
+        finished = []
+        try:
+            finished.append(self.finished.get(timeout=timeout))
+        except queue.Empty:
+            return
+        # Lanes started together end together: wait a moment for the others, so a round
+        # records and claims for all of them, not one statement set per request (a
+        # quarter of a request's time at most, 50 ms at most: nothing for fast receivers).
+        window = min(MAX_GATHER_SECONDS, finished[0][1].duration_ms / 1000 * GATHER_SHARE)
+        until = time.monotonic() + window
+        while len(finished) < len(self.open):
+            try:
+                left = until - time.monotonic()
+                finished.append(
+                    self.finished.get(timeout=left) if left > 0 else self.finished.get_nowait()
+                )
+            except queue.Empty:
+                break
+        results = []
+        for delivery, outcome, credentials in finished:
+            self.open.pop(delivery.pk, None)
+            results.append(_result(delivery, outcome, credentials))
+            if outcome.no_answer:
+                # The others would most likely wait as long for nothing: no new request
+                # for about as long as such a request takes (and the breaker's judgement).
+                endpoint = delivery.endpoint
+                seconds = max(
+                    conf.health().defer_seconds,
+                    endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
+                )
+                self.hold_until = max(self.hold_until, time.monotonic() + seconds)
+        self._record(results, Deferral([]))
+
+    def _record(self, results: list[Result], deferral: Deferral) -> None:
+        endpoint = self.endpoint
+        if endpoint is None or not (results or deferral.deliveries):
+            return
+        claim = Claim(
+            deliveries=[r.delivery for r in results] + deferral.deliveries,
+            token=self.token,
+            now=timezone.now(),
+            # The rows share the owner's lease, renewed while it works.
+            lease_expires_at=timezone.now() + timedelta(days=1),
+        )
+        now = time.monotonic()
+        for result in results:
+            if result.decision.verdict == Verdict.RETRY:
+                self.soonest_retry = min(self.soonest_retry, now + result.decision.delay_seconds)
+        if deferral.deliveries:
+            self.soonest_retry = min(self.soonest_retry, now + deferral.seconds)
+        try:
+            self.result.outcomes.update(record(claim, endpoint, results, deferral))
+        except IntegrityError:
+            # The endpoint (and its rows) was deleted while its requests were out.
+            logger.info("endpoint %s deleted while sending; results dropped", self.endpoint_id)
+            self.lost = True
+
+    # -- the lease -----------------------------------------------------------------------
+
+    def _renew_if_due(self) -> None:
+        now = time.monotonic()
+        if self.lost or now - self.renewed_at < self.renew_every:
+            return
+        try:
+            renewed = owner_renew(endpoint_id=self.endpoint_id, token=self.token)
+        except DatabaseError:
+            logger.warning("could not renew the lease of endpoint %s", self.endpoint_id)
+            if now - self.renewed_at > self.lease - self.renew_every:
+                # Our lease may end before we can renew it: no request of ours may
+                # outlive it, as the next owner will send the rows again.
+                self._give_up()
+            return
+        if not renewed:
+            self._give_up()
+            return
+        self.renewed_at = now
+        self._mark_working()
+
+    def abort(self) -> None:
+        for _, deadline in list(self.open.values()):
+            deadline.fire()
+        with contextlib.suppress(Exception):
+            until = time.monotonic() + ABORT_WAIT_SECONDS
+            results = []
+            while self.open and time.monotonic() < until:
+                try:
+                    delivery, outcome, credentials = self.finished.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self.open.pop(delivery.pk, None)
+                results.append(_result(delivery, outcome, credentials))
+            self._record(results, Deferral([]))
+        with contextlib.suppress(Exception):
+            self._clear_mark()
+            if not self.lost:
+                owner_release(endpoint_id=self.endpoint_id, token=self.token)
+
+    def _give_up(self) -> None:
+        self.lost = True
+        for _, deadline in list(self.open.values()):
+            deadline.fire()
+
+    # -- wake marks ----------------------------------------------------------------------
+
+    def _mark_working(self) -> None:
+        # On a Redis error wakes publish messages that find us working: more, never fewer.
+        with contextlib.suppress(redis.RedisError):
+            wake_book().working(self.endpoint_id, self.lease)
+
+    def _clear_mark(self) -> None:
+        # On a Redis error the mark expires with the lease; the sweeper covers the gap.
+        with contextlib.suppress(redis.RedisError):
+            wake_book().clear(self.endpoint_id)
+
+
+def _result(delivery: Delivery, outcome: SendOutcome, credentials: Credentials) -> Result:
+    """A destination's outcome as the record it makes, decided by the retry policy."""
+    endpoint = delivery.endpoint
+    now = timezone.now()
+    error = _without_secrets(outcome.error, delivery, credentials) if outcome.error else ""
+    if outcome.local_failure:
+        logger.error(
+            "sending a delivery failed",
+            extra={"delivery": delivery.pk, "endpoint": str(delivery.endpoint_id), "error": error},
+        )
+    if outcome.kind == Kind.SUCCEEDED:
+        decision = Decision(Verdict.SUCCEEDED)
+    elif outcome.kind == Kind.DEAD and outcome.status_code is None:
+        decision = Decision(Verdict.DEAD_LETTER, reason=error[:200])
+    else:
+        decision = decide(
+            policy=endpoint.retry_policy,
+            attempt_number=delivery.attempts_in_cycle,
+            status_code=outcome.status_code,
+            retry_after=outcome.retry_after,
+            first_attempt_at=delivery.first_attempt_at or outcome.started_at or now,
+            now=now,
+        )
+    attempt = None
+    if outcome.started_at is not None:
+        attempt = Attempt(
+            delivery_id=delivery.pk,
+            number=delivery.attempts,
+            started_at=outcome.started_at,
+            duration_ms=outcome.duration_ms,
+            request_headers=outcome.request_headers,
+            response_status=outcome.status_code,
+            response_body=outcome.response_body,
+            error=error[:1000] if outcome.local_failure else error,
+        )
+    if not error and decision.verdict != Verdict.SUCCEEDED and outcome.status_code is not None:
+        error = f"HTTP {outcome.status_code}"
+    return Result(
+        delivery,
+        decision,
+        status_code=outcome.status_code,
+        error=error,
+        attempt=attempt,
+        local_failure=outcome.local_failure,
+    )
+
+
+def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) -> str:
+    """`requests`/urllib3 quote a refused header value in their messages: never store or
+    log a secret one."""
+    from webhooks_core import crypto
+
+    endpoint = delivery.endpoint
+    hidden: list[str] = [*credentials.secrets, *credentials.private_keys]
+    try:
+        plain = endpoint.custom_headers_plain()
+    except crypto.SecretDecryptionError:
+        plain = {}  # an undecryptable header: nothing of it to quote
+    hidden += [plain[name] for name in endpoint.secret_header_names if name in plain]
+    for value in sorted(filter(None, hidden), key=len, reverse=True):
+        for form in (value, repr(value)[1:-1]):
+            text = text.replace(form, "[redacted]")
+    return text
+
+
+def _settle_inactive(endpoint_id: str) -> None:
+    """An endpoint disabled or suspended while its owner worked: what waits for it is
+    cancelled (disabled) or held (suspended), never left pending or sending."""
+    state = Endpoint.objects.filter(pk=endpoint_id).values_list("state", flat=True).first()
+    now = timezone.now()
+    waiting = Delivery.objects.filter(endpoint_id=endpoint_id)
+    if state == EndpointState.DISABLED:
+        waiting.filter(
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.HELD, DeliveryStatus.SENDING]
+        ).update(
+            status=DeliveryStatus.CANCELLED,
+            completed_at=now,
+            next_attempt_at=None,
+            lease_token=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    elif state == EndpointState.SUSPENDED:
+        waiting.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.SENDING]).update(
+            status=DeliveryStatus.HELD, lease_token=None, lease_expires_at=None, updated_at=now
+        )
+
+
+def settle_inactive_endpoints(endpoint_ids: Any) -> None:
+    """The sweeper's net for the same (an owner that died before settling)."""
+    for endpoint_id in endpoint_ids:
+        _settle_inactive(str(endpoint_id))

@@ -1,0 +1,76 @@
+"""An endpoint's owner: the one worker that sends its requests for now.
+
+The owner holds the endpoint's lease, a row of `EndpointOwner` whose expiry is written
+and compared with the database's clock (`Now()`), never a worker's: two workers whose
+clocks disagree still agree on who owns what. The rows an owner is sending carry its token
+and share its lease (`claims`), so a worker that dies costs one lease, after which the
+next owner takes its rows over; an owner that cannot renew stops sending before its lease
+ends (`owner`).
+"""
+
+import uuid
+from datetime import timedelta
+from uuid import UUID
+
+from django.db import IntegrityError
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from .. import conf
+from ..models import Delivery, DeliveryStatus, EndpointOwner
+
+
+def lease_seconds() -> float:
+    return float(conf.get().lease_seconds)
+
+
+def _until() -> object:
+    return Now() + timedelta(seconds=lease_seconds())
+
+
+def owner_take(*, endpoint_id: UUID | str) -> uuid.UUID | None:
+    """Become the endpoint's owner if it has none (or its owner's lease ran out); returns
+    the lease's token, or None when another owner holds it, its claims are on hold (an
+    open circuit, a rate limit: a countdown wake or the sweeper comes back then), or the
+    endpoint is gone."""
+    token = uuid.uuid4()
+    free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
+        Q(not_before__isnull=True) | Q(not_before__lte=Now())
+    )
+    rows = EndpointOwner.objects.filter(free, endpoint_id=endpoint_id)
+    if rows.update(token=token, expires_at=_until(), taken_at=Now()):
+        return token
+    if EndpointOwner.objects.filter(endpoint_id=endpoint_id).exists():
+        return None
+    try:
+        # The endpoint's first owner: its row, then the same conditional take (of two
+        # first owners, one wins).
+        EndpointOwner.objects.bulk_create(
+            [EndpointOwner(endpoint_id=endpoint_id)], ignore_conflicts=True
+        )
+    except IntegrityError:
+        return None  # the endpoint was deleted
+    if rows.update(token=token, expires_at=_until(), taken_at=Now()):
+        return token
+    return None
+
+
+def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
+    """Extend the lease, and the leases of the rows the owner is sending; False when the
+    lease is no longer this owner's (it ran out and was taken, or the endpoint is gone)."""
+    renewed = EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(
+        expires_at=_until()
+    )
+    if renewed:
+        Delivery.objects.filter(
+            endpoint_id=endpoint_id, lease_token=token, status=DeliveryStatus.SENDING
+        ).update(lease_expires_at=_until())
+    return bool(renewed)
+
+
+def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0) -> None:
+    """Give the lease back; with `hold_seconds`, no owner claims before that long."""
+    not_before = Now() + timedelta(seconds=hold_seconds) if hold_seconds > 0 else None
+    EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(
+        token=None, expires_at=None, not_before=not_before
+    )

@@ -1,0 +1,518 @@
+"""The sending engine's owner protocol on the real stack: one owner per endpoint, wakes that
+name no rows, a total deadline per request, and the findings of the engine issue (#22),
+each with a test that failed on the engine before it."""
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import connection, transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from deliveries import metrics, services, transport
+from deliveries.destinations import Credentials, Kind, Outcome
+from deliveries.models import (
+    Attempt,
+    CircuitState,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointOwner,
+    EndpointState,
+    Event,
+)
+from deliveries.services import claims, ownership
+from deliveries.services.owner import _result
+from tests.conftest import wait_until
+from tests.deliveries.test_pipeline import make_endpoint
+from tests.receiver import Receiver, Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def published_wakes() -> float:
+    return metrics.wakes_total.labels(result="published")._value.get()
+
+
+def statuses(endpoint: Endpoint) -> set[str]:
+    return set(Delivery.objects.filter(endpoint=endpoint).values_list("status", flat=True))
+
+
+# --- a receiver that trickles its answer ------------------------------------------------
+
+
+@contextlib.contextmanager
+def trickling_server(byte_every: float = 0.3) -> Iterator[tuple[str, list[float]]]:
+    """Answers every request one byte every `byte_every` seconds, for ever: each read
+    returns well within any read timeout, so only a total deadline ends the request."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    accepted: list[float] = []
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            with contextlib.suppress(OSError):
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000:
+                    if stop.is_set():
+                        return
+                    conn.send(bytes([byte]))
+                    time.sleep(byte_every)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            accepted.append(time.monotonic())
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", accepted
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        listener.close()
+
+
+def test_a_trickling_answer_ends_at_connect_plus_read_timeout_in_total() -> None:
+    with trickling_server() as (url, _):
+        started = time.monotonic()
+        result = transport.post(url, b"{}", {}, connect_timeout=0.5, read_timeout=1.0)
+        took = time.monotonic() - started
+
+    assert result.status_code is None or result.error
+    assert "total deadline" in result.error
+    assert took < 1.5 + 1.0, f"the request took {took:.1f} s"
+
+
+def test_a_trickled_attempt_is_recorded_as_a_timeout_and_not_sent_before_its_retry(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    with trickling_server() as (url, accepted):
+        endpoint, _ = services.endpoint_create(
+            url=url,
+            event_types=["*"],
+            connect_timeout_seconds=0.5,
+            read_timeout_seconds=1.0,
+            backoff_base_seconds=30,
+            backoff_max_seconds=60,
+        )
+        started = time.monotonic()
+        event = services.emit("order.created", {"n": 1})
+        wait_until(
+            lambda: Attempt.objects.filter(delivery__event=event).exists(),
+            timeout=10,
+            what="the attempt to be recorded",
+        )
+        recorded_after = time.monotonic() - started
+        attempt = Attempt.objects.get(delivery__event=event)
+        delivery = Delivery.objects.get(event=event)
+        time.sleep(1.0)  # would the lease run out and the row go out again?
+        assert len(accepted) == 1
+    assert recorded_after < 1.5 + 3.0
+    assert attempt.response_status is None
+    assert "total deadline" in attempt.error
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.next_attempt_at is not None
+    assert delivery.next_attempt_at > timezone.now() + timedelta(seconds=20)
+    assert endpoint.pk == delivery.endpoint_id
+
+
+# --- one owner, few messages ------------------------------------------------------------
+
+
+def test_a_second_owner_is_refused_while_the_first_holds_the_lease(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert first is not None
+    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+    ownership.owner_release(endpoint_id=endpoint.pk, token=first)
+    assert ownership.owner_take(endpoint_id=endpoint.pk) is not None
+
+
+def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    claimed = claims.claim_due(endpoint=endpoint, token=token, limit=5)
+    assert [d.pk for d in claimed] == [delivery.pk]
+
+    # A worker whose clock runs an hour fast must neither take the live lease nor the
+    # row in flight under it.
+    fast = timezone.now() + timedelta(hours=1)
+    with mock.patch("django.utils.timezone.now", return_value=fast):
+        assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+        other = ownership.owner_take(endpoint_id=endpoint.pk) or token
+        assert claims.claim_due(endpoint=endpoint, token=other, limit=5, with_expired=True) == []
+
+
+def test_duplicate_wakes_are_folded_into_one_message(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    before = published_wakes()
+    for _ in range(10):
+        services.dispatch_wakes([endpoint.pk])
+    assert published_wakes() - before == 1
+
+
+def test_an_ordered_endpoint_kept_busy_sends_in_order_with_few_messages(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # Finding 1: refused ordered messages re-published themselves with countdowns, heads
+    # and non-heads alike (1,807 task messages for 60 deliveries).
+    endpoint, _ = make_endpoint(receiver, ordered_delivery=True, max_in_flight=1)
+    receiver.default = Reply(delay_seconds=0.02)
+    before = published_wakes()
+    events = []
+    for n in range(30):
+        with transaction.atomic():
+            events.append(services.emit("order.created", {"n": n}, ordering_key=f"k{n % 6}"))
+
+    wait_until(
+        lambda: (
+            statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+            and Delivery.objects.filter(endpoint=endpoint).count() == 30
+        ),
+        timeout=60,
+        what="all 30 delivered",
+    )
+    order = [r.body for r in receiver.requests]
+    for key in range(6):
+        sent = [b for b in order if any(f'"n":{n}' in b.decode() for n in range(key, 30, 6))]
+        assert sent == sorted(sent, key=lambda b: int(b.decode().split('"n":')[1].split("}")[0]))
+    wakes = published_wakes() - before
+    assert wakes <= 1.5 * 30, f"{wakes} wake messages for 30 deliveries"
+
+
+def test_many_endpoints_share_the_process_cap_on_open_requests(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
+    lock = threading.Lock()
+    open_now = [0]
+    most = [0]
+
+    def handler(request: Any) -> Reply:
+        with lock:
+            open_now[0] += 1
+            most[0] = max(most[0], open_now[0])
+        time.sleep(0.15)
+        with lock:
+            open_now[0] -= 1
+        return Reply()
+
+    receiver.handler = handler
+    endpoints = [make_endpoint(receiver, max_in_flight=4)[0] for _ in range(3)]
+    with transaction.atomic():
+        for n in range(12):
+            services.emit("order.created", {"n": n})
+
+    wait_until(
+        lambda: (
+            all(statuses(e) == {DeliveryStatus.SUCCEEDED} for e in endpoints)
+            and Delivery.objects.count() == 36
+        ),
+        timeout=60,
+        what="all delivered",
+    )
+    assert most[0] <= 2
+
+
+def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    # Finding 4's family: nothing in Redis may stall an endpoint (no slot to leak).
+    settings.WEBHOOKS_HEALTH_REDIS_URL = "redis://127.0.0.1:9/0"
+    endpoint, _ = make_endpoint(receiver)
+    for n in range(5):
+        services.emit("order.created", {"n": n})
+    wait_until(
+        lambda: Delivery.objects.filter(endpoint=endpoint, status="succeeded").count() == 5,
+        timeout=30,
+        what="all delivered despite Redis",
+    )
+
+
+# --- the endpoint as it is now ----------------------------------------------------------
+
+
+def test_a_disable_cancels_every_waiting_row_in_flight_ones_included(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # Finding 6: rows in flight at the disable came back pending, were parked held, and
+    # stayed so for ever.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=2)
+    receiver.default = Reply(status=500, delay_seconds=0.5)
+    with transaction.atomic():
+        for n in range(6):
+            services.emit("order.created", {"n": n})
+    wait_until(lambda: len(receiver.requests) >= 2, what="requests in flight")
+
+    services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.DISABLED)
+
+    wait_until(
+        lambda: statuses(endpoint) == {DeliveryStatus.CANCELLED},
+        timeout=30,
+        what="every row cancelled",
+    )
+
+
+def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint, _ = make_endpoint(receiver, max_in_flight=2)
+    receiver.default = Reply(status=500, delay_seconds=0.3)
+    with transaction.atomic():
+        for n in range(6):
+            services.emit("order.created", {"n": n})
+    wait_until(lambda: len(receiver.requests) >= 2, what="requests in flight")
+
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+    wait_until(
+        lambda: statuses(endpoint) == {DeliveryStatus.HELD}, timeout=30, what="every row held"
+    )
+    receiver.default = Reply()
+    services.endpoint_resume(endpoint_id=endpoint.pk)
+    wait_until(
+        lambda: statuses(endpoint) == {DeliveryStatus.SUCCEEDED},
+        timeout=30,
+        what="every row delivered after the resume",
+    )
+
+
+def test_a_header_change_applies_to_the_owner_s_next_round(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # Finding 6: take-along rounds used the endpoint as read at the batch's start.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, custom_headers={"X-Version": "old"})
+    changed = threading.Event()
+
+    def handler(request: Any) -> Reply:
+        if not changed.is_set():
+            fresh = Endpoint.objects.get(pk=endpoint.pk)
+            services.endpoint_update(endpoint=fresh, custom_headers={"X-Version": "new"})
+            changed.set()
+            connection.close()  # the receiver's thread
+        return Reply(delay_seconds=0.05)
+
+    receiver.handler = handler
+    with transaction.atomic():
+        for n in range(4):
+            services.emit("order.created", {"n": n})
+    receiver.wait_for(4)
+    assert [r.headers.get("X-Version") for r in receiver.requests][1:] == ["new"] * 3
+
+
+# --- the breaker and ordering lines -----------------------------------------------------
+
+
+def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Receiver) -> None:
+    # Finding 8: a probe with no request sent closed a half-open breaker.
+    endpoint, _ = make_endpoint(receiver)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        circuit_state=CircuitState.HALF_OPEN, circuit_changed_at=timezone.now()
+    )
+    endpoint.refresh_from_db()
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    [claimed] = claims.claim_due(endpoint=endpoint, token=token, limit=1)
+    failed = Outcome(Kind.RETRY, error="not sent, error on our side", local_failure=True)
+    result = _result(claimed, failed, Credentials(["s"], [], 0))
+
+    from deliveries.services.recording import Claim, Deferral, record
+
+    claim = Claim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
+    record(claim, endpoint, [result], Deferral([]))
+
+    endpoint.refresh_from_db()
+    assert endpoint.circuit_state == CircuitState.OPEN
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+
+
+def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Receiver) -> None:
+    # Finding 8: a retried cancelled head could be sent beside a successor in flight.
+    endpoint, _ = make_endpoint(receiver, ordered_delivery=True)
+    now = timezone.now()
+    rows = []
+    for n in range(3):
+        event = Event.objects.create(
+            type="order.created", data={}, occurred_at=now, ordering_key="k", fanned_out_at=now
+        )
+        rows.append(
+            Delivery.objects.create(
+                event=event,
+                endpoint=endpoint,
+                next_attempt_at=now,
+                ordering_key="k",
+                ordering_position=now + timedelta(seconds=n),
+            )
+        )
+    head, second, _third = rows
+    services.delivery_cancel(delivery_id=head.pk)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    assert [d.pk for d in claims.claim_due(endpoint=endpoint, token=token, limit=5)] == [second.pk]
+    services.delivery_retry(delivery_id=head.pk)
+
+    assert claims.claim_due(endpoint=endpoint, token=token, limit=5) == []
+
+
+# --- the sweeper ------------------------------------------------------------------------
+
+
+def test_the_sweeper_wakes_an_idle_endpoint_beside_a_saturated_one_in_a_few_queries(
+    receiver: Receiver, django_assert_max_num_queries: Any, redis_client: Any
+) -> None:
+    # Finding 7: one saturated endpoint's backlog filled every sweep (oldest rows first)
+    # and another endpoint's truly lost rows waited behind it.
+    redis_client.flushdb()
+    saturated, _ = make_endpoint(receiver)
+    lost, _ = make_endpoint(receiver)
+    long_ago = timezone.now() - timedelta(minutes=10)
+    event = Event.objects.create(
+        type="order.created", data={}, occurred_at=long_ago, fanned_out_at=long_ago
+    )
+    Delivery.objects.bulk_create(
+        [
+            Delivery(
+                event=Event.objects.create(
+                    type="order.created", data={}, occurred_at=long_ago, fanned_out_at=long_ago
+                ),
+                endpoint=saturated,
+                next_attempt_at=long_ago,
+            )
+            for _ in range(300)
+        ]
+    )
+    Delivery.objects.create(event=event, endpoint=lost, next_attempt_at=timezone.now())
+    # The saturated endpoint's owner is alive and working.
+    assert ownership.owner_take(endpoint_id=saturated.pk) is not None
+
+    with django_assert_max_num_queries(6):
+        result = services.sweep()
+
+    assert result.deliveries_due == 1
+    assert redis_client.llen("webhooks.delivery") == 1
+    body = redis_client.lindex("webhooks.delivery", 0).decode()
+    assert str(lost.pk) in body
+
+
+def test_an_owner_that_died_costs_one_lease(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_LEASE_SECONDS = 1.0
+    endpoint, _ = make_endpoint(receiver)
+    event = Event.objects.create(
+        type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=timezone.now()
+    )
+    delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    # A worker took the endpoint and its row, then died (no release, no record).
+    dead = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert dead is not None
+    assert claims.claim_due(endpoint=endpoint, token=dead, limit=1)
+
+    wait_until(
+        lambda: EndpointOwner.objects.filter(pk=endpoint.pk, expires_at__lt=Now()).exists(),
+        timeout=5,
+        what="the dead owner's lease to run out",
+    )
+    services.sweep()
+    wait_until(
+        lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED,
+        timeout=10,
+        what="the next owner to send it",
+    )
+    assert len(receiver.requests) == 1
+
+
+def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    other, _ = make_endpoint(receiver)
+    now = timezone.now()
+    rows = {}
+    cases: dict[str, dict[str, Any]] = {
+        "due": {"next_attempt_at": now - timedelta(seconds=5)},
+        "due_later_in_line": {"next_attempt_at": now - timedelta(seconds=1)},
+        "not_yet": {"next_attempt_at": now + timedelta(minutes=5)},
+        "held": {"status": DeliveryStatus.HELD, "next_attempt_at": now},
+        "done": {"status": DeliveryStatus.SUCCEEDED, "next_attempt_at": None},
+        "keyed": {"next_attempt_at": now, "ordering_key": "k", "ordering_position": now},
+    }
+    for name, fields in cases.items():
+        event = Event.objects.create(type="order.created", data={}, occurred_at=now)
+        rows[name] = Delivery.objects.create(event=event, endpoint=endpoint, **fields)
+    elsewhere = Event.objects.create(type="order.created", data={}, occurred_at=now)
+    Delivery.objects.create(event=elsewhere, endpoint=other, next_attempt_at=now)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+
+    first = claims.claim_due(endpoint=endpoint, token=token, limit=1)
+    rest = claims.claim_due(endpoint=endpoint, token=token, limit=10)
+
+    assert [d.pk for d in first] == [rows["due"].pk], "oldest due first, within the limit"
+    assert [d.pk for d in rest] == [rows["due_later_in_line"].pk]
+    taken = Delivery.objects.get(pk=rows["due"].pk)
+    assert taken.status == DeliveryStatus.SENDING
+    assert taken.lease_token == token
+    assert taken.attempts == 1
+    assert taken.lease_expires_at is not None
+    assert taken.lease_expires_at > timezone.now() + timedelta(seconds=20)
+    # The keyed row waits for an owner's first claim (the ordered path).
+    keyed = claims.claim_due(endpoint=endpoint, token=token, limit=10, with_expired=True)
+    assert [d.pk for d in keyed] == [rows["keyed"].pk]
+
+
+def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiver) -> None:
+    # Finding 3: the task's time limit killed the task only; its lanes kept their sockets,
+    # nothing was recorded, and the sweeper sent again while the first request was open.
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from deliveries.services import owner
+
+    with trickling_server() as (url, accepted):
+        endpoint, _ = services.endpoint_create(
+            url=url, event_types=["*"], connect_timeout_seconds=5, read_timeout_seconds=30
+        )
+        event = Event.objects.create(
+            type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=Now()
+        )
+        delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+
+        def time_is_up(self: Any, may_claim: bool) -> None:
+            wait_until(lambda: accepted, what="the request to be open")
+            raise SoftTimeLimitExceeded()
+
+        started = time.monotonic()
+        with (
+            mock.patch.object(owner._Owner, "_wait_and_record", time_is_up),
+            pytest.raises(SoftTimeLimitExceeded),
+        ):
+            services.endpoint_work(endpoint_id=endpoint.pk)
+        took = time.monotonic() - started
+
+    assert took < 5, "the open request was cut short, not waited for"
+    attempt = Attempt.objects.get(delivery=delivery)
+    assert attempt.response_status is None
+    row = Delivery.objects.get(pk=delivery.pk)
+    assert row.status == DeliveryStatus.PENDING
+    assert row.lease_token is None
+    assert not EndpointOwner.objects.filter(pk=endpoint.pk, token__isnull=False).exists()

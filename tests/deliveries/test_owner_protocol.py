@@ -1,0 +1,264 @@
+"""A stateful property test of the owner protocol (Hypothesis), on the real database and
+Redis: random interleavings of wakes, message deliveries, claims, sends, crashes, Redis
+errors, lease expiries and hand-backs, by three workers, of one endpoint.
+
+After every step: never two owners of the endpoint at once, never more requests open
+than its in-flight limit, never a request without a claim (the row is `sending` under the
+sender's token). After every run: once the workers go on working and the sweeper runs,
+every due row is sent.
+"""
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+import redis
+from django.db.models.functions import Now
+from django.utils import timezone
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from deliveries import services
+from deliveries.health import wakes
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner, Event
+from deliveries.services import claims, dispatch, ownership
+from deliveries.services.owner import hand_back
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIMIT = 2
+
+
+@dataclass
+class Worker:
+    token: uuid.UUID | None = None
+    open: list[int] = field(default_factory=list)
+
+
+class FakeBroker:
+    """Stands in for Celery's publishing only: the messages land in a list the state
+    machine hands to workers in any order (or loses)."""
+
+    def __init__(self) -> None:
+        self.queue: list[str] = []
+
+    @contextlib.contextmanager
+    def producer_or_acquire(self) -> Iterator[None]:
+        yield None
+
+    def send_task(self, name: str, args: tuple[Any, ...], **options: Any) -> None:
+        if name == dispatch.WORK_ENDPOINT_TASK:
+            self.queue.append(args[0])
+
+
+class OwnerProtocol(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        Delivery.objects.all().delete()
+        Event.objects.all().delete()
+        EndpointOwner.objects.all().delete()
+        Endpoint.objects.all().delete()
+        self.endpoint, _ = services.endpoint_create(
+            url="http://127.0.0.1:9/hook", event_types=["*"], max_in_flight=LIMIT
+        )
+        self.redis = redis.Redis.from_url(wakes_url())
+        self.redis.flushdb()
+        self.broker = FakeBroker()
+        self.workers = [Worker() for _ in range(3)]
+        self.sent: dict[int, int] = {}
+        self.redis_fails = False
+        self._patches = [
+            mock.patch.object(dispatch, "celery_app", self.broker),
+        ]
+        for patch in self._patches:
+            patch.start()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def redis_maybe_down(self) -> Iterator[None]:
+        if not self.redis_fails:
+            yield
+            return
+        book = dispatch.wake_book()
+        with (
+            mock.patch.object(book, "mark", side_effect=redis.ConnectionError),
+            mock.patch.object(book, "working", side_effect=redis.ConnectionError),
+            mock.patch.object(book, "clear", side_effect=redis.ConnectionError),
+        ):
+            yield
+
+    def wake(self) -> None:
+        with self.redis_maybe_down():
+            services.dispatch_wakes([self.endpoint.pk])
+
+    # -- rules ---------------------------------------------------------------------------
+
+    @rule()
+    def a_delivery_falls_due(self) -> None:
+        event = Event.objects.create(
+            type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=Now()
+        )
+        Delivery.objects.create(event=event, endpoint=self.endpoint, next_attempt_at=Now())
+        self.wake()
+
+    @rule()
+    def the_broker_delivers_a_message_twice(self) -> None:
+        # At-least-once: a redelivered or duplicated message, past any deduplication.
+        self.broker.queue.append(str(self.endpoint.pk))
+
+    @rule(index=st.integers(0, 2))
+    def a_message_reaches_a_worker(self, index: int) -> None:
+        worker = self.workers[index]
+        if not self.broker.queue or worker.token is not None:
+            return
+        self.broker.queue.pop(0)
+        worker.token = ownership.owner_take(endpoint_id=self.endpoint.pk)
+        if worker.token is not None:
+            with self.redis_maybe_down(), contextlib.suppress(redis.RedisError):
+                dispatch.wake_book().working(str(self.endpoint.pk), ownership.lease_seconds())
+
+    @rule(index=st.integers(0, 2))
+    def the_owner_claims(self, index: int) -> None:
+        worker = self.workers[index]
+        if worker.token is None:
+            return
+        rows = claims.claim_due(
+            endpoint=self.endpoint,
+            token=worker.token,
+            limit=LIMIT - len(worker.open),
+            with_expired=True,
+        )
+        worker.open += [row.pk for row in rows]
+
+    @rule(index=st.integers(0, 2), succeeded=st.booleans())
+    def a_request_ends(self, index: int, succeeded: bool) -> None:
+        worker = self.workers[index]
+        if worker.token is None or not worker.open:
+            return
+        pk = worker.open.pop(0)
+        self.sent[pk] = self.sent.get(pk, 0) + 1
+        fields: dict[str, Any] = {"lease_token": None, "lease_expires_at": None}
+        if succeeded:
+            fields.update(status=DeliveryStatus.SUCCEEDED, next_attempt_at=None)
+        else:  # a retry, due at once (short backoff)
+            fields.update(status=DeliveryStatus.PENDING, next_attempt_at=Now())
+        Delivery.objects.filter(pk=pk, lease_token=worker.token).update(**fields)
+
+    @rule(index=st.integers(0, 2))
+    def the_owner_hands_back(self, index: int) -> None:
+        worker = self.workers[index]
+        if worker.token is None or worker.open:
+            return
+        with self.redis_maybe_down():
+            worker.token, _ = hand_back(endpoint_id=self.endpoint.pk, token=worker.token)
+
+    @rule(index=st.integers(0, 2))
+    def a_worker_dies(self, index: int) -> None:
+        self.workers[index] = Worker()
+
+    @rule()
+    def a_lease_runs_out(self) -> None:
+        # Time passes beyond the lease while the owner cannot renew: it gave up (its open
+        # requests were cut short) before the lease ended, as `owner` does.
+        for worker in self.workers:
+            for pk in worker.open:
+                self.sent[pk] = self.sent.get(pk, 0) + 1  # it may have arrived
+            if worker.token is not None:
+                self.workers[self.workers.index(worker)] = Worker()
+        past = timezone.now() - timedelta(seconds=1)
+        EndpointOwner.objects.update(expires_at=past)
+        Delivery.objects.filter(status=DeliveryStatus.SENDING).update(lease_expires_at=past)
+
+    @rule()
+    def the_broker_loses_its_messages(self) -> None:
+        self.broker.queue.clear()
+        self.redis.flushdb()
+
+    @rule(failing=st.booleans())
+    def redis_fails_or_recovers(self, failing: bool) -> None:
+        self.redis_fails = failing
+
+    @rule()
+    def the_sweeper_runs(self) -> None:
+        with self.redis_maybe_down():
+            services.sweep()
+
+    # -- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def never_two_owners(self) -> None:
+        owners = [w for w in self.workers if w.token is not None]
+        assert len(owners) <= 1
+        for worker in owners:
+            assert EndpointOwner.objects.filter(pk=self.endpoint.pk, token=worker.token).exists()
+
+    @invariant()
+    def never_more_open_than_the_limit(self) -> None:
+        assert sum(len(w.open) for w in self.workers) <= LIMIT
+
+    @invariant()
+    def never_a_request_without_a_claim(self) -> None:
+        for worker in self.workers:
+            for pk in worker.open:
+                row = Delivery.objects.get(pk=pk)
+                assert row.status == DeliveryStatus.SENDING
+                assert row.lease_token == worker.token
+
+    # -- liveness ------------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        try:
+            self.redis_fails = False
+            for _ in range(50):
+                self._settle_a_little()
+                if not Delivery.objects.exclude(status=DeliveryStatus.SUCCEEDED).exists():
+                    break
+            left = Delivery.objects.exclude(status=DeliveryStatus.SUCCEEDED).count()
+            assert left == 0, f"{left} due rows never sent"
+            for row in Delivery.objects.all():
+                assert self.sent.get(row.pk, 0) >= 1
+        finally:
+            for patch in self._patches:
+                patch.stop()
+
+    def _settle_a_little(self) -> None:
+        # A dead worker's lease runs out in time; the sweeper and the workers go on.
+        past = timezone.now() - timedelta(seconds=1)
+        if not any(w.token for w in self.workers):
+            EndpointOwner.objects.update(expires_at=past)
+            Delivery.objects.filter(status=DeliveryStatus.SENDING).update(lease_expires_at=past)
+            self.redis.flushdb()  # marks of dead owners expire too
+            services.sweep()
+        for index in range(3):
+            self.a_message_reaches_a_worker(index)
+            self.the_owner_claims(index)
+            while self.workers[index].open:
+                self.a_request_ends(index, True)
+                self.the_owner_claims(index)
+            self.the_owner_hands_back(index)
+
+
+def wakes_url() -> str:
+    from deliveries import conf
+
+    return conf.health().redis_url
+
+
+def test_the_owner_protocol_holds_under_any_interleaving() -> None:
+    wakes.get_book.cache_clear()
+    run_state_machine_as_test(
+        OwnerProtocol,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
