@@ -195,7 +195,9 @@ class Event(models.Model):
     # Fans out to this tenant's endpoints only; NULL: to endpoints without a tenant.
     tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     data_sha256 = models.CharField(max_length=64, blank=True, default="")
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # Unique per tenant: two tenants may use the same key, and the events without a tenant
+    # are one more scope of their own (see Meta.constraints).
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # NULL, not "", means no key: the partial ordering index skips those rows.
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -205,6 +207,18 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(tenant__isnull=False, idempotency_key__isnull=False),
+                name="event_idempotency_key_per_tenant",
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=Q(tenant__isnull=True, idempotency_key__isnull=False),
+                name="event_idempotency_key_no_tenant",
+            ),
+        ]
         indexes = [
             models.Index(
                 fields=["created_at"],
