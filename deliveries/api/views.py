@@ -18,6 +18,7 @@ from .base import ApiDefaults
 from .filters import validated_filters
 from .parsers import SafeJSONParser
 from .schema import OpenApiParameter, extend_schema, extend_schema_view
+from .strict import refuse_body
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]
@@ -206,6 +207,7 @@ class DeliveryViewSet(
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         delivery = self.get_object()
+        refuse_body(request.data)
         try:
             delivery = services.delivery_retry(delivery_id=delivery.pk)
         except services.DeliveryNotRetryable as exc:

@@ -17,6 +17,7 @@ from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
 from deliveries.api.parsers import SafeJSONParser
 from deliveries.api.schema import extend_schema, extend_schema_view
+from deliveries.api.strict import refuse_body
 
 from .. import services
 from ..models import InboxEvent, Source
@@ -107,6 +108,7 @@ class InboxViewSet(
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         event = self.get_object()
+        refuse_body(request.data)
         try:
             event = services.inbox_retry(inbox_id=event.pk)
         except services.InboxNotRetryable as exc:
