@@ -42,10 +42,12 @@ from .endpoints import (
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
 from .portal import (
+    PortalLinkForbidden,
     PortalLinkInvalid,
     portal_link_create,
     portal_link_open,
     portal_links_purge,
+    portal_secret_revealed,
     portal_session_end,
     portal_session_tenant,
 )
@@ -70,6 +72,7 @@ __all__ = [
     "EndpointNotActive",
     "EventValidationError",
     "Outcome",
+    "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PurgeResult",
     "ReplayFilters",
@@ -103,6 +106,7 @@ __all__ = [
     "portal_link_create",
     "portal_link_open",
     "portal_links_purge",
+    "portal_secret_revealed",
     "portal_session_end",
     "portal_session_tenant",
     "purge_expired",

@@ -15,6 +15,7 @@ from rest_framework.serializers import BaseSerializer
 from deliveries.api.base import ApiDefaults
 from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
+from deliveries.api.scoping import UnscopedTokenOnly
 from deliveries.api.parsers import SafeJSONParser
 from deliveries.api.schema import extend_schema, extend_schema_view
 from deliveries.api.strict import refuse_body
@@ -41,6 +42,8 @@ class SourceViewSet(
     """Inbound provider configurations. Secrets are write-only: shown once, on creation."""
 
     parser_classes = PARSERS
+    # The receiving side belongs to no tenant: a token limited to one gets a 403.
+    permission_classes = [*ApiDefaults.permission_classes, UnscopedTokenOnly]
     serializer_class = s.SourceSerializer
 
     def get_queryset(self) -> QuerySet[Source]:
@@ -76,6 +79,7 @@ class InboxViewSet(
     """The inbox: what providers delivered, and how its processing went."""
 
     parser_classes = PARSERS
+    permission_classes = [*ApiDefaults.permission_classes, UnscopedTokenOnly]
     pagination_class = InboxPagination
     serializer_class = s.InboxEventSerializer
 
