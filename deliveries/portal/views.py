@@ -141,7 +141,11 @@ def home(request: HttpRequest, tenant: str) -> HttpResponse:
     return _page(
         request,
         "endpoints.html",
-        {"tenant": tenant, "endpoints": list(_endpoints(tenant).order_by("created_at"))},
+        {
+            "tenant": tenant,
+            "endpoints": list(_endpoints(tenant).order_by("created_at")),
+            "retention": services.tenant_retention(tenant=tenant),
+        },
     )
 
 

@@ -39,6 +39,12 @@ from .endpoints import (
     endpoint_update,
     endpoint_validate,
 )
+from .erasure import (
+    ErasureInvalid,
+    tenant_erasure_run,
+    tenant_erasure_start,
+    tenant_erasures_resume,
+)
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
 from .portal import (
@@ -64,12 +70,19 @@ from .replay import (
 )
 from .retention import PurgeResult, purge_expired
 from .sweeper import SweepResult, sweep
+from .tenant_settings import (
+    Retention,
+    TenantSettingsInvalid,
+    tenant_retention,
+    tenant_settings_set,
+)
 from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
     "EndpointInvalid",
     "EndpointNotActive",
+    "ErasureInvalid",
     "EventValidationError",
     "Outcome",
     "PortalLinkForbidden",
@@ -78,7 +91,9 @@ __all__ = [
     "ReplayFilters",
     "ReplayInvalid",
     "ReplayPreview",
+    "Retention",
     "SweepResult",
+    "TenantSettingsInvalid",
     "deliveries_attempt",
     "deliveries_busy_wait",
     "deliveries_claim",
@@ -116,4 +131,9 @@ __all__ = [
     "replay_step",
     "replays_resume_stalled",
     "sweep",
+    "tenant_erasure_run",
+    "tenant_erasure_start",
+    "tenant_erasures_resume",
+    "tenant_retention",
+    "tenant_settings_set",
 ]
