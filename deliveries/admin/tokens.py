@@ -12,7 +12,7 @@ from ..models import ApiToken
 from .secrets import ShownSecret, secrets_page
 
 
-class ApiTokenForm(forms.ModelForm):  # type: ignore[type-arg]
+class ApiTokenForm(forms.ModelForm):
     class Meta:
         model = ApiToken
         fields = ["name", "tenant", "revoked_at"]

@@ -76,7 +76,7 @@ def unknown_fields(known: Mapping[str, Any], data: Mapping[Any, Any]) -> dict[st
         elif getattr(field, "read_only", False):
             continue
         elif isinstance(field, serializers.ListSerializer) and isinstance(value, list):
-            child = field.child
+            child: Any = field.child
             items = [
                 unknown_fields(child.fields, item) if isinstance(item, Mapping) else {}
                 for item in value

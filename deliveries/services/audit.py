@@ -9,7 +9,7 @@ from typing import Any
 from ..models import ApiToken, AuditEntry
 
 PORTAL_SESSION_CREATED = "portal_session.create"
-PORTAL_SECRET_REVEALED = "portal.secret_reveal"
+PORTAL_SECRET_REVEALED = "portal.secret_reveal"  # noqa: S105  (an action name)
 TENANT_SETTINGS_CHANGED = "tenant.settings"
 TENANT_ERASURE_STARTED = "tenant.erasure_start"
 TENANT_ERASED = "tenant.erased"

@@ -128,9 +128,7 @@ def _attempts(tenant: str, now: Any) -> QuerySet[Attempt]:
 def _deliveries(tenant: str, now: Any) -> QuerySet[Delivery]:
     mine = Q(endpoint__tenant=tenant) | Q(event__tenant=tenant)
     left = Attempt.objects.filter(delivery_id=OuterRef("pk"))
-    return (
-        Delivery.objects.filter(mine).exclude(_leased(now)).exclude(Exists(left)).order_by("pk")
-    )
+    return Delivery.objects.filter(mine).exclude(_leased(now)).exclude(Exists(left)).order_by("pk")
 
 
 def _events(tenant: str) -> QuerySet[Event]:
@@ -158,8 +156,8 @@ def _delete_endpoints(pks: list[Any], counts: dict[str, int]) -> None:
     counts["secrets"] += EndpointSigningKey.objects.filter(endpoint_id__in=pks).delete()[0]
     CircuitTransition.objects.filter(endpoint_id__in=pks).delete()
     _forget_in_admin_log(Endpoint, pks)
-    counts["endpoints"] += Endpoint.objects.filter(pk__in=pks).delete()[1].get(
-        Endpoint._meta.label, 0
+    counts["endpoints"] += (
+        Endpoint.objects.filter(pk__in=pks).delete()[1].get(Endpoint._meta.label, 0)
     )
 
 

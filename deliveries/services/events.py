@@ -139,10 +139,11 @@ def emit(
 
     With ``idempotency_key``, a second call with the same key for the same tenant returns
     the first event and writes nothing (keys are unique per tenant; the events without a
-    tenant are a scope of their own). Invalid arguments raise ``EventValidationError`` and write nothing: an
-    undeclared type, data that fails the type's schema (``.field`` names the spot, e.g.
-    ``data.amount``), a version other than the newest. Events with the same
-    ``ordering_key`` reach endpoints that ask for ordered delivery one at a time, in order.
+    tenant are a scope of their own). Invalid arguments raise ``EventValidationError``
+    and write nothing: an undeclared type, data that fails the type's schema
+    (``.field`` names the spot, e.g. ``data.amount``), a version other than the newest.
+    Events with the same ``ordering_key`` reach endpoints that ask for ordered delivery
+    one at a time, in order.
 
     ``traceparent`` (W3C trace context) defaults to the current OpenTelemetry span's, if
     any; it is sent with every attempt so a trace joins the request and its deliveries.

@@ -51,7 +51,8 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
     shorter = TenantSettings.objects.filter(
         retention_days__lt=max(settings.attempt_retention_days, settings.event_retention_days)
     ).values_list("tenant", "retention_days")
-    for tenant, days in shorter:
+    for tenant, own in shorter:
+        days = int(own or 0)
         _purge(
             result,
             size,

@@ -15,9 +15,9 @@ from rest_framework.serializers import BaseSerializer
 from deliveries.api.base import ApiDefaults
 from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
-from deliveries.api.scoping import UnscopedTokenOnly
 from deliveries.api.parsers import SafeJSONParser
 from deliveries.api.schema import extend_schema, extend_schema_view
+from deliveries.api.scoping import UnscopedTokenOnly
 from deliveries.api.strict import refuse_body
 
 from .. import services

@@ -66,9 +66,13 @@ def make_tenant(tenant: str, events: int = 3) -> dict[str, Any]:
     for event in made:
         delivery, _ = Delivery.objects.get_or_create(event=event, endpoint=endpoint)
         Delivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.SUCCEEDED)
-        Attempt.objects.create(delivery=delivery, number=1, started_at=timezone.now(), duration_ms=1)
+        Attempt.objects.create(
+            delivery=delivery, number=1, started_at=timezone.now(), duration_ms=1
+        )
     now = timezone.now()
-    Replay.objects.create(requested_via="t", since=now - timedelta(hours=1), until=now, tenant=tenant)
+    Replay.objects.create(
+        requested_via="t", since=now - timedelta(hours=1), until=now, tenant=tenant
+    )
     services.portal_link_create(tenant=tenant, requested_via="test")
     ApiToken.issue(f"{tenant}-token", tenant=tenant)
     TenantSettings.objects.create(tenant=tenant, retention_days=3)

@@ -18,7 +18,10 @@ from deliveries.models import ApiToken, AuditEntry, Delivery, Endpoint, Event, R
 
 pytestmark = pytest.mark.django_db
 
-ENDPOINT = {"url": "https://receiver.example.com/hooks", "event_types": ["invoice.paid"]}
+ENDPOINT: dict[str, Any] = {
+    "url": "https://receiver.example.com/hooks",
+    "event_types": ["invoice.paid"],
+}
 
 
 def client_for(plain: str) -> APIClient:

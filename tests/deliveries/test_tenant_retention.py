@@ -97,9 +97,7 @@ def test_the_portal_shows_the_tenants_retention(api: APIClient) -> None:
     from django.test import Client
 
     put(api, "acme", {"retention_days": 4})
-    url = api.post(
-        "/api/v1/portal-sessions", data={"tenant": "acme"}, format="json"
-    ).json()["url"]
+    url = api.post("/api/v1/portal-sessions", data={"tenant": "acme"}, format="json").json()["url"]
     browser = Client()
     path = urlsplit(url).path
     opened = browser.get(path)

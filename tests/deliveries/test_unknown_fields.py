@@ -42,7 +42,7 @@ def test_every_write_refuses_unknown_fields(api: APIClient) -> None:
     created = send(api, "post", "/api/v1/endpoints", ENDPOINT).json()
     path = f"/api/v1/endpoints/{created['id']}"
     now = timezone.now()
-    writes = [
+    writes: list[tuple[str, str, dict[str, Any]]] = [
         ("patch", path, {"description": "x", "typo": 1}),
         ("post", f"{path}/rotate-secret", {"grace_secs": 5}),
         ("post", "/api/v1/events", {"type": "invoice.paid", "data": {}, "tenent": "acme"}),
