@@ -40,6 +40,23 @@ def tenant_retention(*, tenant: str) -> Retention:
     )
 
 
+def retention_problem(retention_days: object) -> str | None:
+    """Why ``retention_days`` cannot be a tenant's retention, or None when it can."""
+    longest = conf.get().event_retention_days
+    if retention_days is None:
+        return None
+    if (
+        isinstance(retention_days, bool)
+        or not isinstance(retention_days, int)
+        or not 1 <= retention_days <= longest
+    ):
+        return (
+            f"must be 1 to {longest} days (WEBHOOKS_EVENT_RETENTION_DAYS: a tenant may keep "
+            "its data for fewer days, not more), or null for the global setting"
+        )
+    return None
+
+
 def tenant_settings_set(
     *, tenant: str, retention_days: int | None, actor: str, api_token_id: int | None = None
 ) -> Retention:
@@ -48,17 +65,9 @@ def tenant_settings_set(
     problem = tenants.problem(tenant)
     if tenant is None or problem:
         raise TenantSettingsInvalid("tenant", problem or "is required")
-    longest = conf.get().event_retention_days
-    if retention_days is not None and (
-        isinstance(retention_days, bool)
-        or not isinstance(retention_days, int)
-        or not 1 <= retention_days <= longest
-    ):
-        raise TenantSettingsInvalid(
-            "retention_days",
-            f"must be 1 to {longest} days (WEBHOOKS_EVENT_RETENTION_DAYS: a tenant may keep "
-            "its data for fewer days, not more), or null for the global setting",
-        )
+    days_problem = retention_problem(retention_days)
+    if days_problem:
+        raise TenantSettingsInvalid("retention_days", days_problem)
     with transaction.atomic():
         TenantSettings.objects.update_or_create(
             tenant=tenant, defaults={"retention_days": retention_days}
