@@ -15,7 +15,7 @@ class DeliveriesConfig(AppConfig):
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import tasking
 
-        from . import checks, conf, tasks  # noqa: F401
+        from . import checks, conf, erasure_tasks, tasks  # noqa: F401
         from .portal.checks import check_tenant_resolver
 
         django_checks.register(check_tenant_resolver)

@@ -12,7 +12,7 @@ from webhooks_core import crypto
 from webhooks_core.jobs import LeasedJob
 from webhooks_core.secrets import RotatingSecret
 
-from . import signing
+from . import signing, tenants
 from .retry_policy import RetryPolicy
 
 
@@ -222,7 +222,9 @@ class Event(models.Model):
     # Fans out to this tenant's endpoints only; NULL: to endpoints without a tenant.
     tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     data_sha256 = models.CharField(max_length=64, blank=True, default="")
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # Unique per tenant: two tenants may use the same key, and the events without a tenant
+    # are one more scope of their own (see Meta.constraints).
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # NULL, not "", means no key: the partial ordering index skips those rows.
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -232,6 +234,18 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(tenant__isnull=False, idempotency_key__isnull=False),
+                name="event_idempotency_key_per_tenant",
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=Q(tenant__isnull=True, idempotency_key__isnull=False),
+                name="event_idempotency_key_no_tenant",
+            ),
+        ]
         indexes = [
             models.Index(
                 fields=["created_at"],
@@ -410,6 +424,15 @@ class ApiToken(models.Model):
     PREFIX = "whk_"
 
     name = models.CharField(max_length=200)
+    # Set: the token reaches this tenant's endpoints, events, deliveries, replays and portal
+    # only (deliveries/api/scoping.py). NULL: every tenant's, and the receiving side.
+    tenant = models.CharField(  # noqa: DJ001
+        max_length=100,
+        null=True,
+        blank=True,
+        help_text="Limit the token to this tenant (its endpoints, events, deliveries, "
+        "replays and portal links); empty: every tenant and the receiving side.",
+    )
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(max_length=16, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -421,14 +444,22 @@ class ApiToken(models.Model):
         verbose_name = "API token"
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.token_prefix}…)"
+        scope = f" for {self.tenant}" if self.tenant else ""
+        return f"{self.name}{scope} ({self.token_prefix}…)"
 
     @classmethod
-    def issue(cls, name: str) -> tuple["ApiToken", str]:
-        """Create a token; the plain value is returned once and never stored."""
+    def issue(cls, name: str, *, tenant: str | None = None) -> tuple["ApiToken", str]:
+        """Create a token (limited to ``tenant`` if given); the plain value is returned
+        once and never stored. A bad tenant id raises ``ValueError``."""
+        problem = tenants.problem(tenant)
+        if problem:
+            raise ValueError(f"tenant {problem}")
         plain = cls.PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
-            name=name, token_hash=hash_api_token(plain), token_prefix=plain[:10]
+            name=name,
+            tenant=tenant or None,
+            token_hash=hash_api_token(plain),
+            token_prefix=plain[:10],
         )
         return token, plain
 
@@ -467,6 +498,10 @@ class PortalLink(models.Model):
     )
     tenant = models.CharField(max_length=100)
     requested_via = models.CharField(max_length=200, blank=True)
+    # The API token that asked for the link (NULL: the admin, a command, or a deleted token).
+    api_token = models.ForeignKey(
+        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
@@ -501,3 +536,91 @@ class EndpointOwner(models.Model):
 
     def __str__(self) -> str:
         return f"owner of {self.endpoint_id}"
+
+
+class AuditEntry(models.Model):
+    """Who did what, when: an act that reveals a secret or opens or erases a tenant's data.
+
+    Never a secret, and no personal data: ``actor`` names an API token, an admin user's
+    id, a command or a portal session; ``counts`` holds numbers only.
+    """
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    action = models.CharField(max_length=50)
+    actor = models.CharField(max_length=200)
+    api_token = models.ForeignKey(
+        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    # NULL once the tenant is erased (its id goes with its data).
+    tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    target = models.CharField(max_length=200, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class TenantSettings(models.Model):
+    """What one tenant sets for itself; a tenant without a row takes the global settings."""
+
+    tenant = models.CharField(max_length=100, unique=True)
+    # Events and attempts of this tenant are kept this many days (at most the global
+    # WEBHOOKS_EVENT_RETENTION_DAYS / WEBHOOKS_ATTEMPT_RETENTION_DAYS); NULL: the global.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tenant settings"
+        verbose_name_plural = "tenant settings"
+
+    def __str__(self) -> str:
+        return f"settings of {self.tenant}"
+
+
+class ErasureStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class TenantErasure(models.Model):
+    """The erasure of one tenant's data, done in batches (deliveries/services/erasure.py).
+
+    ``tenant`` is kept while it runs (so a crashed run can be resumed) and cleared when it
+    is done; ``counts`` (rows deleted per kind) is all that is left of the tenant.
+    """
+
+    tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    status = models.CharField(
+        max_length=16, choices=ErasureStatus.choices, default=ErasureStatus.RUNNING
+    )
+    requested_via = models.CharField(max_length=200)
+    counts = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # One erasure at a time per tenant.
+            models.UniqueConstraint(
+                fields=["tenant"],
+                condition=Q(status="running"),
+                name="one_running_erasure_per_tenant",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"erasure #{self.pk} ({self.status})"

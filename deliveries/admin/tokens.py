@@ -2,25 +2,49 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
+from .. import tenants
 from ..models import ApiToken
 from .secrets import ShownSecret, secrets_page
 
 
+class ApiTokenForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["name", "tenant", "revoked_at"]
+
+    def clean_tenant(self) -> str | None:
+        value = self.cleaned_data.get("tenant") or None
+        problem = tenants.problem(value)
+        if problem:
+            raise forms.ValidationError(f"The tenant {problem}.")
+        return value
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
-    list_display = ["name", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+    form = ApiTokenForm
+    list_display = ["name", "tenant", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "tenant"]
     readonly_fields = ["token_prefix", "created_at", "last_used_at"]
-    fields = ["name", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+    fields = ["name", "tenant", "token_prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
+        # A token's reach is fixed when it is made: widening it later would hand a
+        # tenant's integration every tenant's data.
+        readonly = list(super().get_readonly_fields(request, obj))
+        return [*readonly, "tenant"] if obj is not None else readonly
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
-        token, plain = ApiToken.issue(obj.name)
+        token, plain = ApiToken.issue(obj.name, tenant=obj.tenant or None)
         obj.__dict__.update(token.__dict__)
         # For response_add in this request only: never a message (a cookie) or a log line.
         request._new_api_token = plain  # type: ignore[attr-defined]

@@ -20,6 +20,8 @@ class TokenPrincipal:
 
     token_id: int
     name: str
+    # The tenant the token is limited to (deliveries/api/scoping.py); None: every tenant.
+    tenant: str | None = None
     is_authenticated: bool = True
     is_anonymous: bool = False
 
@@ -42,7 +44,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        return TokenPrincipal(token_id=token.pk, name=token.name), token
+        return TokenPrincipal(token_id=token.pk, name=token.name, tenant=token.tenant), token
 
     def authenticate_header(self, request: Request) -> str:
         # Makes DRF answer 401 (with WWW-Authenticate) rather than 403 without a token.
@@ -59,5 +61,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
         return {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API token from `python manage.py create_api_token <name>`.",
+            "description": "An API token from `python manage.py create_api_token <name>` "
+            "(`--tenant <T>`: limited to tenant T's endpoints, events, deliveries, replays "
+            "and portal sessions).",
         }

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.urls import NoReverseMatch, reverse
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -11,6 +12,7 @@ from rest_framework.views import APIView
 
 from .. import conf, services, tenants
 from ..services.portal import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
+from . import scoping
 from .base import ApiDefaults
 from .schema import extend_schema
 from .serializers import TENANT_PATTERN, validate_tenant
@@ -45,9 +47,17 @@ def _link_path(token: str) -> str:
 class PortalSessionCreate(ApiDefaults, APIView):
     """Issue a one-time portal link for a tenant (shown once: only its hash is stored)."""
 
-    @extend_schema(request=PortalSessionRequestSerializer, responses={201: PortalSessionSerializer})
+    @extend_schema(
+        request=PortalSessionRequestSerializer,
+        responses={
+            201: PortalSessionSerializer,
+            403: OpenApiResponse(description="The token is limited to another tenant."),
+        },
+    )
     def post(self, request: Request) -> Response:
-        body = PortalSessionRequestSerializer(data=request.data)
+        scoping.check_body(request)
+        # A token limited to a tenant may leave the tenant out: its own.
+        body = PortalSessionRequestSerializer(data=scoping.with_token_tenant(request))
         body.is_valid(raise_exception=True)
         try:
             _link_path("probe")
@@ -61,7 +71,10 @@ class PortalSessionCreate(ApiDefaults, APIView):
                 tenant=body.validated_data["tenant"],
                 expires_in=body.validated_data["expires_in"],
                 requested_via=f"api token: {getattr(request.user, 'name', '?')}",
+                api_token=scoping.token_of(request),
             )
+        except services.PortalLinkForbidden as exc:
+            raise scoping.TenantForbidden(str(exc)) from None
         except services.PortalLinkInvalid as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         base = conf.portal().base_url.rstrip("/")

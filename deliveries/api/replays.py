@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from .. import event_types, services
 from ..models import Replay
+from . import scoping
 from .base import ApiDefaults
 from .parsers import SafeJSONParser
 from .schema import extend_schema
@@ -82,11 +83,19 @@ class ReplayViewSet(
     queryset = Replay.objects.all()
     serializer_class = ReplaySerializer
 
+    def get_queryset(self) -> Any:
+        return scoping.scoped(self.request, Replay.objects.all())
+
     @extend_schema(
         request=ReplayRequestSerializer,
-        responses={200: ReplayPreviewSerializer, 202: ReplaySerializer},
+        responses={
+            200: ReplayPreviewSerializer,
+            202: ReplaySerializer,
+            403: OpenApiResponse(description="The body names another tenant than the token's."),
+        },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        scoping.check_body(request)
         body = ReplayRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -95,7 +104,7 @@ class ReplayViewSet(
             until=data["until"],
             event_types=tuple(data["event_types"]),
             endpoint_ids=tuple(data["endpoint_ids"]),
-            tenant=data.get("tenant"),
+            tenant=scoping.tenant_for_write(request, data),
         )
         try:
             if data["dry_run"]:

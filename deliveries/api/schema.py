@@ -42,3 +42,39 @@ def extend_schema(**kwargs: Any) -> Callable[[F], F]:
             return decorate(f)
 
     return apply
+
+
+def closed_request_bodies(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing hook: every object a request body holds, nested ones included, says
+    ``additionalProperties: false``, as the server refuses unknown fields
+    (``deliveries.api.strict``). Maps of free keys (custom headers, version pins) keep
+    their own ``additionalProperties`` schema."""
+    components = result.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+
+    def close(schema: Any) -> None:
+        if not isinstance(schema, dict):
+            return
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            if name not in seen and name in components:
+                seen.add(name)
+                close(components[name])
+            return
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+        for sub in schema.get("properties", {}).values():
+            close(sub)
+        close(schema.get("items"))
+        for key in ("allOf", "anyOf", "oneOf"):
+            for sub in schema.get(key, []):
+                close(sub)
+
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                close(media.get("schema"))
+    return result

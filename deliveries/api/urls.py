@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from receivers.api import views as receivers_views
 
-from . import replays, views
+from . import replays, tenants, views
 from .authentication import BearerTokenAuthentication
 from .base import ApiDefaults
 from .event_types import EventTypeList
@@ -73,6 +73,7 @@ class SchemaView(SpectacularAPIView):
             "drf_spectacular.hooks.postprocess_schema_enums",
             "deliveries.api.urls.strip_trailing_slashes",
             "deliveries.api.schema_errors.document_errors",
+            "deliveries.api.schema.closed_request_bodies",
         ],
         # Request bodies get their own components, where a non-blank string is minLength 1.
         "COMPONENT_SPLIT_REQUEST": True,
@@ -93,6 +94,13 @@ urlpatterns = [
     re_path(r"^schema/?$", schema_view, name="schema"),
     re_path(r"^event-types/?$", EventTypeList.as_view(), name="event-types"),
     re_path(r"^portal-sessions/?$", PortalSessionCreate.as_view(), name="portal-sessions"),
+    re_path(
+        rf"^tenants/{tenants.TENANT_PATH}/settings/?$",
+        tenants.TenantSettingsView.as_view(),
+        name="tenant-settings",
+    ),
+    re_path(rf"^tenants/{tenants.TENANT_PATH}/?$", tenants.TenantErase.as_view(), name="tenant"),
+    re_path(r"^erasures/(?P<pk>[0-9]+)/?$", tenants.ErasureDetail.as_view(), name="erasure"),
     path("", include(router.urls)),
     re_path(r"^", NoSuchPath.as_view(http_method_names=[]), name="no-such-path"),
 ]

@@ -13,11 +13,13 @@ from rest_framework.serializers import BaseSerializer
 
 from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
+from . import scoping
 from . import serializers as s
 from .base import ApiDefaults
 from .filters import validated_filters
 from .parsers import SafeJSONParser
 from .schema import OpenApiParameter, extend_schema, extend_schema_view
+from .strict import refuse_body
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]
@@ -32,9 +34,11 @@ def _idempotency_key(request: Request) -> str | None:
 
 
 def _by_tenant(request: Request, queryset: QuerySet[Any], field: str = "tenant") -> QuerySet[Any]:
-    """`?tenant=acme`: only that tenant's rows (a bad id is a 400, not an empty list)."""
+    """`?tenant=acme`: only that tenant's rows (a bad id is a 400, not an empty list;
+    another tenant than a scoped token's is a 403)."""
     filters = validated_filters(s.TenantFilterSerializer, request)
     if "tenant" in filters:
+        scoping.check_named_tenant(request, filters["tenant"])
         return queryset.filter(**{field: filters["tenant"]})
     return queryset
 
@@ -47,15 +51,22 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> QuerySet[Endpoint]:
-        queryset = Endpoint.objects.all()
+        queryset = scoping.scoped(self.request, Endpoint.objects.all())
         return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
-    @extend_schema(responses={201: s.EndpointCreatedSerializer})
+    @extend_schema(
+        responses={
+            201: s.EndpointCreatedSerializer,
+            403: OpenApiResponse(description="The body names another tenant than the token's."),
+        }
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        scoping.check_body(request)
         serializer = s.EndpointSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         fields = dict(serializer.validated_data)
         fields.pop("state", None)
+        fields["tenant"] = scoping.tenant_for_write(request, fields)
         try:
             endpoint, secret = services.endpoint_create(**fields)
         except services.EndpointInvalid as exc:
@@ -66,6 +77,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # The serializer checks the shape; the service owns the rules and the write.
         endpoint = self.get_object()
+        scoping.check_body(request)
         serializer = s.EndpointSerializer(
             endpoint, data=request.data, partial=kwargs.get("partial", False)
         )
@@ -127,7 +139,7 @@ class EventViewSet(
 
     def get_queryset(self) -> QuerySet[Event]:
         # Every event shows its deliveries, in the list too: one query for all of them.
-        queryset = Event.objects.prefetch_related("deliveries")
+        queryset = scoping.scoped(self.request, Event.objects.prefetch_related("deliveries"))
         return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
     @extend_schema(
@@ -142,9 +154,13 @@ class EventViewSet(
                 pattern=r"^[^\u0000-\u001f\u007f]*(?!\n)$",
             )
         ],
-        responses={202: s.EventAcceptedSerializer},
+        responses={
+            202: s.EventAcceptedSerializer,
+            403: OpenApiResponse(description="The body names another tenant than the token's."),
+        },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        scoping.check_body(request)
         body = s.EventCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         key = _idempotency_key(request)
@@ -157,7 +173,7 @@ class EventViewSet(
                 idempotency_key=key,
                 ordering_key=body.validated_data.get("ordering_key"),
                 traceparent=tracing.from_header(request.headers.get("traceparent")),
-                tenant=body.validated_data.get("tenant"),
+                tenant=scoping.tenant_for_write(request, body.validated_data),
             )
         except services.EventValidationError as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field
@@ -174,8 +190,12 @@ class DeliveryViewSet(
 
     def get_queryset(self) -> QuerySet[Delivery]:
         if self.action == "retrieve":
-            return Delivery.objects.select_related("event").prefetch_related("attempt_set")
-        queryset = Delivery.objects.all()
+            return scoping.scoped(
+                self.request,
+                Delivery.objects.select_related("event").prefetch_related("attempt_set"),
+                "endpoint__tenant",
+            )
+        queryset = scoping.scoped(self.request, Delivery.objects.all(), "endpoint__tenant")
         if self.action == "list":
             wanted = validated_filters(s.DeliveryFilterSerializer, self.request)
             if "status" in wanted:
@@ -187,6 +207,7 @@ class DeliveryViewSet(
             if "event_type" in wanted:
                 queryset = queryset.filter(event__type=wanted["event_type"])
             if "tenant" in wanted:
+                scoping.check_named_tenant(self.request, wanted["tenant"])
                 # Fan-out gives an event's deliveries to its own tenant's endpoints only.
                 queryset = queryset.filter(endpoint__tenant=wanted["tenant"])
         return queryset
@@ -206,6 +227,7 @@ class DeliveryViewSet(
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         delivery = self.get_object()
+        refuse_body(request.data)
         try:
             delivery = services.delivery_retry(delivery_id=delivery.pk)
         except services.DeliveryNotRetryable as exc:

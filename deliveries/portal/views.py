@@ -182,7 +182,11 @@ def home(request: HttpRequest, tenant: str) -> HttpResponse:
     return _page(
         request,
         "endpoints.html",
-        {"tenant": tenant, "endpoints": list(_endpoints(tenant).order_by("created_at"))},
+        {
+            "tenant": tenant,
+            "endpoints": list(_endpoints(tenant).order_by("created_at")),
+            "retention": services.tenant_retention(tenant=tenant),
+        },
     )
 
 
@@ -364,6 +368,9 @@ def endpoint_secret(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
     if request.method == "POST":
         now = timezone.now()
         _note(tenant, "revealed the signing secret of endpoint", endpoint.pk)
+        services.portal_secret_revealed(
+            tenant=tenant, session_id=access.session_id(request), endpoint_id=endpoint.pk
+        )
         secrets = [
             (secret.value, secret.expires_at)
             for secret in endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")

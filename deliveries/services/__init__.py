@@ -42,17 +42,25 @@ from .endpoints import (
     endpoint_update,
     endpoint_validate,
 )
+from .erasure import (
+    ErasureInvalid,
+    tenant_erasure_run,
+    tenant_erasure_start,
+    tenant_erasures_resume,
+)
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
 from .outcomes import Outcome
 from .owner import WorkResult, delivery_attempt, endpoint_work
 from .portal import (
+    PortalLinkForbidden,
     PortalLinkInvalid,
     PortalSession,
     portal_link_create,
     portal_link_open,
     portal_link_peek,
     portal_links_purge,
+    portal_secret_revealed,
     portal_session_end,
     portal_session_find,
     portal_session_tenant,
@@ -71,6 +79,12 @@ from .replay import (
 from .retention import PurgeResult, purge_expired
 from .retry import DeliveryNotRetryable, delivery_retry
 from .sweeper import SweepResult, sweep
+from .tenant_settings import (
+    Retention,
+    TenantSettingsInvalid,
+    tenant_retention,
+    tenant_settings_set,
+)
 from .versions import endpoint_pin_versions
 
 __all__ = [
@@ -78,8 +92,10 @@ __all__ = [
     "EndpointInvalid",
     "EndpointNotActive",
     "EndpointNotEnableable",
+    "ErasureInvalid",
     "EventValidationError",
     "Outcome",
+    "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PortalSession",
     "ProbeResult",
@@ -87,7 +103,9 @@ __all__ = [
     "ReplayFilters",
     "ReplayInvalid",
     "ReplayPreview",
+    "Retention",
     "SweepResult",
+    "TenantSettingsInvalid",
     "WorkResult",
     "deliveries_recover",
     "delivery_attempt",
@@ -120,6 +138,7 @@ __all__ = [
     "portal_link_open",
     "portal_link_peek",
     "portal_links_purge",
+    "portal_secret_revealed",
     "portal_session_end",
     "portal_session_find",
     "portal_session_tenant",
@@ -130,4 +149,9 @@ __all__ = [
     "replay_step",
     "replays_resume_stalled",
     "sweep",
+    "tenant_erasure_run",
+    "tenant_erasure_start",
+    "tenant_erasures_resume",
+    "tenant_retention",
+    "tenant_settings_set",
 ]

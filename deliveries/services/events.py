@@ -137,11 +137,13 @@ def emit(
     back transaction emits nothing and a committed one is never lost. Outside a
     transaction it commits at once.
 
-    With ``idempotency_key``, a second call with the same key returns the first event and
-    writes nothing. Invalid arguments raise ``EventValidationError`` and write nothing: an
-    undeclared type, data that fails the type's schema (``.field`` names the spot, e.g.
-    ``data.amount``), a version other than the newest. Events with the same
-    ``ordering_key`` reach endpoints that ask for ordered delivery one at a time, in order.
+    With ``idempotency_key``, a second call with the same key for the same tenant returns
+    the first event and writes nothing (keys are unique per tenant; the events without a
+    tenant are a scope of their own). Invalid arguments raise ``EventValidationError``
+    and write nothing: an undeclared type, data that fails the type's schema
+    (``.field`` names the spot, e.g. ``data.amount``), a version other than the newest.
+    Events with the same ``ordering_key`` reach endpoints that ask for ordered delivery
+    one at a time, in order.
 
     ``traceparent`` (W3C trace context) defaults to the current OpenTelemetry span's, if
     any; it is sent with every attempt so a trace joins the request and its deliveries.
@@ -200,7 +202,7 @@ def _emit(
         tenant=tenant,
     )
     if idempotency_key is not None:
-        existing = Event.objects.filter(idempotency_key=idempotency_key).first()
+        existing = Event.objects.filter(idempotency_key=idempotency_key, tenant=tenant).first()
         if existing is not None:
             return existing
     payloads.offload_if_large(event)
@@ -219,5 +221,5 @@ def _emit(
             announce_event_emitted(event)
     except IntegrityError:
         payloads.discard([event.data_ref])  # the race's loser wrote a file nobody will read
-        return Event.objects.get(idempotency_key=idempotency_key)
+        return Event.objects.get(idempotency_key=idempotency_key, tenant=tenant)
     return event

@@ -17,13 +17,19 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from .. import tenants
-from ..models import PortalLink
+from ..models import ApiToken, PortalLink
+from .audit import PORTAL_SECRET_REVEALED, PORTAL_SESSION_CREATED, audit_record, token_actor
 
 DEFAULT_EXPIRES_IN = 3600
 MAX_EXPIRES_IN = 86400
+
+
+class PortalLinkForbidden(PermissionError):
+    """The caller may not open this tenant's portal; nothing was written."""
 
 
 class PortalLinkInvalid(ValueError):
@@ -40,12 +46,20 @@ def _hash(token: str) -> str:
 
 
 def portal_link_create(
-    *, tenant: str, expires_in: int = DEFAULT_EXPIRES_IN, requested_via: str = ""
+    *,
+    tenant: str,
+    expires_in: int = DEFAULT_EXPIRES_IN,
+    requested_via: str = "",
+    api_token: ApiToken | None = None,
 ) -> tuple[PortalLink, str]:
     """Issue a link for ``tenant``, valid (and its session open) for ``expires_in`` seconds.
 
-    Returns the row and the token, which is never stored and cannot be shown again.
+    Returns the row and the token, which is never stored and cannot be shown again. A
+    token limited to a tenant gets links for that tenant only (``PortalLinkForbidden``).
+    The issue is written to the audit log: who (``requested_via``), which token, when.
     """
+    if api_token is not None and api_token.tenant is not None and tenant != api_token.tenant:
+        raise PortalLinkForbidden(f"this token is limited to tenant {api_token.tenant!r}")
     if tenant is None:
         raise PortalLinkInvalid("tenant", "is required")
     problem = tenants.problem(tenant)
@@ -58,13 +72,44 @@ def portal_link_create(
     ):
         raise PortalLinkInvalid("expires_in", f"must be 1 to {MAX_EXPIRES_IN} seconds")
     token = secrets.token_urlsafe(32)
-    link = PortalLink.objects.create(
-        token_hash=_hash(token),
-        tenant=tenant,
-        requested_via=requested_via[:200],
-        expires_at=timezone.now() + timedelta(seconds=expires_in),
-    )
+    with transaction.atomic():
+        link = PortalLink.objects.create(
+            token_hash=_hash(token),
+            tenant=tenant,
+            requested_via=requested_via[:200],
+            api_token=api_token,
+            expires_at=timezone.now() + timedelta(seconds=expires_in),
+        )
+        audit_record(
+            action=PORTAL_SESSION_CREATED,
+            actor=token_actor(api_token) if api_token is not None else requested_via or "?",
+            tenant=tenant,
+            api_token_id=api_token.pk if api_token is not None else None,
+            target=f"portal link #{link.pk}",
+        )
     return link, token
+
+
+def portal_secret_revealed(*, tenant: str, session_id: int | None, endpoint_id: object) -> None:
+    """Write the audit entry of a portal page that shows an endpoint's signing secret:
+    the session (and the API token whose link opened it), the endpoint, the time."""
+    link = (
+        PortalLink.objects.filter(pk=session_id, tenant=tenant).select_related("api_token").first()
+        if session_id is not None
+        else None
+    )
+    if link is None:
+        actor = f"portal of {tenant} (host login)"
+    else:
+        via = f", link from {token_actor(link.api_token)}" if link.api_token else ""
+        actor = f"portal session #{link.pk}{via}"
+    audit_record(
+        action=PORTAL_SECRET_REVEALED,
+        actor=actor,
+        tenant=tenant,
+        api_token_id=link.api_token_id if link is not None else None,
+        target=f"endpoint {endpoint_id}",
+    )
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@
   cancelled): an event still pending, sending or held for a suspended endpoint stays
   until it is delivered or given up. After that it can no longer be replayed. Payloads
   offloaded to storage are deleted with their events.
+* A tenant with its own ``retention_days`` (``PUT /api/v1/tenants/{tenant}/settings``,
+  never more than the global settings) has its events and attempts purged the same way
+  once they are older than that.
 """
 
 from collections.abc import Sequence
@@ -15,13 +18,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from webhooks_core.batches import run_in_batches
 
 from .. import conf, payloads
-from ..models import Attempt, Delivery, DeliveryStatus, Event
+from ..models import Attempt, Delivery, DeliveryStatus, Event, TenantSettings
 
 UNFINISHED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.HELD)
 
@@ -38,12 +41,44 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
     settings = conf.get()
     size = batch_size or settings.purge_batch_size
     now = timezone.now()
-    attempt_cutoff = now - timedelta(days=settings.attempt_retention_days)
-    event_cutoff = now - timedelta(days=settings.event_retention_days)
+    result = PurgeResult()
+    _purge(
+        result,
+        size,
+        attempt_cutoff=now - timedelta(days=settings.attempt_retention_days),
+        event_cutoff=now - timedelta(days=settings.event_retention_days),
+    )
+    shorter = TenantSettings.objects.filter(
+        retention_days__lt=max(settings.attempt_retention_days, settings.event_retention_days)
+    ).values_list("tenant", "retention_days")
+    for tenant, own in shorter:
+        days = int(own or 0)
+        _purge(
+            result,
+            size,
+            attempt_cutoff=now - timedelta(days=min(days, settings.attempt_retention_days)),
+            event_cutoff=now - timedelta(days=min(days, settings.event_retention_days)),
+            attempts_of=Q(delivery__endpoint__tenant=tenant),
+            events_of=Q(tenant=tenant),
+        )
+    return result
+
+
+def _purge(
+    result: PurgeResult,
+    size: int,
+    *,
+    attempt_cutoff: Any,
+    event_cutoff: Any,
+    attempts_of: Q | None = None,
+    events_of: Q | None = None,
+) -> None:
+    """Attempts and events older than the cutoffs (of one tenant with ``*_of``)."""
 
     def old_attempts() -> QuerySet[Attempt]:
         # Walking the primary key finds the oldest rows first without a started_at index.
-        return Attempt.objects.filter(started_at__lt=attempt_cutoff).order_by("pk")
+        rows = Attempt.objects.filter(started_at__lt=attempt_cutoff)
+        return (rows.filter(attempts_of) if attempts_of is not None else rows).order_by("pk")
 
     def delete_attempts(pks: Sequence[Any]) -> int:
         return Attempt.objects.filter(pk__in=pks).delete()[0]
@@ -52,11 +87,10 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
 
     def old_events() -> QuerySet[Event]:
         unfinished = Delivery.objects.filter(event=OuterRef("pk"), status__in=UNFINISHED)
-        return (
-            Event.objects.filter(created_at__lt=event_cutoff, fanned_out_at__isnull=False)
-            .exclude(Exists(unfinished))
-            .order_by("created_at")
-        )
+        rows = Event.objects.filter(created_at__lt=event_cutoff, fanned_out_at__isnull=False)
+        if events_of is not None:
+            rows = rows.filter(events_of)
+        return rows.exclude(Exists(unfinished)).order_by("created_at")
 
     def delete_events(pks: Sequence[Any]) -> int:
         # Children first, each one statement, so no row is loaded into Python.
@@ -71,9 +105,7 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
         return deleted
 
     events = run_in_batches(old_events, delete_events, batch_size=size)
-    return PurgeResult(
-        attempts_deleted=attempts.rows,
-        attempt_batches=attempts.batches,
-        events_deleted=events.rows,
-        event_batches=events.batches,
-    )
+    result.attempts_deleted += attempts.rows
+    result.attempt_batches += attempts.batches
+    result.events_deleted += events.rows
+    result.event_batches += events.batches

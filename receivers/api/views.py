@@ -17,6 +17,8 @@ from deliveries.api.filters import validated_filters
 from deliveries.api.pagination import NextLinkPagination
 from deliveries.api.parsers import SafeJSONParser
 from deliveries.api.schema import extend_schema, extend_schema_view
+from deliveries.api.scoping import UnscopedTokenOnly
+from deliveries.api.strict import refuse_body
 
 from .. import services
 from ..models import InboxEvent, Source
@@ -40,6 +42,8 @@ class SourceViewSet(
     """Inbound provider configurations. Secrets are write-only: shown once, on creation."""
 
     parser_classes = PARSERS
+    # The receiving side belongs to no tenant: a token limited to one gets a 403.
+    permission_classes = [*ApiDefaults.permission_classes, UnscopedTokenOnly]
     serializer_class = s.SourceSerializer
 
     def get_queryset(self) -> QuerySet[Source]:
@@ -75,6 +79,7 @@ class InboxViewSet(
     """The inbox: what providers delivered, and how its processing went."""
 
     parser_classes = PARSERS
+    permission_classes = [*ApiDefaults.permission_classes, UnscopedTokenOnly]
     pagination_class = InboxPagination
     serializer_class = s.InboxEventSerializer
 
@@ -107,6 +112,7 @@ class InboxViewSet(
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         event = self.get_object()
+        refuse_body(request.data)
         try:
             event = services.inbox_retry(inbox_id=event.pk)
         except services.InboxNotRetryable as exc:

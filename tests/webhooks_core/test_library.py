@@ -154,6 +154,7 @@ def test_beat_schedule_comes_from_the_apps() -> None:
         "deliveries-sweep",
         "deliveries-resume-stalled-replays",
         "deliveries-purge",
+        "deliveries-resume-erasures",
         "receivers-sweep",
         "receivers-reconcile",
     }
