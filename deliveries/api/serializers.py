@@ -94,6 +94,19 @@ class CustomHeadersField(serializers.DictField):
     """The schema says what `deliveries.headers` checks (the rules live there)."""
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "additionalProperties": True,
+        "description": 'Payload filter, e.g. {"data.amount": {"$gte": 100}}; null: no filter. '
+        "A JSON object (its operators: the filters page).",
+    }
+)
+class PayloadFilterField(serializers.JSONField):
+    """The schema says what `payload_filters` takes at the top: an object (or null)."""
+
+
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     url = EndpointURLField(max_length=2048)
     # Set on creation only (the service refuses a change).
@@ -131,7 +144,7 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         "pinned to their newest version when the endpoint is created or its filters change.",
     )
     ordered_delivery = serializers.BooleanField(required=False)
-    filter = serializers.JSONField(
+    filter = PayloadFilterField(
         required=False,
         allow_null=True,
         help_text='Payload filter, e.g. {"data.amount": {"$gte": 100}}; null: no filter.',

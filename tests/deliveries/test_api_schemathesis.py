@@ -30,7 +30,16 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.generation import GenerationMode
 
 from deliveries import ssrf
-from deliveries.models import ApiToken, Attempt, Delivery, Endpoint, Event, Replay
+from deliveries.models import (
+    ApiToken,
+    Attempt,
+    Delivery,
+    Endpoint,
+    ErasureStatus,
+    Event,
+    Replay,
+    TenantErasure,
+)
 from receivers.models import InboxEvent, Source
 
 # Bounded for a loaded 2-core machine: about a minute and a half for all operations. A
@@ -121,6 +130,10 @@ CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
         # Django's URL validator, and no query string or fragment (the description says so).
         "public_url": r".",
     },
+    # At most the global retention (a setting, not in the schema).
+    ("PUT", "/api/v1/tenants/{tenant}/settings"): {
+        "retention_days": r"WEBHOOKS_EVENT_RETENTION_DAYS"
+    },
     # Against what is stored: the endpoint's scheme must be v1a first.
     ("POST", "/api/v1/endpoints/{id}/rotate-signing-key"): {
         "signature_scheme": r"to \"v1a\" or \"v1,v1a\" first"
@@ -189,6 +202,9 @@ def stored(
         next_attempt_at=now,
     )
     replay = Replay.objects.create(requested_via="tests", since=now - timedelta(hours=1), until=now)
+    erasure = TenantErasure.objects.create(
+        tenant=None, status=ErasureStatus.DONE, requested_via="tests", completed_at=now
+    )
     yield {
         "endpoints": str(endpoint.pk),
         "events": str(event.pk),
@@ -196,6 +212,7 @@ def stored(
         "sources": str(source.pk),
         "inbox": str(inbox.pk),
         "replays": str(replay.pk),
+        "erasures": str(erasure.pk),
     }
     redis_client.flushdb()
 
