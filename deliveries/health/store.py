@@ -1,9 +1,8 @@
-"""Counters shared by every worker: in-flight slots, breaker windows, rate limits.
+"""Counters shared by every worker: breaker windows, rate limits.
 
 They live in Redis (a key prefix of their own on the broker's Redis by default) so that
-all worker processes on all machines see the same numbers. Every key expires: a worker that
-dies holding an in-flight slot frees it when the slot's lease runs out. In the embedded mode
-(one process, no Redis) the same interface is kept in memory. No Django here.
+all worker processes on all machines see the same numbers. Every key expires. In the
+embedded mode (one process, no Redis) the same interface is kept in memory. No Django here.
 """
 
 import math
@@ -22,62 +21,8 @@ KEY_PREFIX = "webhooks:health:"
 WINDOW_BUCKETS = 10
 DENIAL_BUCKET_SECONDS = 5
 
-# Purge expired slots, then take one if fewer than the limit are held. Redis's own clock
-# is used, so workers on machines with skewed clocks agree on expiry.
-ACQUIRE_SLOT = """
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3])
-  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
-  return 1
-end
-return 0
-"""
-# The same for up to ARGV[4] slots at once, named ARGV[3]:0, ARGV[3]:1, ...; returns how
-# many were taken.
-ACQUIRE_SLOTS = """
-local now = redis.call('TIME')
-local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
-local n = math.min(tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1]), tonumber(ARGV[4]))
-if n <= 0 then
-  return 0
-end
-for i = 0, n - 1 do
-  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3] .. ':' .. i)
-end
-redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
-return n
-"""
-# How long an endpoint's last batch held its slots is kept this long: a hint for how long
-# a refused batch should wait for a slot.
-HOLD_TTL_SECONDS = 600
-
 
 class HealthStore(Protocol):
-    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool: ...
-
-    def release_slot(self, endpoint: str, token: str) -> None: ...
-
-    def acquire_slots(self, endpoint: str, token: str, limit: int, ttl: float, wanted: int) -> int:
-        """Take up to `wanted` slots while fewer than `limit` are held; returns how many."""
-        ...
-
-    def release_slots(self, endpoint: str, token: str, count: int, held_seconds: float) -> None:
-        """Free the slots `acquire_slots` took, noting how long they were held."""
-        ...
-
-    def slot_wait(self, endpoint: str, limit: int) -> float | None:
-        """0 when fewer than `limit` slots are held now (a hint: acquiring decides), else how
-        long the endpoint's last batch held its slots (None when not known)."""
-        ...
-
-    def slot_free(self, endpoint: str, limit: int) -> bool:
-        """Whether fewer than `limit` slots are held now (a hint: `acquire_slot` decides)."""
-        ...
-
     def record_outcomes(
         self, endpoint: str, attempts: int, failures: int, window: float
     ) -> tuple[int, int]:
@@ -119,40 +64,7 @@ class _RateLimits:
 class RedisHealthStore:
     def __init__(self, url: str) -> None:
         self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        self._acquire = self.client.register_script(ACQUIRE_SLOT)
-        self._acquire_many = self.client.register_script(ACQUIRE_SLOTS)
         self._rates = _RateLimits(url)
-
-    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool:
-        key = f"{KEY_PREFIX}inflight:{endpoint}"
-        return bool(self._acquire(keys=[key], args=[limit, ttl, token]))
-
-    def slot_free(self, endpoint: str, limit: int) -> bool:
-        key = f"{KEY_PREFIX}inflight:{endpoint}"
-        return int(self.client.zcount(key, f"({time.time()}", "+inf")) < limit
-
-    def release_slot(self, endpoint: str, token: str) -> None:
-        self.client.zrem(f"{KEY_PREFIX}inflight:{endpoint}", token)
-
-    def acquire_slots(self, endpoint: str, token: str, limit: int, ttl: float, wanted: int) -> int:
-        key = f"{KEY_PREFIX}inflight:{endpoint}"
-        return int(self._acquire_many(keys=[key], args=[limit, ttl, token, wanted]))
-
-    def release_slots(self, endpoint: str, token: str, count: int, held_seconds: float) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        if count:
-            pipe.zrem(f"{KEY_PREFIX}inflight:{endpoint}", *(f"{token}:{n}" for n in range(count)))
-        pipe.set(f"{KEY_PREFIX}hold:{endpoint}", f"{held_seconds:.3f}", ex=HOLD_TTL_SECONDS)
-        pipe.execute()
-
-    def slot_wait(self, endpoint: str, limit: int) -> float | None:
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zcount(f"{KEY_PREFIX}inflight:{endpoint}", f"({time.time()}", "+inf")
-        pipe.get(f"{KEY_PREFIX}hold:{endpoint}")
-        held, hold = pipe.execute()
-        if int(held) < limit:
-            return 0.0
-        return float(hold) if hold is not None else None
 
     def _window_keys(self, endpoint: str, window: float) -> list[str]:
         size = _bucket_size(window)
@@ -202,56 +114,9 @@ class LocalHealthStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._slots: dict[str, dict[str, float]] = defaultdict(dict)
         self._windows: dict[str, list[tuple[float, bool]]] = defaultdict(list)
         self._denials: dict[str, list[float]] = defaultdict(list)
-        self._holds: dict[str, float] = {}
         self._rates = _RateLimits("memory://")
-
-    def acquire_slot(self, endpoint: str, token: str, limit: int, ttl: float) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            slots = self._slots[endpoint]
-            for held, expires in list(slots.items()):
-                if expires <= now:
-                    del slots[held]
-            if len(slots) >= limit:
-                return False
-            slots[token] = now + ttl
-            return True
-
-    def slot_free(self, endpoint: str, limit: int) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            return sum(1 for expires in self._slots[endpoint].values() if expires > now) < limit
-
-    def release_slot(self, endpoint: str, token: str) -> None:
-        with self._lock:
-            self._slots[endpoint].pop(token, None)
-
-    def acquire_slots(self, endpoint: str, token: str, limit: int, ttl: float, wanted: int) -> int:
-        now = time.monotonic()
-        with self._lock:
-            slots = self._slots[endpoint]
-            for held, expires in list(slots.items()):
-                if expires <= now:
-                    del slots[held]
-            count = max(0, min(limit - len(slots), wanted))
-            for n in range(count):
-                slots[f"{token}:{n}"] = now + ttl
-            return count
-
-    def release_slots(self, endpoint: str, token: str, count: int, held_seconds: float) -> None:
-        with self._lock:
-            for n in range(count):
-                self._slots[endpoint].pop(f"{token}:{n}", None)
-            self._holds[endpoint] = held_seconds
-
-    def slot_wait(self, endpoint: str, limit: int) -> float | None:
-        now = time.monotonic()
-        with self._lock:
-            held = sum(1 for expires in self._slots[endpoint].values() if expires > now)
-            return 0.0 if held < limit else self._holds.get(endpoint)
 
     def record_outcomes(
         self, endpoint: str, attempts: int, failures: int, window: float

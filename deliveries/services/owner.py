@@ -152,7 +152,6 @@ class _Owner:
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
         self.finished: queue.Queue[tuple[Delivery, SendOutcome, Credentials]] = queue.Queue()
         self.endpoint: Endpoint | None = None
-        self.credentials: Credentials | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
         self.gate = Gate(0)
