@@ -6,7 +6,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import Error, Tags, register
 
-from . import conf
+from . import conf, egress
 from .ssrf import parse_networks
 
 
@@ -29,3 +29,18 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
                 )
             )
     return errors
+
+
+@register(Tags.security)
+def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    url = conf.get().egress_proxy_url
+    problem = egress.proxy_problem(url) if url else None
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"WEBHOOKS_EGRESS_PROXY_URL is invalid: {problem}.",
+            hint="e.g. http://proxy.internal:4750 (user:password@ optional).",
+            id="webhooks.E012",
+        )
+    ]

@@ -209,6 +209,14 @@ SETTINGS: tuple[Setting, ...] = (
         "(at least as long as such a request takes), without spending an attempt.",
     ),
     Setting(
+        "WEBHOOKS_EGRESS_PROXY_URL",
+        "",
+        "A forward proxy every HTTP delivery and OAuth2 token request goes through "
+        "(http://[user:password@]host:port; CONNECT for https, absolute form for http), so "
+        "receivers can allow-list its one address. The SSRF guard still checks each target "
+        "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
+    ),
+    Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
         "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
@@ -242,6 +250,7 @@ class DeliverySettings:
     payload_offload_bytes: int = 65536
     payload_storage: str = "default"
     cloudevents_source: str = "/webhooks"
+    egress_proxy_url: str = ""
 
 
 @functools.cache
@@ -267,6 +276,7 @@ def get() -> DeliverySettings:
         payload_offload_bytes=int(value("WEBHOOKS_PAYLOAD_OFFLOAD_BYTES")),
         payload_storage=value("WEBHOOKS_PAYLOAD_STORAGE"),
         cloudevents_source=value("WEBHOOKS_CLOUDEVENTS_SOURCE"),
+        egress_proxy_url=value("WEBHOOKS_EGRESS_PROXY_URL") or "",
     )
 
 

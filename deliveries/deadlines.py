@@ -46,6 +46,17 @@ class Deadline:
             connection = self._connection
         return connection is not None and _shut(connection)
 
+    def rearm(self) -> bool:
+        """Ready the same deadline for one more request (an attempt that fetches a token
+        first, or sends again after a refreshed one): False once it has fired, its time
+        is up or its owner aborted it."""
+        with self._lock:
+            if self.fired or self.at <= time.monotonic():
+                return False
+            self._done = False
+            self._connection = None
+            return True
+
     def disarm(self) -> bool:
         """The request is over; returns whether the deadline cut it short (its connection
         must then not be reused)."""

@@ -3,6 +3,7 @@
 import hashlib
 import secrets
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
@@ -14,6 +15,10 @@ from webhooks_core.secrets import RotatingSecret
 
 from . import signing, tenants
 from .retry_policy import RetryPolicy
+
+if TYPE_CHECKING:
+    from .client_tls import ClientTLS
+    from .oauth2 import ClientCredentials
 
 
 class EndpointState(models.TextChoices):
@@ -106,6 +111,16 @@ class Endpoint(models.Model):
         max_length=16, choices=EnvelopeKind.choices, default=EnvelopeKind.DEFAULT
     )
 
+    # Delivery auth, written through the services only (services/endpoint_auth.py).
+    # OAuth2 client credentials without the secret (in `encrypted_auth_secret`); NULL: none.
+    auth = models.JSONField(null=True, blank=True, default=None, editable=False)
+    encrypted_auth_secret = models.TextField(blank=True, default="", editable=False)
+    # Mutual TLS: the client certificate (PEM, maybe with its chain), its key encrypted,
+    # and a CA bundle that replaces the system CAs for this endpoint (client_tls.py).
+    client_certificate = models.TextField(blank=True, default="", editable=False)
+    encrypted_client_key = models.TextField(blank=True, default="", editable=False)
+    ca_certificates = models.TextField(blank=True, default="", editable=False)
+
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
@@ -168,6 +183,30 @@ class Endpoint(models.Model):
                 for name, token in (self.secret_custom_headers or {}).items()
             },
         }
+
+    def client_tls(self) -> "ClientTLS | None":
+        """The endpoint's mutual-TLS settings for the wire, or None."""
+        from .client_tls import ClientTLS
+
+        if not self.client_certificate and not self.ca_certificates:
+            return None
+        key = crypto.decrypt(self.encrypted_client_key) if self.encrypted_client_key else ""
+        return ClientTLS(self.client_certificate, key, self.ca_certificates)
+
+    def oauth2_credentials(self) -> "ClientCredentials | None":
+        """The endpoint's OAuth2 client credentials with the secret, or None."""
+        from .oauth2 import AUTH_TYPE, ClientCredentials
+
+        auth = self.auth or {}
+        if auth.get("type") != AUTH_TYPE:
+            return None
+        return ClientCredentials(
+            token_url=auth["token_url"],
+            client_id=auth["client_id"],
+            client_secret=crypto.decrypt(self.encrypted_auth_secret),
+            scope=auth.get("scope") or "",
+            audience=auth.get("audience") or "",
+        )
 
     @property
     def retry_policy(self) -> RetryPolicy:

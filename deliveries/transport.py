@@ -13,12 +13,13 @@ documented to be.
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import urllib3
 from requests.utils import check_header_validity
 from urllib3.exceptions import HTTPError
 
-from . import deadlines
+from . import client_tls, deadlines, egress
 from .ssrf import AddressPolicy, scheme_refusal
 from .ssrf_transport import POOL_CLASSES, address_policy
 
@@ -32,7 +33,10 @@ MAX_RESPONSE_READ_BYTES = 64 * 1024
 POOLED_HOSTS = 256
 CONNECTIONS_PER_HOST = 1024
 
-_managers: dict[AddressPolicy | None, urllib3.PoolManager] = {}
+# By (SSRF policy, client TLS fingerprint, egress proxy): a connection opened under one
+# is only ever reused under an equal one.
+_ManagerKey = tuple[AddressPolicy | None, str, str]
+_managers: dict[_ManagerKey, urllib3.PoolManager] = {}
 _managers_lock = threading.Lock()
 
 
@@ -45,21 +49,42 @@ class HttpResult:
     duration_ms: float
 
 
-def _manager(policy: AddressPolicy | None) -> urllib3.PoolManager:
-    """The pool manager of this policy: a connection opened (and checked) under one
-    policy is only ever reused under an equal one."""
-    manager = _managers.get(policy)
+def _manager(
+    policy: AddressPolicy | None,
+    tls: client_tls.ClientTLS | None = None,
+    proxy_url: str = "",
+) -> urllib3.PoolManager:
+    """The pool manager of this policy, client certificate and proxy: a connection
+    opened (and checked) under one is only ever reused under an equal one."""
+    key = (policy, tls.fingerprint if tls else "", proxy_url)
+    manager = _managers.get(key)
     if manager is None:
         with _managers_lock:
-            manager = _managers.get(policy)
+            manager = _managers.get(key)
             if manager is None:
-                manager = urllib3.PoolManager(
-                    num_pools=POOLED_HOSTS, maxsize=CONNECTIONS_PER_HOST, block=False
-                )
-                # Without a policy the guard's classes open connections unchecked; they
-                # still attach every request to its total deadline.
-                manager.pool_classes_by_scheme = POOL_CLASSES
-                _managers[policy] = manager
+                pool_kw: dict[str, Any] = {}
+                if tls:
+                    # Built once per credential fingerprint (`client_tls.context_for`).
+                    pool_kw["ssl_context"] = client_tls.context_for(tls)
+                if proxy_url:
+                    manager = egress.proxy_manager(
+                        proxy_url,
+                        num_pools=POOLED_HOSTS,
+                        maxsize=CONNECTIONS_PER_HOST,
+                        block=False,
+                        **pool_kw,
+                    )
+                else:
+                    manager = urllib3.PoolManager(
+                        num_pools=POOLED_HOSTS,
+                        maxsize=CONNECTIONS_PER_HOST,
+                        block=False,
+                        **pool_kw,
+                    )
+                    # Without a policy the guard's classes open connections unchecked;
+                    # they still attach every request to its total deadline.
+                    manager.pool_classes_by_scheme = POOL_CLASSES
+                _managers[key] = manager
     return manager
 
 
@@ -90,13 +115,19 @@ def post(
     excerpt_limit: int = 2048,
     policy: AddressPolicy | None = None,
     deadline: deadlines.Deadline | None = None,
+    tls: client_tls.ClientTLS | None = None,
+    proxy_url: str = "",
 ) -> HttpResult:
     """POST once, over by `deadline` (by default connect + read timeout from now)
     whatever the receiver does; its holder may also cut it short (`Deadline.fire`).
     With a `policy`, the SSRF guard checks the scheme and every address the host
-    resolves to before connecting (see `ssrf_transport`)."""
+    resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
+    asking the proxy: `egress`). `tls`: the client certificate and CA bundle of
+    https connections (`client_tls`)."""
     started = time.perf_counter()
     refusal = scheme_refusal(url, policy) if policy is not None else None
+    if not refusal and policy is not None and proxy_url:
+        refusal = egress.target_refusal(url, policy)
     if refusal:
         return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", 0.0)
     all_headers = {"User-Agent": USER_AGENT, **headers}
@@ -116,6 +147,8 @@ def post(
             policy,
             deadline,
             started,
+            tls,
+            proxy_url,
         )
     finally:
         deadlines.finish(deadline)
@@ -131,10 +164,13 @@ def _post(
     policy: AddressPolicy | None,
     deadline: deadlines.Deadline,
     started: float,
+    tls: client_tls.ClientTLS | None,
+    proxy_url: str,
 ) -> HttpResult:
     try:
-        with address_policy(policy):
-            response = _manager(policy).request(
+        # Through a proxy the target was checked above; the connection goes to the proxy.
+        with address_policy(None if proxy_url else policy):
+            response = _manager(policy, tls, proxy_url).request(
                 "POST",
                 url,
                 body=body,

@@ -4,7 +4,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import headers, payloads, tenants
+from .. import client_tls, headers, payloads, tenants
 from ..models import (
     Attempt,
     Delivery,
@@ -15,7 +15,7 @@ from ..models import (
     Event,
     SignatureScheme,
 )
-from ..services import endpoint_options
+from ..services import endpoint_auth, endpoint_options
 from ..services.endpoints import BOUNDS
 from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
 from .strict import StrictTypes
@@ -107,6 +107,34 @@ class PayloadFilterField(serializers.JSONField):
     """The schema says what `payload_filters` takes at the top: an object (or null)."""
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "required": ["type", "token_url", "client_id"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"type": "string", "enum": ["oauth2_client_credentials"]},
+            "token_url": {"type": "string", "format": "uri", "maxLength": 2048},
+            "client_id": {"type": "string", "maxLength": 2048},
+            "client_secret": {
+                "type": "string",
+                "maxLength": 2048,
+                "writeOnly": True,
+                "description": "Write-only, stored encrypted. Left out on an update: the "
+                "stored one is kept (unless token_url moves to another origin).",
+            },
+            "scope": {"type": "string", "maxLength": 2048},
+            "audience": {"type": "string", "maxLength": 2048},
+        },
+        "description": "Delivery auth: OAuth2 client credentials (RFC 6749 4.4); every "
+        "request carries `Authorization: Bearer <token>`. null: none.",
+    }
+)
+class EndpointAuthField(serializers.JSONField):
+    """The schema says what `services.endpoint_auth` checks (the rules live there)."""
+
+
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     url = EndpointURLField(max_length=2048)
     # Set on creation only (the service refuses a change).
@@ -159,6 +187,34 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         required=False,
         help_text='"default" or "cloudevents" (CloudEvents 1.0 structured JSON).',
     )
+    auth = EndpointAuthField(required=False, allow_null=True)
+    client_certificate = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=client_tls.MAX_PEM_CHARS,
+        help_text="Mutual TLS: the client certificate (PEM, its chain after it); empty: none.",
+    )
+    client_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        write_only=True,
+        trim_whitespace=False,
+        max_length=client_tls.MAX_PEM_CHARS,
+        help_text="Mutual TLS: the certificate's private key (PEM, not encrypted). "
+        "Write-only, stored encrypted; left out on an update, the stored one is kept.",
+    )
+    has_client_key = serializers.SerializerMethodField(
+        help_text="Whether a client key is stored (it is never shown)."
+    )
+    ca_certificates = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=client_tls.MAX_CA_PEM_CHARS,
+        help_text="PEM CA certificates that replace the system CAs for this endpoint "
+        "(a private CA); empty: the system CAs.",
+    )
     public_key = serializers.SerializerMethodField(
         help_text="The whpk_ key that verifies v1a signatures (the newest unexpired); null "
         "without v1a."
@@ -206,6 +262,11 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "filter",
             "signature_scheme",
             "envelope",
+            "auth",
+            "client_certificate",
+            "client_key",
+            "has_client_key",
+            "ca_certificates",
             "public_key",
             "suspend_after_failures",
             "suspend_window_seconds",
@@ -223,6 +284,7 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         read_only_fields = [
             "id",
             "public_key",
+            "has_client_key",
             "notices",
             "state_reason",
             "state_changed_at",
@@ -239,6 +301,10 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     def get_public_key(self, endpoint: Endpoint) -> str | None:
         return endpoint_options.endpoint_public_key(endpoint=endpoint)
 
+    @extend_schema_field({"type": "boolean"})
+    def get_has_client_key(self, endpoint: Endpoint) -> bool:
+        return bool(endpoint.encrypted_client_key)
+
     def validate_url(self, value: str) -> str:
         if not value.lower().startswith(("http://", "https://")):
             raise serializers.ValidationError("Only http and https URLs can receive webhooks.")
@@ -249,6 +315,8 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         # Every read masks the credentials among the custom headers.
         data["custom_headers"] = instance.custom_headers_masked()
         data["secret_headers"] = instance.secret_header_names
+        # Never a client secret or key: the auth fields as any reader may see them.
+        data.update(endpoint_auth.represent(instance))
         return data
 
 

@@ -1,10 +1,18 @@
-"""HTTP(S) endpoints: one signed POST per attempt, in a client span when tracing is on."""
+"""HTTP(S) endpoints: one signed POST per attempt, in a client span when tracing is on.
 
+With OAuth2 client credentials the attempt first takes the shared bearer token (`oauth2`)
+and, when the endpoint answers 401, refreshes it once and sends once more within the same
+deadline. A token that cannot be had is a failed attempt (retried by the endpoint's
+policy) that counts against its health like an unanswered request: the token server is
+the receiver's, and a receiver whose token server is down cannot take deliveries.
+"""
+
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from .. import conf, payloads, tracing, transport
+from .. import conf, oauth2, payloads, tracing, transport
 from ..deadlines import Deadline
 from ..wire import build_headers, redact_headers, render_body
 from .base import Credentials, Kind, Outcome
@@ -67,17 +75,65 @@ class HttpDestination:
             # The receiver's span becomes a child of this attempt (same trace as the event).
             headers["traceparent"] = traced
         started_at = timezone.now()
-        response = transport.post(
-            endpoint.url,
-            body,
-            headers,
-            connect_timeout=endpoint.connect_timeout_seconds,
-            read_timeout=endpoint.read_timeout_seconds,
-            excerpt_limit=conf.get().response_body_limit,
-            # A URL a tenant chose in the portal goes out under the portal's policy.
-            policy=conf.endpoint_address_policy(endpoint),
-            deadline=deadline,
-        )
+        policy = conf.endpoint_address_policy(endpoint)
+        proxy_url = conf.get().egress_proxy_url
+        tls = endpoint.client_tls() if endpoint.url.lower().startswith("https:") else None
+        client = endpoint.oauth2_credentials()
+        secret_names = endpoint.secret_header_names
+
+        def token(stale: str | None = None) -> str:
+            assert client is not None
+            return oauth2.bearer_token(
+                client,
+                scope_key=str(endpoint.pk),
+                deadline=deadline,
+                connect_timeout=endpoint.connect_timeout_seconds,
+                read_timeout=endpoint.read_timeout_seconds,
+                policy=policy,
+                redis_url=conf.health().redis_url,
+                proxy_url=proxy_url,
+                stale=stale,
+            )
+
+        def post() -> transport.HttpResult:
+            return transport.post(
+                endpoint.url,
+                body,
+                headers,
+                connect_timeout=endpoint.connect_timeout_seconds,
+                read_timeout=endpoint.read_timeout_seconds,
+                excerpt_limit=conf.get().response_body_limit,
+                # A URL a tenant chose in the portal goes out under the portal's policy.
+                policy=policy,
+                deadline=deadline,
+                tls=tls,
+                proxy_url=proxy_url,
+            )
+
+        bearer = None
+        if client is not None:
+            try:
+                bearer = token()
+            except oauth2.TokenError as exc:
+                return self._no_token(exc, started_at, headers, secret_names)
+            headers["Authorization"] = f"Bearer {bearer}"
+            if not deadline.rearm():
+                return self._no_token(
+                    oauth2.TokenError("OAuth2 token: no time left to send after fetching it"),
+                    started_at,
+                    headers,
+                    secret_names,
+                )
+        response = post()
+        if response.status_code == 401 and bearer is not None and deadline.rearm():
+            # The token may have been revoked or rotated early: one fresh one, one more try.
+            try:
+                bearer = token(stale=bearer)
+            except oauth2.TokenError as exc:
+                return self._no_token(exc, started_at, headers, secret_names)
+            headers["Authorization"] = f"Bearer {bearer}"
+            if deadline.rearm():
+                response = post()
         return Outcome(
             _kind(response.status_code),
             status_code=response.status_code,
@@ -85,6 +141,21 @@ class HttpDestination:
             error=response.error,
             started_at=started_at,
             duration_ms=response.duration_ms,
-            request_headers=redact_headers(headers, endpoint.secret_header_names),
+            request_headers=redact_headers(headers, secret_names),
             response_body=response.body_excerpt,
+        )
+
+    @staticmethod
+    def _no_token(
+        exc: oauth2.TokenError,
+        started_at: "datetime",
+        headers: dict[str, str],
+        secret_names: list[str],
+    ) -> Outcome:
+        return Outcome(
+            Kind.RETRY,
+            error=str(exc),
+            started_at=started_at,
+            duration_ms=(timezone.now() - started_at).total_seconds() * 1000,
+            request_headers=redact_headers(headers, secret_names),
         )

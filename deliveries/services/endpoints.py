@@ -13,6 +13,7 @@ from webhooks_core import crypto
 from .. import catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
+from . import endpoint_auth
 from .endpoint_options import (
     OPTION_FIELDS,
     endpoint_ensure_signing_key,
@@ -52,6 +53,7 @@ EDITABLE = frozenset(
         "version_pins",
         "ordered_delivery",
         *OPTION_FIELDS,
+        *endpoint_auth.AUTH_FIELDS,
         *BOUNDS,
     }
 )
@@ -96,6 +98,7 @@ def endpoint_create(
     unknown = set(fields) - EDITABLE - CREATE_ONLY
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
+    auth = _pop_auth(fields)
     endpoint = Endpoint(url=url, event_types=event_types, **fields)
     endpoint.url_chosen_in_portal = chosen_by_tenant is True
     _apply_and_validate(
@@ -104,6 +107,7 @@ def endpoint_create(
         custom_headers=custom_headers or {},
         secret_headers=secret_headers,
         previous_url=None,
+        auth=auth,
     )
     endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
@@ -143,6 +147,7 @@ def endpoint_update(
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
     custom = changes.pop("custom_headers", None)
     marked = changes.pop("secret_headers", None)
+    auth = _pop_auth(changes)
     previous_url = endpoint.url
     for name, value in changes.items():
         setattr(endpoint, name, value)
@@ -154,6 +159,7 @@ def endpoint_update(
         custom_headers=custom,
         secret_headers=marked,
         previous_url=previous_url,
+        auth=auth,
     )
     if "event_types" in changes or "version_pins" in changes:
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
@@ -187,6 +193,7 @@ def endpoint_validate(
     candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)
+    auth = _pop_auth(fields)
     previous_url = candidate.url if editing else None
     for name, value in fields.items():
         setattr(candidate, name, value)
@@ -199,7 +206,13 @@ def endpoint_validate(
         custom_headers=custom,
         secret_headers=marked,
         previous_url=previous_url,
+        auth=auth,
     )
+
+
+def _pop_auth(fields: dict[str, Any]) -> dict[str, Any]:
+    # Not model fields as given (they hold secrets in clear): endpoint_auth applies them.
+    return {name: fields.pop(name) for name in endpoint_auth.AUTH_FIELDS if name in fields}
 
 
 def _apply_and_validate(
@@ -209,6 +222,7 @@ def _apply_and_validate(
     custom_headers: dict[str, str] | None,
     secret_headers: list[str] | None,
     previous_url: str | None,
+    auth: dict[str, Any] | None = None,
 ) -> list[str]:
     """Check the changed fields of an unsaved endpoint (and store its headers' values
     encrypted where they are credentials); raise `EndpointInvalid` with every problem.
@@ -294,6 +308,8 @@ def _apply_and_validate(
                 "host is never sent to another. Give their values again in custom_headers "
                 "(in the same change) to keep them."
             )
+    if auth:
+        endpoint_auth.apply(endpoint, auth, refuse)
     options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
     for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
