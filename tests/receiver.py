@@ -2,6 +2,7 @@
 
 import contextlib
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -39,9 +40,13 @@ class Receiver:
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
+        # Set before it starts: the receiver speaks TLS with this context (`https` URLs).
+        self.tls: ssl.SSLContext | None = None
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"https://localhost:{self.port}/hook"
         return f"http://127.0.0.1:{self.port}/hook"
 
     def script(self, *replies: Reply | int) -> None:
@@ -70,8 +75,9 @@ class Receiver:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls) -> Iterator["Receiver"]:
+    def running(cls, tls: ssl.SSLContext | None = None) -> Iterator["Receiver"]:
         receiver = cls()
+        receiver.tls = tls
         receiver._start()
         try:
             yield receiver
@@ -132,6 +138,8 @@ class Receiver:
 
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
+        if self.tls is not None:
+            server.socket = self.tls.wrap_socket(server.socket, server_side=True)
         self.port = server.server_address[1]
         self._server = server
         threading.Thread(target=server.serve_forever, daemon=True).start()
