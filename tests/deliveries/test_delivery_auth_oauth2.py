@@ -342,7 +342,8 @@ def test_the_api_takes_the_secret_and_never_returns_it(api: APIClient) -> None:
     cleared = patch(api, endpoint_id, {"auth": None})
     assert cleared.status_code == 200
     endpoint.refresh_from_db()
-    assert endpoint.auth is None and endpoint.encrypted_auth_secret == ""
+    assert endpoint.auth is None
+    assert endpoint.encrypted_auth_secret == ""
 
 
 @pytest.mark.parametrize(
