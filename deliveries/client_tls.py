@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dh, x448, x25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
 MAX_PEM_CHARS = 64 * 1024
 MAX_CA_PEM_CHARS = 512 * 1024
@@ -90,7 +90,8 @@ def key_problem(pem: str) -> str | None:
         return "The key is encrypted: give it without a pass phrase (it is stored encrypted)."
     except (ValueError, UnsupportedAlgorithm):
         return "The key is not a PEM private key (-----BEGIN PRIVATE KEY-----)."
-    if isinstance(key, dh.DHPrivateKey | x25519.X25519PrivateKey | x448.X448PrivateKey):
+    signing = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+    if not isinstance(key, signing | ed448.Ed448PrivateKey):
         return "The key cannot sign (a key-agreement key): TLS needs RSA, EC or Ed25519."
     return None
 
