@@ -268,10 +268,10 @@ class ForwardProxy:
     def running(self) -> Iterator["ForwardProxy"]:
         listener = socket.create_server(("127.0.0.1", 0))
         self.port = listener.getsockname()[1]
+        listener.settimeout(0.2)
         stop = threading.Event()
 
         def serve() -> None:
-            listener.settimeout(0.2)
             while not stop.is_set():
                 try:
                     client, _ = listener.accept()
@@ -279,11 +279,13 @@ class ForwardProxy:
                     continue
                 threading.Thread(target=self._handle, args=(client,), daemon=True).start()
 
-        threading.Thread(target=serve, daemon=True).start()
+        serving = threading.Thread(target=serve, daemon=True)
+        serving.start()
         try:
             yield self
         finally:
             stop.set()
+            serving.join()
             listener.close()
 
     def _handle(self, client: socket.socket) -> None:
@@ -297,9 +299,12 @@ class ForwardProxy:
             head, _, rest = head.partition(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, target, _version = lines[0].split(" ", 2)
-            headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+            headers = {
+                name.lower(): value
+                for name, value in (line.split(": ", 1) for line in lines[1:] if ": " in line)
+            }
             self.seen.append(f"{method} {target}")
-            auth = headers.get("Proxy-Authorization", "")
+            auth = headers.get("proxy-authorization", "")
             self.auth_seen.append(auth)
             if self.required_auth is not None and auth != self.required_auth:
                 client.sendall(
