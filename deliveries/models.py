@@ -117,9 +117,9 @@ class Endpoint(models.Model):
     encrypted_auth_secret = models.TextField(blank=True, default="", editable=False)
     # Mutual TLS: the client certificate (PEM, maybe with its chain), its key encrypted,
     # and a CA bundle that replaces the system CAs for this endpoint (client_tls.py).
-    client_certificate = models.TextField(blank=True, default="", editable=False)
+    client_certificate = models.TextField(blank=True, default="")
     encrypted_client_key = models.TextField(blank=True, default="", editable=False)
-    ca_certificates = models.TextField(blank=True, default="", editable=False)
+    ca_certificates = models.TextField(blank=True, default="")
 
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_success_at = models.DateTimeField(null=True, blank=True)

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from .. import headers, services
+from .. import auth_forms, headers, services
 from ..models import (
     CircuitTransition,
     DeliveryStatus,
@@ -58,7 +58,7 @@ class RotateForm(forms.Form):
     )
 
 
-class EndpointForm(forms.ModelForm[Endpoint]):
+class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
@@ -110,6 +110,8 @@ class EndpointForm(forms.ModelForm[Endpoint]):
         if not self.instance._state.adding and "custom_headers" in self.fields:
             self.initial["custom_headers"] = self.instance.custom_headers_masked()
             self.initial["secret_headers"] = ", ".join(self.instance.secret_header_names)
+        for name, value in auth_forms.initial_of(self.instance).items():
+            self.initial.setdefault(name, value)
 
     def clean_signature_scheme(self) -> str:
         return self.cleaned_data.get("signature_scheme") or (
@@ -121,13 +123,19 @@ class EndpointForm(forms.ModelForm[Endpoint]):
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
-        names = [n for n in self.fields if n in EDITABLE or n in CREATE_ONLY]
-        if not self.instance._state.adding:
+        adding = self.instance._state.adding
+        names = [
+            n
+            for n in self.fields
+            if (n in EDITABLE or n in CREATE_ONLY) and n not in auth_forms.TLS_FIELDS
+        ]
+        if not adding:
             names = [n for n in names if n in self.changed_data and n not in CREATE_ONLY]
         fields = {n: self.cleaned_data[n] for n in names if n in self.cleaned_data}
         if "secret_headers" in fields:
             raw = fields["secret_headers"] or ""
             fields["secret_headers"] = [n.strip() for n in raw.split(",") if n.strip()]
+        fields.update(auth_forms.service_changes(self, adding=adding))
         return fields
 
     def clean(self) -> dict[str, Any]:
@@ -141,7 +149,9 @@ class EndpointForm(forms.ModelForm[Endpoint]):
             )
         except services.EndpointInvalid as exc:
             for field, problems in exc.errors.items():
-                self.add_error(field if field in self.fields else None, problems)
+                # The service names `auth`; the form has its parts (auth_type, oauth2_…).
+                target = "auth_type" if field == "auth" else field
+                self.add_error(target if target in self.fields else None, problems)
         return cleaned
 
     def _post_clean(self) -> None:
@@ -213,7 +223,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         fields = list(super().get_readonly_fields(request, obj))
         return [*fields, "tenant"] if obj is not None else fields
 
-    @method_decorator(sensitive_post_parameters("custom_headers"))
+    @method_decorator(sensitive_post_parameters("custom_headers", *auth_forms.SECRET_FIELDS))
     def changeform_view(self, *args: Any, **kwargs: Any) -> HttpResponse:
         return super().changeform_view(*args, **kwargs)
 

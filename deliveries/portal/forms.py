@@ -6,6 +6,7 @@ from django import forms
 from django.utils import timezone
 
 from .. import catalogue
+from ..auth_forms import DeliveryAuthFields, initial_of
 from ..models import DeliveryStatus, Endpoint
 from ..services.endpoint_check import TEST_EVENT_TYPE
 
@@ -19,7 +20,7 @@ def event_type_choices() -> list[tuple[str, str]]:
     return [(EVERYTHING, "Every event type, including future ones"), *((n, n) for n in names)]
 
 
-class EndpointForm(forms.Form):
+class EndpointForm(DeliveryAuthFields):
     url = forms.URLField(
         label="URL",
         max_length=2048,
@@ -50,13 +51,16 @@ class EndpointForm(forms.Form):
                 "url": endpoint.url,
                 "description": endpoint.description,
                 "event_types": list(endpoint.event_types),
+                **initial_of(endpoint),
             }
         )
 
     def add_service_errors(self, errors: dict[str, list[str]]) -> None:
         for field, messages in errors.items():
+            # The service names `auth`; the form has its parts (auth_type, oauth2_…).
+            target = "auth_type" if field == "auth" else field
             for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+                self.add_error(target if target in self.fields else None, message)
 
 
 class RotateForm(forms.Form):

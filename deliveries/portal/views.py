@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import catalogue, payloads, services
+from .. import auth_forms, catalogue, payloads, services
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, StateSetBy
 from ..rendering import versioned_payload
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
@@ -205,6 +205,7 @@ def _endpoint_form_page(
     )
 
 
+@sensitive_post_parameters(*auth_forms.SECRET_FIELDS)
 @require_http_methods(["GET", "POST"])
 @portal_view
 def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
@@ -217,6 +218,7 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
                 event_types=list(form.cleaned_data["event_types"]),
                 tenant=tenant,
                 chosen_by_tenant=True,
+                **auth_forms.service_changes(form, adding=True),
             )
         except services.EndpointInvalid as exc:
             form.add_service_errors(exc.errors)
@@ -285,13 +287,17 @@ def endpoint_detail(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
     return _endpoint_page(request, tenant, _endpoint(tenant, pk))
 
 
+@sensitive_post_parameters(*auth_forms.SECRET_FIELDS)
 @require_http_methods(["GET", "POST"])
 @portal_view
 def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
     if request.method != "POST":
         return _endpoint_form_page(request, tenant, EndpointForm.of(endpoint), endpoint)
-    form = EndpointForm(request.POST, initial={"event_types": list(endpoint.event_types)})
+    form = EndpointForm(
+        request.POST,
+        initial={"event_types": list(endpoint.event_types), **auth_forms.initial_of(endpoint)},
+    )
     if form.is_valid():
         changes: dict[str, Any] = {
             "description": form.cleaned_data["description"],
@@ -300,6 +306,7 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         if form.cleaned_data["url"] != endpoint.url:
             # Only a URL the tenant changes becomes theirs (under the portal's SSRF policy).
             changes["url"] = form.cleaned_data["url"]
+        changes.update(auth_forms.service_changes(form, adding=False))
         try:
             saved = services.endpoint_update(endpoint=endpoint, chosen_by_tenant=True, **changes)
         except services.EndpointInvalid as exc:

@@ -22,11 +22,23 @@ AUTH_KEYS = {"type", "token_url", "client_id", "client_secret", "scope", "audien
 MAX_TEXT = 2048
 
 
-def apply(endpoint: Endpoint, given: dict[str, Any], refuse: Callable[[str, str], None]) -> None:
+def apply(
+    endpoint: Endpoint,
+    given: dict[str, Any],
+    refuse: Callable[[str, str], None],
+    *,
+    chosen_by_tenant: bool = False,
+) -> None:
     """Set the auth fields among ``given`` on the (unsaved) endpoint, encrypting the
-    secrets; every problem goes to ``refuse(field, message)``."""
+    secrets; every problem goes to ``refuse(field, message)``. ``chosen_by_tenant``: the
+    portal's tenant gives them, so the token URL is judged by the portal's SSRF policy."""
     if "auth" in given:
-        _apply_oauth2(endpoint, given["auth"], refuse)
+        policy = (
+            conf.portal_address_policy()
+            if chosen_by_tenant
+            else conf.endpoint_address_policy(endpoint)
+        )
+        _apply_oauth2(endpoint, given["auth"], refuse, policy)
     if any(name in given for name in AUTH_FIELDS[1:]):
         _apply_tls(endpoint, given, refuse)
 
@@ -37,7 +49,12 @@ def _stored_secret(endpoint: Endpoint) -> str:
     return crypto.decrypt(endpoint.encrypted_auth_secret)
 
 
-def _apply_oauth2(endpoint: Endpoint, auth: Any, refuse: Callable[[str, str], None]) -> None:
+def _apply_oauth2(
+    endpoint: Endpoint,
+    auth: Any,
+    refuse: Callable[[str, str], None],
+    policy: ssrf.AddressPolicy,
+) -> None:
     if auth is None:
         endpoint.auth = None
         endpoint.encrypted_auth_secret = ""
@@ -72,7 +89,7 @@ def _apply_oauth2(endpoint: Endpoint, auth: Any, refuse: Callable[[str, str], No
         text[name] = value
     token_url = text.get("token_url")
     if token_url:
-        problem = ssrf.url_refusal(token_url, conf.endpoint_address_policy(endpoint))
+        problem = ssrf.url_refusal(token_url, policy)
         if problem:
             problems.append(f"token_url: {problem}")
     secret = auth.get("client_secret")
@@ -112,7 +129,8 @@ def _apply_tls(
         if not isinstance(value, str):
             refuse(name, "Give PEM text (or an empty text to remove it).")
             return
-        values[name] = value.strip()
+        # A browser's textarea posts CRLF line ends.
+        values[name] = value.replace("\r\n", "\n").strip()
     certificate = values.get("client_certificate", endpoint.client_certificate)
     ca = values.get("ca_certificates", endpoint.ca_certificates)
     if "client_key" in values:

@@ -108,6 +108,7 @@ def endpoint_create(
         secret_headers=secret_headers,
         previous_url=None,
         auth=auth,
+        chosen_by_tenant=chosen_by_tenant is True,
     )
     endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
@@ -160,6 +161,7 @@ def endpoint_update(
         secret_headers=marked,
         previous_url=previous_url,
         auth=auth,
+        chosen_by_tenant=chosen_by_tenant,
     )
     if "event_types" in changes or "version_pins" in changes:
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
@@ -207,6 +209,7 @@ def endpoint_validate(
         secret_headers=marked,
         previous_url=previous_url,
         auth=auth,
+        chosen_by_tenant=chosen_by_tenant,
     )
 
 
@@ -223,6 +226,7 @@ def _apply_and_validate(
     secret_headers: list[str] | None,
     previous_url: str | None,
     auth: dict[str, Any] | None = None,
+    chosen_by_tenant: bool = False,
 ) -> list[str]:
     """Check the changed fields of an unsaved endpoint (and store its headers' values
     encrypted where they are credentials); raise `EndpointInvalid` with every problem.
@@ -309,7 +313,7 @@ def _apply_and_validate(
                 "(in the same change) to keep them."
             )
     if auth:
-        endpoint_auth.apply(endpoint, auth, refuse)
+        endpoint_auth.apply(endpoint, auth, refuse, chosen_by_tenant=chosen_by_tenant)
     options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
     for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
