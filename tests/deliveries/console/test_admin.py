@@ -505,6 +505,10 @@ def test_endpoint_views_that_take_secrets_hide_them_from_error_reports(
     ep = endpoint()
     response = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/change/", endpoint_form(url=""))
     assert response.status_code == 200
-    assert response.context["request"].sensitive_post_parameters == ("custom_headers",)
+    assert response.context["request"].sensitive_post_parameters == (
+        "custom_headers",
+        "oauth2_client_secret",
+        "client_key",
+    )
     revealed = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/reveal-secret/")
     assert revealed.context["request"].sensitive_post_parameters == "__ALL__"
