@@ -32,7 +32,7 @@ class DeliveryAuthFields(forms.Form):
         label="Delivery auth",
         required=False,
         choices=[("", "None (the signature only)"), (AUTH_TYPE, "OAuth2 client credentials")],
-        help_text="OAuth2: every request carries Authorization: Bearer <token>, a token "
+        help_text="OAuth2: every request carries an Authorization: Bearer header with a token "
         "fetched from the token URL and shared until shortly before it expires.",
     )
     oauth2_token_url = forms.CharField(label="OAuth2 token URL", required=False, max_length=2048)
