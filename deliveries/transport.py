@@ -12,7 +12,7 @@ documented to be.
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import urllib3
 from requests.utils import check_header_validity
@@ -43,6 +43,8 @@ class HttpResult:
     retry_after: str | None
     error: str
     duration_ms: float
+    # The response's headers (`request` only; a delivery's POST keeps none of them).
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _manager(policy: AddressPolicy | None) -> urllib3.PoolManager:
@@ -95,6 +97,59 @@ def post(
     whatever the receiver does; its holder may also cut it short (`Deadline.fire`).
     With a `policy`, the SSRF guard checks the scheme and every address the host
     resolves to before connecting (see `ssrf_transport`)."""
+    return _send(
+        "POST",
+        url,
+        body,
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        excerpt_limit=excerpt_limit,
+        policy=policy,
+        deadline=deadline,
+    )
+
+
+def request(
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    policy: AddressPolicy | None = None,
+    deadline: deadlines.Deadline | None = None,
+) -> HttpResult:
+    """Another method than POST, without a body (the CloudEvents handshake's OPTIONS),
+    under the same guard and deadline as `post`; the result carries the response's
+    headers."""
+    return _send(
+        method,
+        url,
+        None,
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        excerpt_limit=0,
+        policy=policy,
+        deadline=deadline,
+        keep_headers=True,
+    )
+
+
+def _send(
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    excerpt_limit: int,
+    policy: AddressPolicy | None,
+    deadline: deadlines.Deadline | None,
+    keep_headers: bool = False,
+) -> HttpResult:
     started = time.perf_counter()
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if refusal:
@@ -106,7 +161,8 @@ def post(
         check_header_validity(header)
     deadline = deadlines.arm(deadline or deadlines.after(connect_timeout + read_timeout))
     try:
-        return _post(
+        return _request(
+            method,
             url,
             body,
             all_headers,
@@ -116,14 +172,16 @@ def post(
             policy,
             deadline,
             started,
+            keep_headers,
         )
     finally:
         deadlines.finish(deadline)
 
 
-def _post(
+def _request(
+    method: str,
     url: str,
-    body: bytes,
+    body: bytes | None,
     all_headers: dict[str, str],
     connect_timeout: float,
     read_timeout: float,
@@ -131,11 +189,12 @@ def _post(
     policy: AddressPolicy | None,
     deadline: deadlines.Deadline,
     started: float,
+    keep_headers: bool = False,
 ) -> HttpResult:
     try:
         with address_policy(policy):
             response = _manager(policy).request(
-                "POST",
+                method,
                 url,
                 body=body,
                 headers=all_headers,
@@ -178,6 +237,7 @@ def _post(
         retry_after=response.headers.get("Retry-After"),
         error=_storable(error),
         duration_ms=duration_ms,
+        headers=dict(response.headers.items()) if keep_headers else {},
     )
 
 
