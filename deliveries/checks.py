@@ -44,3 +44,31 @@ def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
             id="webhooks.E012",
         )
     ]
+
+
+def check_validation_origin(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    """The handshake needs an origin; the portal's default makes every tenant's endpoint
+    use it, so an undeterminable one is refused at start-up then (the API and the admin
+    refuse `validation: cloudevents` with a 400 without one)."""
+    from .handshake import origin_problem
+
+    current = conf.validation()
+    errors = []
+    if current.portal_default not in ("none", "cloudevents"):
+        errors.append(
+            Error(
+                "WEBHOOKS_PORTAL_ENDPOINT_VALIDATION must be 'none' or 'cloudevents', not "
+                f"{current.portal_default!r}.",
+                id="webhooks.E031",
+            )
+        )
+    problem = origin_problem(current.origin)
+    if problem and (current.portal_default == "cloudevents" or current.origin):
+        errors.append(
+            Error(
+                f"The CloudEvents handshake has {problem}.",
+                hint="WEBHOOKS_VALIDATION_ORIGIN=hooks.example.com (a host name).",
+                id="webhooks.E030",
+            )
+        )
+    return errors

@@ -217,6 +217,34 @@ SETTINGS: tuple[Setting, ...] = (
         "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
     ),
     Setting(
+        "WEBHOOKS_VALIDATION_ORIGIN",
+        "",
+        "Our origin in the CloudEvents webhook handshake (`WebHook-Request-Origin`, on the "
+        "`OPTIONS` request and on every delivery to an endpoint whose `validation` is "
+        "`cloudevents`), e.g. `hooks.example.com`. Empty: the first of `ALLOWED_HOSTS` that "
+        "names one host (not `*`, not `.example.com`). Never empty while the handshake may "
+        "be used (system check `webhooks.E030`).",
+    ),
+    Setting(
+        "WEBHOOKS_PORTAL_ENDPOINT_VALIDATION",
+        "none",
+        "The `validation` of endpoints a tenant makes in the portal: `none` or `cloudevents` "
+        "(the target must consent through the CloudEvents handshake before anything is sent "
+        "to it).",
+    ),
+    Setting(
+        "WEBHOOKS_VALIDATION_RETRY_SECONDS",
+        30.0,
+        "A handshake the target did not answer (down, timeout, 5xx, 429) is tried again "
+        "after this, doubling each time up to `WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS`; after "
+        "10 unanswered tries the endpoint is `refused` until someone asks again.",
+    ),
+    Setting(
+        "WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS",
+        3600.0,
+        "The longest wait between two automatic handshakes of one endpoint.",
+    ),
+    Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
         "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
@@ -360,6 +388,32 @@ def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
     if getattr(endpoint, "url_chosen_in_portal", False):
         return portal_address_policy()
     return address_policy()
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """The CloudEvents webhook handshake (deliveries/handshake.py)."""
+
+    #: Our WebHook-Request-Origin; "" when it cannot be determined.
+    origin: str
+    portal_default: str
+    retry_seconds: float
+    retry_max_seconds: float
+
+
+def validation() -> ValidationSettings:
+    from django.conf import settings
+
+    from .handshake import origin_from
+
+    return ValidationSettings(
+        origin=origin_from(
+            str(value("WEBHOOKS_VALIDATION_ORIGIN") or ""), getattr(settings, "ALLOWED_HOSTS", [])
+        ),
+        portal_default=str(value("WEBHOOKS_PORTAL_ENDPOINT_VALIDATION") or "none"),
+        retry_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_SECONDS")),
+        retry_max_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS")),
+    )
 
 
 @dataclass(frozen=True)

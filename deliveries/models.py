@@ -44,6 +44,19 @@ class EnvelopeKind(models.TextChoices):
     CLOUDEVENTS = "cloudevents", "CloudEvents 1.0 (structured JSON)"
 
 
+class Validation(models.TextChoices):
+    """Whether the target must consent before it is sent to (deliveries/handshake.py)."""
+
+    NONE = "none", "None"
+    CLOUDEVENTS = "cloudevents", "CloudEvents webhook handshake"
+
+
+class ValidationState(models.TextChoices):
+    PENDING = "pending", "Pending (waiting for the target's consent)"
+    VALIDATED = "validated", "Validated (the target consented)"
+    REFUSED = "refused", "Refused (no consent; deliveries wait)"
+
+
 class StateSetBy(models.TextChoices):
     """Who put an endpoint in its state: it decides who may make it active again.
 
@@ -120,6 +133,22 @@ class Endpoint(models.Model):
     client_certificate = models.TextField(blank=True, default="")
     encrypted_client_key = models.TextField(blank=True, default="", editable=False)
     ca_certificates = models.TextField(blank=True, default="")
+    # The CloudEvents handshake (services.validation): with `cloudevents`, nothing is sent
+    # until the target consented for the current URL. The state is NULL without it.
+    validation = models.CharField(
+        max_length=16, choices=Validation.choices, default=Validation.NONE
+    )
+    validation_state = models.CharField(  # noqa: DJ001
+        max_length=16, choices=ValidationState.choices, null=True, blank=True, editable=False
+    )
+    validation_reason = models.CharField(max_length=500, blank=True, editable=False)
+    validation_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the next automatic handshake is due (NULL: none planned), and how many went
+    # unanswered in a row.
+    validation_next_at = models.DateTimeField(null=True, blank=True, editable=False)
+    validation_tries = models.PositiveIntegerField(default=0, editable=False)
+    # The rate the target granted (WebHook-Allowed-Rate), requests per minute; NULL: none.
+    validation_allowed_rate = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_success_at = models.DateTimeField(null=True, blank=True)
@@ -147,7 +176,15 @@ class Endpoint(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["state"])]
+        indexes = [
+            models.Index(fields=["state"]),
+            # The periodic look for handshakes due (services.validation).
+            models.Index(
+                fields=["validation_next_at"],
+                name="endpoint_validation_due_idx",
+                condition=Q(validation_next_at__isnull=False),
+            ),
+        ]
         permissions = [
             ("suspend_resume_endpoint", "Can suspend and resume endpoints"),
             ("rotate_endpoint_secret", "Can rotate endpoint secrets"),

@@ -69,6 +69,17 @@ def sweep() -> dict[str, int]:
     return asdict(services.sweep())
 
 
+@webhook_task("deliveries.tasks.validate_endpoint", queue=QUEUE_MAINTENANCE)
+def validate_endpoint(endpoint_id: str) -> str | None:
+    """The CloudEvents handshake of one endpoint; returns its new validation state."""
+    return services.validation.endpoint_handshake(endpoint_id=endpoint_id)
+
+
+@webhook_task("deliveries.tasks.validate_endpoints_due", queue=QUEUE_MAINTENANCE)
+def validate_endpoints_due() -> int:
+    return services.validation.handshakes_due()
+
+
 @webhook_task("deliveries.tasks.run_replay", queue=QUEUE_MAINTENANCE)
 def run_replay(replay_id: int) -> bool:
     return services.replay_step(replay_id=replay_id)
@@ -96,4 +107,7 @@ def beat_entries() -> dict[str, dict[str, Any]]:
             "deliveries.tasks.resume_stalled_replays", settings.sweep_interval_seconds
         ),
         "deliveries-purge": every("deliveries.tasks.purge", settings.purge_interval_seconds),
+        "deliveries-validate-endpoints-due": every(
+            "deliveries.tasks.validate_endpoints_due", settings.sweep_interval_seconds
+        ),
     }

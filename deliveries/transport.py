@@ -12,7 +12,7 @@ documented to be.
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
@@ -47,6 +47,8 @@ class HttpResult:
     retry_after: str | None
     error: str
     duration_ms: float
+    # The response's headers (`request` only; a delivery's POST keeps none of them).
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _manager(
@@ -124,6 +126,67 @@ def post(
     resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
     asking the proxy: `egress`). `tls`: the client certificate and CA bundle of
     https connections (`client_tls`)."""
+    return _send(
+        "POST",
+        url,
+        body,
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        excerpt_limit=excerpt_limit,
+        policy=policy,
+        deadline=deadline,
+        tls=tls,
+        proxy_url=proxy_url,
+    )
+
+
+def request(
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    policy: AddressPolicy | None = None,
+    deadline: deadlines.Deadline | None = None,
+    tls: client_tls.ClientTLS | None = None,
+    proxy_url: str = "",
+) -> HttpResult:
+    """Another method than POST, without a body (the CloudEvents handshake's OPTIONS),
+    under the same guard and deadline as `post`; the result carries the response's
+    headers."""
+    return _send(
+        method,
+        url,
+        None,
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        excerpt_limit=0,
+        policy=policy,
+        deadline=deadline,
+        keep_headers=True,
+        tls=tls,
+        proxy_url=proxy_url,
+    )
+
+
+def _send(
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    excerpt_limit: int,
+    policy: AddressPolicy | None,
+    deadline: deadlines.Deadline | None,
+    keep_headers: bool = False,
+    tls: client_tls.ClientTLS | None = None,
+    proxy_url: str = "",
+) -> HttpResult:
     started = time.perf_counter()
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if not refusal and policy is not None and proxy_url:
@@ -137,7 +200,8 @@ def post(
         check_header_validity(header)
     deadline = deadlines.arm(deadline or deadlines.after(connect_timeout + read_timeout))
     try:
-        return _post(
+        return _request(
+            method,
             url,
             body,
             all_headers,
@@ -147,6 +211,7 @@ def post(
             policy,
             deadline,
             started,
+            keep_headers,
             tls,
             proxy_url,
         )
@@ -154,9 +219,10 @@ def post(
         deadlines.finish(deadline)
 
 
-def _post(
+def _request(
+    method: str,
     url: str,
-    body: bytes,
+    body: bytes | None,
     all_headers: dict[str, str],
     connect_timeout: float,
     read_timeout: float,
@@ -164,14 +230,15 @@ def _post(
     policy: AddressPolicy | None,
     deadline: deadlines.Deadline,
     started: float,
-    tls: client_tls.ClientTLS | None,
-    proxy_url: str,
+    keep_headers: bool = False,
+    tls: client_tls.ClientTLS | None = None,
+    proxy_url: str = "",
 ) -> HttpResult:
     try:
         # Through a proxy the target was checked above; the connection goes to the proxy.
         with address_policy(None if proxy_url else policy):
             response = _manager(policy, tls, proxy_url).request(
-                "POST",
+                method,
                 url,
                 body=body,
                 headers=all_headers,
@@ -214,6 +281,7 @@ def _post(
         retry_after=response.headers.get("Retry-After"),
         error=_storable(error),
         duration_ms=duration_ms,
+        headers=dict(response.headers.items()) if keep_headers else {},
     )
 
 

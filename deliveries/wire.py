@@ -4,7 +4,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from . import conf, rendering, signing
+from . import conf, handshake, rendering, signing
 from .models import Delivery, Endpoint, Event
 
 REDACTED = "[redacted]"
@@ -68,12 +68,22 @@ def build_headers(
         "webhook-timestamp": str(timestamp),
         **signed,
         **({"traceparent": delivery.event.traceparent} if delivery.event.traceparent else {}),
+        **_validation_headers(endpoint),
     }
     # Our headers win over custom ones, whatever their case.
     reserved = {name.lower() for name in ours}
     headers = {k: v for k, v in headers.items() if k.lower() not in reserved}
     headers.update(ours)
     return headers
+
+
+def _validation_headers(endpoint: Endpoint) -> dict[str, str]:
+    """The CloudEvents webhook spec: after the handshake, every delivery carries the
+    origin the target consented to."""
+    if getattr(endpoint, "validation", None) != "cloudevents":
+        return {}
+    origin = conf.validation().origin
+    return {handshake.REQUEST_ORIGIN: origin} if origin else {}
 
 
 def redact_headers(headers: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:

@@ -28,10 +28,17 @@ class Reply:
 
 
 class Receiver:
-    """Records every request; answers from a script of replies, then the default."""
+    """Records every request; answers from a script of replies, then the default.
+
+    ``OPTIONS`` requests (the CloudEvents handshake) are kept apart in ``options`` and
+    answered by ``options_handler`` (405, as the spec says a target that does not handle
+    OPTIONS answers, without one); ``requests`` holds the POSTs only.
+    """
 
     def __init__(self) -> None:
         self.requests: list[ReceivedRequest] = []
+        self.options: list[ReceivedRequest] = []
+        self.options_handler: Callable[[ReceivedRequest], Reply] | None = None
         self.default = Reply()
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -72,6 +79,18 @@ class Receiver:
                     )
                 self._arrived.wait(remaining)
             return list(self.requests)
+
+    def wait_for_options(self, count: int, timeout: float = 20.0) -> list[ReceivedRequest]:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self.options) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"expected {count} OPTIONS requests, got {len(self.options)} in {timeout}s"
+                    )
+                self._arrived.wait(remaining)
+            return list(self.options)
 
     @classmethod
     @contextlib.contextmanager
@@ -125,6 +144,26 @@ class Receiver:
                 reply = receiver._reply_for(request)
                 if reply.delay_seconds:
                     time.sleep(reply.delay_seconds)
+                with contextlib.suppress(OSError):
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+
+            def do_OPTIONS(self) -> None:
+                request = ReceivedRequest(
+                    path=self.path,
+                    headers={k: v for k, v in self.headers.items()},
+                    body=b"",
+                    received_at=time.time(),
+                )
+                with receiver._lock:
+                    receiver.options.append(request)
+                    receiver._arrived.notify_all()
+                    handler = receiver.options_handler
+                reply = handler(request) if handler is not None else Reply(405, b"")
                 with contextlib.suppress(OSError):
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():

@@ -29,6 +29,7 @@ from ..models import (
     EnvelopeKind,
     SignatureScheme,
     StateSetBy,
+    Validation,
 )
 from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
@@ -77,6 +78,13 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     envelope = forms.ChoiceField(
         choices=EnvelopeKind.choices, required=False, initial=EnvelopeKind.DEFAULT
     )
+    validation = forms.ChoiceField(
+        choices=Validation.choices,
+        required=False,
+        initial=Validation.NONE,
+        help_text="CloudEvents: nothing is sent until the target consents to an OPTIONS "
+        "handshake, asked again after every change of the URL.",
+    )
 
     class Meta:
         model = Endpoint
@@ -93,6 +101,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
             "filter",
             "signature_scheme",
             "envelope",
+            "validation",
             "max_attempts",
             "backoff_base_seconds",
             "backoff_max_seconds",
@@ -120,6 +129,9 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
 
     def clean_envelope(self) -> str:
         return self.cleaned_data.get("envelope") or (self.instance.envelope or EnvelopeKind.DEFAULT)
+
+    def clean_validation(self) -> str:
+        return self.cleaned_data.get("validation") or (self.instance.validation or Validation.NONE)
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
@@ -177,6 +189,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "url",
         "tenant",
         "state",
+        "consent",
         "event_types",
         "consecutive_failures",
         "last_success_at",
@@ -186,7 +199,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "dead_lettered_deliveries",
         "circuit_state",
     ]
-    list_filter = ["state", "circuit_state", TenantFilter]
+    list_filter = ["state", "circuit_state", "validation_state", TenantFilter]
     inlines = [CircuitTransitionInline]
     search_fields = ["url", "description", "owner_email", "tenant"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
@@ -207,6 +220,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "signing_secrets",
         "public_key",
         "test_events",
+        "validation_state",
+        "validation_reason",
+        "validation_checked_at",
+        "validation_next_at",
+        "validation_allowed_rate",
     ]
     actions = [
         "suspend_endpoints",
@@ -214,6 +232,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "rotate_secret",
         "rotate_signing_key",
         "send_test_event",
+        "request_validation",
     ]
 
     # --- add and change: through the services ------------------------------------------
@@ -253,6 +272,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             rows=[self._secret_row(obj, secret)],
             note="Copy it now; it is not shown again (the reveal permission can show it later).",
         )
+
+    @admin.display(description="consent", ordering="validation_state")
+    def consent(self, endpoint: Endpoint) -> str:
+        """The CloudEvents handshake's state in a word ("-": the endpoint does not ask)."""
+        return endpoint.validation_state or "-"
 
     @admin.display(description="secret headers")
     def secret_headers(self, endpoint: Endpoint) -> str:
@@ -458,6 +482,32 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             url = reverse("admin:deliveries_endpoint_change", args=[sent[0].pk])
             return HttpResponseRedirect(f"{url}#test-events")
         return None
+
+    @admin.action(
+        description="Ask the target's consent again (CloudEvents handshake)",
+        permissions=["suspend_resume"],
+    )
+    def request_validation(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        asked = []
+        for endpoint in queryset:
+            try:
+                services.endpoint_request_validation(endpoint_id=endpoint.pk)
+            except services.ValidationUnavailable as exc:
+                self.message_user(request, f"{endpoint}: not asked, {exc}.", messages.WARNING)
+            else:
+                asked.append(endpoint)
+        audit(request, asked, "Asked for the target's consent again (CloudEvents handshake)")
+        if asked:
+            self.message_user(
+                request,
+                ngettext(
+                    "Handshake sent to %(count)d endpoint; its state shows on the list.",
+                    "Handshake sent to %(count)d endpoints; their state shows on the list.",
+                    len(asked),
+                )
+                % {"count": len(asked)},
+                messages.SUCCESS,
+            )
 
     def _intermediate(
         self,

@@ -14,6 +14,8 @@ from ..models import (
     EnvelopeKind,
     Event,
     SignatureScheme,
+    Validation,
+    ValidationState,
 )
 from ..services import endpoint_auth, endpoint_options
 from ..services.endpoints import BOUNDS
@@ -215,6 +217,29 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         help_text="PEM CA certificates that replace the system CAs for this endpoint "
         "(a private CA); empty: the system CAs.",
     )
+    validation = serializers.ChoiceField(
+        choices=Validation.choices,
+        required=False,
+        help_text='"none" (default) or "cloudevents": nothing is sent until the target '
+        "consents through the CloudEvents webhook handshake (OPTIONS), again after every "
+        "change of the URL.",
+    )
+    validation_state = serializers.ChoiceField(
+        choices=ValidationState.choices,
+        read_only=True,
+        allow_null=True,
+        help_text='"pending", "validated" or "refused" with validation "cloudevents" '
+        '(deliveries wait unless validated); null with "none".',
+    )
+    validation_reason = serializers.CharField(
+        read_only=True, help_text="What the last handshake came to (why it was refused)."
+    )
+    validation_allowed_rate = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="Requests per minute the target granted (WebHook-Allowed-Rate); it "
+        "applies besides rate_limit_per_second. null: no limit granted.",
+    )
     public_key = serializers.SerializerMethodField(
         help_text="The whpk_ key that verifies v1a signatures (the newest unexpired); null "
         "without v1a."
@@ -267,6 +292,11 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "client_key",
             "has_client_key",
             "ca_certificates",
+            "validation",
+            "validation_state",
+            "validation_reason",
+            "validation_checked_at",
+            "validation_allowed_rate",
             "public_key",
             "suspend_after_failures",
             "suspend_window_seconds",
@@ -283,6 +313,10 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         ]
         read_only_fields = [
             "id",
+            "validation_state",
+            "validation_reason",
+            "validation_checked_at",
+            "validation_allowed_rate",
             "public_key",
             "has_client_key",
             "notices",

@@ -124,6 +124,24 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             status=status.HTTP_200_OK,
         )
 
+    @extend_schema(
+        request=None,
+        responses={
+            202: s.EndpointSerializer,
+            409: OpenApiResponse(description='The endpoint\'s validation is "none".'),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def validate(self, request: Request, pk: str | None = None) -> Response:
+        """Run the CloudEvents handshake again (state back to pending unless validated)."""
+        endpoint = self.get_object()
+        refuse_body(request.data)
+        try:
+            endpoint = services.endpoint_request_validation(endpoint_id=endpoint.pk)
+        except services.ValidationUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(s.EndpointSerializer(endpoint).data, status=status.HTTP_202_ACCEPTED)
+
 
 @extend_schema_view(list=extend_schema(parameters=[s.TenantFilterSerializer]))
 class EventViewSet(

@@ -39,8 +39,9 @@ class HealthStore(Protocol):
         """Count a refused admission; return how many were refused in the last seconds."""
         ...
 
-    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
-        """Take one request from the limit: 0 when allowed, else seconds until it may be."""
+    def rate_limit_wait(self, scope: str, key: str, per_second: int, seconds: int = 1) -> float:
+        """Take one request from the limit (``per_second`` requests per ``seconds``
+        seconds): 0 when allowed, else seconds until it may be."""
         ...
 
 
@@ -53,8 +54,8 @@ class _RateLimits:
         options = {"key_prefix": KEY_PREFIX + "rate"} if storage_url.startswith("redis") else {}
         self.limiter = MovingWindowRateLimiter(storage_from_string(storage_url, **options))
 
-    def wait(self, scope: str, key: str, per_second: int) -> float:
-        item = RateLimitItemPerSecond(per_second)
+    def wait(self, scope: str, key: str, per_second: int, seconds: int = 1) -> float:
+        item = RateLimitItemPerSecond(per_second, multiples=seconds)
         if self.limiter.hit(item, scope, key):
             return 0.0
         reset_at = self.limiter.get_window_stats(item, scope, key).reset_time
@@ -105,8 +106,8 @@ class RedisHealthStore:
         pipe.expire(key, DENIAL_BUCKET_SECONDS * 2)
         return int(pipe.execute()[0])
 
-    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
-        return self._rates.wait(scope, key, per_second)
+    def rate_limit_wait(self, scope: str, key: str, per_second: int, seconds: int = 1) -> float:
+        return self._rates.wait(scope, key, per_second, seconds)
 
 
 class LocalHealthStore:
@@ -143,8 +144,8 @@ class LocalHealthStore:
             self._denials[endpoint] = recent
             return len(recent)
 
-    def rate_limit_wait(self, scope: str, key: str, per_second: int) -> float:
-        return self._rates.wait(scope, key, per_second)
+    def rate_limit_wait(self, scope: str, key: str, per_second: int, seconds: int = 1) -> float:
+        return self._rates.wait(scope, key, per_second, seconds)
 
 
 @lru_cache(maxsize=4)

@@ -18,6 +18,7 @@ urlpatterns = [
     path("endpoints/<uuid:pk>/secret", views.endpoint_secret, name="endpoint-secret"),
     path("endpoints/<uuid:pk>/rotate", views.endpoint_rotate, name="endpoint-rotate"),
     path("endpoints/<uuid:pk>/test", views.endpoint_test, name="endpoint-test"),
+    path("endpoints/<uuid:pk>/validate", views.endpoint_validate, name="endpoint-validate"),
     path("deliveries/", views.delivery_list, name="deliveries"),
     path("deliveries/<int:pk>/", views.delivery_detail, name="delivery"),
     path("deliveries/<int:pk>/retry", views.delivery_retry, name="delivery-retry"),

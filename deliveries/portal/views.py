@@ -40,6 +40,8 @@ NOTICES = {
     "enabled": "Endpoint enabled.",
     "deleted": "Endpoint deleted.",
     "test-sent": "Test event sent.",
+    "validation-asked": "We asked your endpoint for its consent again (an OPTIONS request); "
+    "reload this page to see its answer.",
     "test-refused": "Only an enabled endpoint can receive a test event.",
     "not-enabled": "Only the operator of this service can enable this endpoint again.",
     "test-first": "Send a test event first: once your endpoint answers it, you can resume.",
@@ -450,6 +452,19 @@ def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
         return _redirect("endpoint", endpoint.pk, notice="test-refused")
     _note(tenant, "sent a test event to endpoint", endpoint.pk)
     return _redirect("delivery", delivery.pk, notice="test-sent")
+
+
+@require_POST
+@portal_view
+def endpoint_validate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    """The CloudEvents handshake again (the target consents, then waiting deliveries go)."""
+    endpoint = _endpoint(tenant, pk)
+    try:
+        services.endpoint_request_validation(endpoint_id=endpoint.pk)
+    except services.ValidationUnavailable:
+        return _redirect("endpoint", endpoint.pk)
+    _note(tenant, "asked for the consent of endpoint", endpoint.pk)
+    return _redirect("endpoint", endpoint.pk, notice="validation-asked")
 
 
 # --- deliveries ------------------------------------------------------------------------

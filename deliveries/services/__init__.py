@@ -85,6 +85,7 @@ from .tenant_settings import (
     tenant_retention,
     tenant_settings_set,
 )
+from .validation import ValidationUnavailable, endpoint_request_validation
 from .versions import endpoint_pin_versions
 
 __all__ = [
@@ -106,6 +107,7 @@ __all__ = [
     "Retention",
     "SweepResult",
     "TenantSettingsInvalid",
+    "ValidationUnavailable",
     "WorkResult",
     "deliveries_recover",
     "delivery_attempt",
@@ -122,6 +124,7 @@ __all__ = [
     "endpoint_pin_versions",
     "endpoint_probe",
     "endpoint_public_key",
+    "endpoint_request_validation",
     "endpoint_resume",
     "endpoint_rotate_secret",
     "endpoint_rotate_signing_key",

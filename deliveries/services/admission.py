@@ -24,6 +24,7 @@ from django.utils import timezone
 from .. import conf
 from ..health import metrics, rules
 from ..models import CircuitState, Endpoint
+from . import validation
 from .breaker import circuit_transition
 from .circuit import breaker_settings, health_store
 
@@ -110,11 +111,15 @@ def rate_limit_wait(*, endpoint: Endpoint) -> float:
     if endpoint.rate_limit_per_second is not None:
         rate = endpoint.rate_limit_per_second
     global_rate = settings.global_rate_limit
-    if not rate and not global_rate:
+    # What the target granted in the CloudEvents handshake (per minute): both apply.
+    granted = validation.granted_rate(endpoint)
+    if not rate and not global_rate and not granted:
         return 0.0
     store = health_store()
     try:
         wait = store.rate_limit_wait("endpoint", str(endpoint.pk), rate) if rate else 0.0
+        if not wait and granted:
+            wait = store.rate_limit_wait("granted", str(endpoint.pk), granted, seconds=60)
         if not wait and global_rate:
             wait = store.rate_limit_wait("global", "all", global_rate)
     except redis.RedisError:

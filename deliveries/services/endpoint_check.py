@@ -16,6 +16,7 @@ from django.utils import timezone
 from .. import conf, transport
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..wire import build_headers, render_body, signing_keys
+from . import validation
 from .dispatch import dispatch_wakes
 
 TEST_EVENT_TYPE = "webhook.test"
@@ -94,6 +95,8 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
         tenant=endpoint.tenant,
     )
     delivery = Delivery(event=event, endpoint=endpoint)
+    if not validation.ready(endpoint):
+        return ProbeResult(None, 0.0, "the target has not consented (CloudEvents handshake)")
     secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
     private_keys = signing_keys(endpoint, now)
     if not secrets or private_keys is None:

@@ -20,6 +20,7 @@ from .endpoint_options import (
     normalised_filter,
     options_problems,
 )
+from .validation import endpoint_validation_reset, field_problems, portal_default
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
@@ -52,6 +53,7 @@ EDITABLE = frozenset(
         "secret_headers",
         "version_pins",
         "ordered_delivery",
+        "validation",
         *OPTION_FIELDS,
         *endpoint_auth.AUTH_FIELDS,
         *BOUNDS,
@@ -99,6 +101,9 @@ def endpoint_create(
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     auth = _pop_auth(fields)
+    if chosen_by_tenant is True and "validation" not in fields:
+        # WEBHOOKS_PORTAL_ENDPOINT_VALIDATION: a tenant's targets may have to consent.
+        fields["validation"] = portal_default()
     endpoint = Endpoint(url=url, event_types=event_types, **fields)
     endpoint.url_chosen_in_portal = chosen_by_tenant is True
     _apply_and_validate(
@@ -114,6 +119,7 @@ def endpoint_create(
     endpoint.save()
     secret = _add_secret(endpoint)
     endpoint_ensure_signing_key(endpoint=endpoint)
+    endpoint_validation_reset(endpoint=endpoint, url_changed=True, validation_changed=True)
     return endpoint, secret
 
 
@@ -150,6 +156,7 @@ def endpoint_update(
     marked = changes.pop("secret_headers", None)
     auth = _pop_auth(changes)
     previous_url = endpoint.url
+    previous_validation = endpoint.validation
     for name, value in changes.items():
         setattr(endpoint, name, value)
     if "url" in changes:
@@ -168,6 +175,11 @@ def endpoint_update(
     endpoint.save()
     if "signature_scheme" in changes:
         endpoint_ensure_signing_key(endpoint=endpoint)
+    endpoint_validation_reset(
+        endpoint=endpoint,
+        url_changed=endpoint.url != previous_url,
+        validation_changed=endpoint.validation != previous_validation,
+    )
     if state and state != endpoint.state:
         endpoint_set_state(endpoint_id=endpoint.pk, state=state)
         endpoint.refresh_from_db()
@@ -318,6 +330,8 @@ def _apply_and_validate(
     for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
     ).items():
+        errors.setdefault(field, []).extend(problems)
+    for field, problems in field_problems(endpoint, changed).items():
         errors.setdefault(field, []).extend(problems)
     if "filter" in changed and "filter" not in errors:
         endpoint.filter = normalised_filter(endpoint.filter)

@@ -44,6 +44,7 @@ from ..destinations import Outcome as SendOutcome
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys
+from . import validation
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
@@ -242,6 +243,11 @@ class _Owner:
             self.lost = True  # deleted: its rows are gone with it
             return False
         if endpoint.state != EndpointState.ACTIVE:
+            self.inactive = True
+            return False
+        if not validation.ready(endpoint):
+            # The target has not consented (CloudEvents handshake): claim nothing; the
+            # handshake's success wakes the endpoint again (services.validation).
             self.inactive = True
             return False
         self.endpoint = endpoint

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from . import validation
 from .dispatch import dispatch_fan_outs, dispatch_wakes
 from .owner import settle_inactive_endpoints
 
@@ -61,7 +62,13 @@ def _fan_out_stuck_events() -> int:
 def _unowned() -> Q:
     """Active endpoints without a live owner, whose claims are not on hold."""
     live = Q(owner__token__isnull=False, owner__expires_at__gte=Now())
-    return Q(state=EndpointState.ACTIVE) & ~live & ~Q(owner__not_before__gt=Now())
+    # An endpoint whose target has not consented waits for its handshake, not a wake.
+    return (
+        Q(state=EndpointState.ACTIVE)
+        & ~live
+        & ~Q(owner__not_before__gt=Now())
+        & ~validation.not_ready()
+    )
 
 
 def _endpoints_with_unowned_work() -> tuple[list[str], list[str]]:
