@@ -46,6 +46,7 @@ def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
     ]
 
 
+@register(Tags.security)
 def check_validation_origin(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     """The handshake needs an origin; the portal's default makes every tenant's endpoint
     use it, so an undeterminable one is refused at start-up then (the API and the admin
