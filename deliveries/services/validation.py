@@ -157,6 +157,10 @@ def endpoint_handshake(*, endpoint_id: UUID | str) -> str | None:
         read_timeout=endpoint.read_timeout_seconds,
         policy=conf.endpoint_address_policy(endpoint),
         deadline=deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
+        # The same way out as its deliveries: through the egress proxy, with its client
+        # certificate (a target that demands one would refuse the handshake without it).
+        tls=endpoint.client_tls() if endpoint.url.lower().startswith("https:") else None,
+        proxy_url=conf.get().egress_proxy_url,
     )
     verdict = handshake.decide(
         origin=settings.origin,
