@@ -8,6 +8,7 @@ from django.utils import timezone
 from .. import catalogue
 from ..models import DeliveryStatus, Endpoint
 from ..services.endpoint_check import TEST_EVENT_TYPE
+from ..url_fields import EndpointURLFormField
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 EVERYTHING = "*"
@@ -20,7 +21,7 @@ def event_type_choices() -> list[tuple[str, str]]:
 
 
 class EndpointForm(forms.Form):
-    url = forms.URLField(
+    url = EndpointURLFormField(
         label="URL",
         max_length=2048,
         assume_scheme="https",
