@@ -9,6 +9,7 @@ refusal. py-amqp is synchronous over plain sockets, so it cooperates under geven
 blocks its own thread under the threads and prefork pools.
 """
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import amqp
@@ -54,11 +55,14 @@ def _connect(broker: BrokerURL, deadline: Deadline, policy: AddressPolicy) -> am
 
 
 def _close(connection: amqp.Connection) -> None:
-    try:
+    # A connection the broker already closed (refused login, channel error) may fail to
+    # close again; its socket is dropped either way.
+    # `_transport`: the public property warns (and raises) on a connection not open.
+    sock = getattr(getattr(connection, "_transport", None), "sock", None)
+    with contextlib.suppress(Exception):
         connection.collect()
-    finally:
-        sock = getattr(connection.transport, "sock", None) if connection.transport else None
-        if sock is not None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
             sock.close()
 
 

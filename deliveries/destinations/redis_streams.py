@@ -87,9 +87,11 @@ def _publish(broker: BrokerURL, message: Message, deadline: Deadline, policy: Ad
     arguments += [BODY_FIELD, message.body]
     pool = _pool(broker, policy, deadline)
     deadlines.arm(deadline)
-    connection = pool.get_connection()
+    connection: Any = None
     try:
         try:
+            # Opens (and authenticates) a connection when none is idle.
+            connection = pool.get_connection()
             connection.connect()
             deadlines.attach_current(Socket(connection._sock))
             if connection._sock is not None:
@@ -108,8 +110,9 @@ def _publish(broker: BrokerURL, message: Message, deadline: Deadline, policy: Ad
             # Out of memory, a read-only replica, still loading: another try may pass.
             raise NotAcknowledged(f"Redis: {exc}") from None
     except BaseException:
-        connection.disconnect()
-        pool.release(connection)
+        if connection is not None:
+            connection.disconnect()
+            pool.release(connection)
         deadlines.finish(deadline)
         raise
     if deadlines.finish(deadline):

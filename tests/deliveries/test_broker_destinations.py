@@ -328,7 +328,7 @@ def test_redis_password_is_masked_everywhere(
             content_type="application/json",
         )
         assert refused.status_code == 400
-        assert "password" in json.loads(refused.content)["errors"]["url"][0]
+        assert "password" in json.loads(refused.content)["url"][0]
     finally:
         destination_redis.acl_deluser(user)
 
@@ -392,3 +392,45 @@ def test_broker_messages_carry_the_http_wire_headers(destination_redis: redis.Re
     got = {k.decode(): v.decode("latin-1") for k, v in fields.items()}
     assert got == build_headers(delivery, body, [secret], timestamp)
     assert got["X-Tenant-Key"] == "abc"
+
+
+# --- what the API refuses ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("amqp://127.0.0.1:5672/", "?exchange="),
+        ("amqp://127.0.0.1:5672/?routing_key=a", "?exchange="),
+        ("nats://127.0.0.1:4222", "?subject="),
+        ("nats://127.0.0.1:4222?subject=a.*", "wildcards"),
+        ("redis://127.0.0.1:6379/0", "?stream="),
+        ("redis://127.0.0.1:6379/0?stream=s&maxlen=0", "maxlen"),
+        ("redis://127.0.0.1:6379/0?stream=s&maxlenn=5", "not 'maxlenn'"),
+        ("http://user:pw@127.0.0.1:8000/hooks", "user info"),
+        ("amqp://guest:***@127.0.0.1:5672/?exchange=x", "give the real password"),
+        ("ftp://127.0.0.1/x", "Only http, https, amqp"),
+    ],
+)
+def test_bad_broker_urls_are_a_clear_400(api: APIClient, url: str, says: str) -> None:
+    response = create(api, url)
+    assert response.status_code == 400, response.content
+    assert says in " ".join(json.loads(response.content)["url"])
+    assert not Endpoint.objects.exists()
+
+
+def test_the_ssrf_rules_apply_to_the_brokers_address(api: APIClient, settings: Any) -> None:
+    settings.WEBHOOKS_ALLOWED_NETWORKS = ""
+    response = create(api, "amqp://guest:guest@127.0.0.1:5672/?exchange=x")
+    assert response.status_code == 400
+    assert "loopback" in json.loads(response.content)["url"][0]
+    assert b"guest:guest" not in response.content
+    response = create(api, "redis://10.1.2.3:6379/0?stream=s")
+    assert response.status_code == 400
+    assert "private" in json.loads(response.content)["url"][0]
+
+
+def test_require_https_governs_http_urls_only(api: APIClient, settings: Any) -> None:
+    settings.WEBHOOKS_REQUIRE_HTTPS = True
+    assert create(api, "http://127.0.0.1:8000/hooks").status_code == 400
+    assert create(api, f"redis://127.0.0.1:6379/{REDIS_DB}?stream=s").status_code == 201
