@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 import amqp
 from amqp import exceptions as amqp_errors
 
-from .. import deadlines
 from ..broker_urls import BrokerURL, checked_address
 from ..deadlines import Deadline
 from ..ssrf import AddressPolicy
 from .base import Credentials, Outcome
-from .brokers import Message, NotAcknowledged, Pool, Refused, Socket, remaining, send
+from .brokers import Message, NotAcknowledged, Pool, Refused, remaining, send
 
 if TYPE_CHECKING:
     from ..models import Delivery
@@ -72,29 +71,26 @@ _pool: Pool[amqp.Connection] = Pool(close=_close)
 def _publish(broker: BrokerURL, message: Message, deadline: Deadline, policy: AddressPolicy) -> str:
     exchange = broker.params["exchange"]
     routing_key = broker.params.get("routing_key", "")
-    deadlines.arm(deadline)
-    connection = _pool.take(broker.pool_key)
-    try:
-        if connection is None:
-            try:
-                connection = _connect(broker, deadline, policy)
-            except amqp_errors.AccessRefused as exc:
-                raise Refused(f"AMQP: access refused ({exc.reply_text or exc})") from None
-            except amqp_errors.NotAllowed as exc:
-                raise Refused(f"AMQP: not allowed ({exc.reply_text or exc})") from None
-        deadlines.attach_current(Socket(connection.transport.sock))
-        connection.transport.sock.settimeout(remaining(deadline))
-        channel = connection.channel(1)
-        body_message = amqp.Message(
-            message.body,
-            content_type=message.headers.get("Content-Type", "application/json"),
-            delivery_mode=PERSISTENT,
-            message_id=message.event_id,
-            type=message.event_type,
-            application_headers=dict(message.headers),
-        )
+    body_message = amqp.Message(
+        message.body,
+        content_type=message.headers.get("Content-Type", "application/json"),
+        delivery_mode=PERSISTENT,
+        message_id=message.event_id,
+        type=message.event_type,
+        application_headers=dict(message.headers),
+    )
+
+    def connect() -> amqp.Connection:
         try:
-            channel.basic_publish(
+            return _connect(broker, deadline, policy)
+        except amqp_errors.AccessRefused as exc:
+            raise Refused(f"AMQP: access refused ({exc.reply_text or exc})") from None
+        except amqp_errors.NotAllowed as exc:
+            raise Refused(f"AMQP: not allowed ({exc.reply_text or exc})") from None
+
+    def publish(connection: amqp.Connection) -> None:
+        try:
+            connection.channel(1).basic_publish(
                 body_message,
                 exchange=exchange,
                 routing_key=routing_key,
@@ -110,15 +106,15 @@ def _publish(broker: BrokerURL, message: Message, deadline: Deadline, policy: Ad
         except amqp_errors.ChannelError as exc:
             # NO_ROUTE (312) for a mandatory message no queue is bound for, among others.
             raise NotAcknowledged(f"AMQP {exc.reply_code}: {exc.reply_text or exc}") from None
-    except BaseException:
-        if connection is not None:
-            _pool.discard(connection)
-        deadlines.finish(deadline)
-        raise
-    if deadlines.finish(deadline):
-        _pool.discard(connection)
-    else:
-        _pool.give_back(broker.pool_key, connection)
+
+    _pool.run(
+        broker.pool_key,
+        deadline,
+        connect=connect,
+        use=publish,
+        socket_of=lambda connection: connection.transport.sock,
+        stale=(OSError, amqp_errors.RecoverableConnectionError),
+    )
     return f"confirmed by the broker (exchange {exchange!r}, routing key {routing_key!r})"
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.utils import timezone
 
-from .. import conf, payloads
+from .. import conf, deadlines, payloads
 from ..broker_urls import BrokerURL, BrokerURLInvalid, parse
 from ..deadlines import Deadline
 from ..ssrf import AddressPolicy
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..models import Delivery
 
 C = TypeVar("C")
+R = TypeVar("R")
 #: Idle connections kept per broker; more at once still open, and close after use.
 MAX_IDLE_PER_BROKER = 32
 
@@ -66,6 +67,61 @@ class Pool(Generic[C]):
         # Closing a broken connection may fail too; it is dropped either way.
         with contextlib.suppress(Exception):
             self._close(connection)
+
+    def run(
+        self,
+        key: Hashable,
+        deadline: Deadline,
+        connect: Callable[[], C],
+        use: Callable[[C], R],
+        socket_of: Callable[[C], Any],
+        stale: tuple[type[BaseException], ...],
+    ) -> R:
+        """`use` an idle connection of this broker, or a new one, within `deadline`.
+
+        An idle connection found broken (``stale``: the broker restarted, a firewall
+        dropped it) is replaced once, so a restart costs no attempt; a message that may
+        have gone out on it goes out again, which at-least-once delivery allows (JetStream
+        drops the copy by its Nats-Msg-Id).
+        """
+        deadlines.arm(deadline)
+        try:
+            connection = self.take(key)
+            if connection is not None:
+                try:
+                    result = self._use(connection, use, socket_of, deadline)
+                except stale:
+                    self.discard(connection)
+                    if deadline.fired:
+                        raise
+                else:
+                    return self._done(key, connection, deadline, result)
+            connection = connect()
+            try:
+                result = self._use(connection, use, socket_of, deadline)
+            except BaseException:
+                self.discard(connection)
+                raise
+            return self._done(key, connection, deadline, result)
+        finally:
+            deadlines.finish(deadline)
+
+    @staticmethod
+    def _use(
+        connection: C, use: Callable[[C], R], socket_of: Callable[[C], Any], deadline: Deadline
+    ) -> R:
+        sock = socket_of(connection)
+        deadlines.attach_current(Socket(sock))
+        sock.settimeout(remaining(deadline))
+        return use(connection)
+
+    def _done(self, key: Hashable, connection: C, deadline: Deadline, result: R) -> R:
+        # A connection the deadline cut short may have half a frame in flight: never reused.
+        if deadlines.finish(deadline):
+            self.discard(connection)
+        else:
+            self.give_back(key, connection)
+        return result
 
     def clear(self) -> None:
         with self._lock:

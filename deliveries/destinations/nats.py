@@ -197,24 +197,14 @@ _pool: Pool[NatsConnection] = Pool(close=lambda connection: connection.sock.clos
 
 
 def _publish(broker: BrokerURL, message: Message, deadline: Deadline, policy: AddressPolicy) -> str:
-    deadlines.arm(deadline)
-    connection = _pool.take(broker.pool_key)
-    try:
-        if connection is None:
-            connection = _connect(broker, deadline, policy)
-        else:
-            deadlines.attach_current(Socket(connection.sock))
-        connection.sock.settimeout(remaining(deadline))
-        answer = connection.publish(broker.params["subject"], message.headers, message.body)
-    except BaseException:
-        if connection is not None:
-            _pool.discard(connection)
-        deadlines.finish(deadline)
-        raise
-    if deadlines.finish(deadline):
-        _pool.discard(connection)
-    else:
-        _pool.give_back(broker.pool_key, connection)
+    answer = _pool.run(
+        broker.pool_key,
+        deadline,
+        connect=lambda: _connect(broker, deadline, policy),
+        use=lambda c: c.publish(broker.params["subject"], message.headers, message.body),
+        socket_of=lambda c: c.sock,
+        stale=(OSError, ProtocolError),
+    )
     duplicate = " (a duplicate: JetStream kept the first copy)" if answer.get("duplicate") else ""
     return f"stream {answer['stream']} seq {answer.get('seq')}{duplicate}"
 

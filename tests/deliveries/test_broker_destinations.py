@@ -10,6 +10,7 @@ starts them); the destination stream lives in Redis db 7, away from the test bro
 import asyncio
 import json
 import logging
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -434,3 +435,83 @@ def test_require_https_governs_http_urls_only(api: APIClient, settings: Any) -> 
     settings.WEBHOOKS_REQUIRE_HTTPS = True
     assert create(api, "http://127.0.0.1:8000/hooks").status_code == 400
     assert create(api, f"redis://127.0.0.1:6379/{REDIS_DB}?stream=s").status_code == 201
+
+
+# --- one pool per broker per process; a broken idle connection is replaced ---------------
+
+
+def _idle_connections(pool: Any) -> list[Any]:
+    return [c for connections in pool._idle.values() for c in connections]
+
+
+@pytest.mark.parametrize("kind", ["amqp", "nats"])
+def test_a_broken_idle_connection_is_replaced_within_the_attempt(
+    kind: str, rabbit: tuple[amqp.Channel, str, str], stream: tuple[str, str]
+) -> None:
+    from deliveries.destinations import amqp as amqp_kind
+    from deliveries.destinations import nats as nats_kind
+
+    _, exchange, _ = rabbit
+    _, subject = stream
+    url, pool = {
+        "amqp": (
+            f"amqp://guest:guest@{AMQP}/?exchange={exchange}&routing_key=hooks",
+            amqp_kind._pool,
+        ),
+        "nats": (f"nats://127.0.0.1:4222?subject={subject}", nats_kind._pool),
+    }[kind]
+    pool.clear()
+    endpoint, secret = services.endpoint_create(url=url, event_types=["*"], **FAST)
+    destination = for_url(endpoint.url)
+    outcomes = []
+    for n in range(3):
+        event = services.emit("invoice.paid", {"n": n})
+        delivery = Delivery.objects.select_related("event", "endpoint").get(event=event)
+        credentials = Credentials([secret], [], int(timezone.now().timestamp()))
+        outcomes.append(destination.send(delivery, deadlines.after(3), credentials))
+        # Reused, not one connection per delivery.
+        [idle] = _idle_connections(pool)
+        if n == 1:
+            # The broker went away under the idle connection (a restart, a dropped route).
+            sock = idle.transport.sock if kind == "amqp" else idle.sock
+            sock.shutdown(socket.SHUT_RDWR)
+    assert [o.kind for o in outcomes] == [Kind.SUCCEEDED] * 3, [o.error for o in outcomes]
+
+
+# --- the Procfile's delivery worker: Celery's gevent pool --------------------------------
+
+
+@pytest.mark.worker
+def test_a_gevent_worker_delivers_to_every_broker_kind(
+    redis_client: Any,
+    rabbit: tuple[amqp.Channel, str, str],
+    stream: tuple[str, str],
+    destination_redis: redis.Redis,
+) -> None:
+    """The synchronous clients cooperate under gevent's monkey-patching: many deliveries
+    in flight at once, each kind on a few pooled connections."""
+    from tests.helpers import worker_process
+
+    redis_client.flushdb()
+    channel, exchange, queue = rabbit
+    name, subject = stream
+    count = 20
+    for url in (
+        f"amqp://guest:guest@{AMQP}/?exchange={exchange}&routing_key=hooks",
+        f"nats://127.0.0.1:4222?subject={subject}",
+        f"redis://127.0.0.1:6379/{REDIS_DB}?stream=gevent",
+    ):
+        services.endpoint_create(url=url, event_types=["*"], max_in_flight=10, **FAST)
+    for n in range(count):
+        services.emit("invoice.paid", {"n": n})
+
+    with worker_process({}, pool="gevent", concurrency=50):
+        wait_until(
+            lambda: Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).count() == 3 * count,
+            timeout=60,
+            what="every delivery to every broker",
+        )
+    assert channel.queue_declare(queue, passive=True).message_count == count
+    assert len(stream_messages(name)) == count
+    assert destination_redis.xlen("gevent") == count
+    assert not Attempt.objects.exclude(error="").exists()
