@@ -515,3 +515,63 @@ def test_a_gevent_worker_delivers_to_every_broker_kind(
     assert len(stream_messages(name)) == count
     assert destination_redis.xlen("gevent") == count
     assert not Attempt.objects.exclude(error="").exists()
+
+
+# --- the admin, and the test event of a suspended endpoint -------------------------------
+
+
+def test_the_admin_makes_a_broker_endpoint_and_shows_its_url_masked(
+    client: Any, destination_redis: redis.Redis
+) -> None:
+    from django.contrib.auth.models import User
+
+    from tests.deliveries.console.test_admin import endpoint_form
+
+    User.objects.create_superuser("op", "op@example.com", "pw")
+    client.login(username="op", password="pw")
+    password = f"adminpw-{uuid.uuid4().hex}"
+    url = f"redis://:{password}@127.0.0.1:6379/{REDIS_DB}?stream=admin"
+    response = client.post("/admin/deliveries/endpoint/add/", endpoint_form(url=url))
+    assert response.status_code == 200, response.content[:300]
+    assert password.encode() not in response.content
+    endpoint = Endpoint.objects.get()
+    assert endpoint.url == f"redis://:***@127.0.0.1:6379/{REDIS_DB}?stream=admin"
+    assert crypto.decrypt(endpoint.url_password) == password
+    for page in (
+        "/admin/deliveries/endpoint/",
+        f"/admin/deliveries/endpoint/{endpoint.pk}/change/",
+    ):
+        content = client.get(page).content.decode()
+        assert "127.0.0.1:6379" in content
+        assert password not in content
+    # Saving the change form as shown (the masked URL) keeps the password.
+    saved = client.post(
+        f"/admin/deliveries/endpoint/{endpoint.pk}/change/",
+        endpoint_form(url=endpoint.url, description="kept"),
+    )
+    assert saved.status_code == 302, saved.content[:500]
+    endpoint.refresh_from_db()
+    assert endpoint.description == "kept"
+    assert crypto.decrypt(endpoint.url_password) == password
+    missing = client.post("/admin/deliveries/endpoint/add/", endpoint_form(url="nats://127.0.0.1"))
+    assert "?subject=" in missing.content.decode()
+
+
+def test_a_suspended_broker_endpoint_takes_a_test_event(destination_redis: redis.Redis) -> None:
+    endpoint, secret = services.endpoint_create(
+        url=f"redis://127.0.0.1:6379/{REDIS_DB}?stream=probe", event_types=["*"], **FAST
+    )
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failing")
+    result = services.endpoint_probe(endpoint_id=endpoint.pk, requested_by="tests")
+    assert result.succeeded, result.failure
+    [(_, fields)] = destination_redis.xrange("probe")
+    body = fields.pop(b"body")
+    Webhook(secret).verify(body, {k.decode(): v.decode() for k, v in fields.items()})
+    endpoint.refresh_from_db()
+    assert endpoint.probe_succeeded_at is not None
+
+    down, _ = services.endpoint_create(url="redis://127.0.0.1:1/0?stream=x", event_types=["*"])
+    services.endpoint_suspend(endpoint_id=down.pk, reason="failing")
+    failed = services.endpoint_probe(endpoint_id=down.pk)
+    assert not failed.succeeded
+    assert "unreachable" in failed.failure
