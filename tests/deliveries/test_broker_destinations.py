@@ -133,8 +133,10 @@ def test_amqp_end_to_end_through_the_api(
 
     message = channel.basic_get(queue, no_ack=True)
     assert message is not None
-    headers = {str(k): str(v) for k, v in message.headers.items()}
-    verified(answer["secret"], bytes(message.body), headers, event)
+    headers = {str(k): str(v) for k, v in (message.headers or {}).items()}
+    body = message.body
+    assert isinstance(body, bytes)
+    verified(answer["secret"], body, headers, event)
     assert message.properties["delivery_mode"] == 2  # persistent
     assert message.properties["message_id"] == str(event.id)
     [attempt] = Attempt.objects.filter(delivery__event=event)
@@ -265,6 +267,16 @@ def destination_redis() -> Iterator[redis.Redis]:
     client.flushdb()
 
 
+def stream_entries(client: Any, stream: str) -> list[tuple[str, bytes, dict[str, str]]]:
+    """(entry id, the `body` field, the other fields as headers) of each entry."""
+    entries = []
+    for entry_id, fields in client.xrange(stream):
+        body = fields.pop(b"body")
+        headers = {k.decode(): v.decode("latin-1") for k, v in fields.items()}
+        entries.append((entry_id.decode(), body, headers))
+    return entries
+
+
 def test_redis_stream_end_to_end_through_the_api(
     celery_worker: object, api: APIClient, destination_redis: redis.Redis
 ) -> None:
@@ -272,12 +284,10 @@ def test_redis_stream_end_to_end_through_the_api(
     event = services.emit("invoice.paid", {"invoice": "in_redis"})
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="added to the stream")
 
-    [(entry_id, fields)] = destination_redis.xrange("hooks")
-    body = fields.pop(b"body")
-    headers = {k.decode(): v.decode("latin-1") for k, v in fields.items()}
+    [(entry_id, body, headers)] = stream_entries(destination_redis, "hooks")
     verified(answer["secret"], body, headers, event)
     [attempt] = Attempt.objects.filter(delivery__event=event)
-    assert entry_id.decode() in attempt.response_body
+    assert entry_id in attempt.response_body
 
 
 def test_redis_password_is_masked_everywhere(
@@ -388,9 +398,7 @@ def test_broker_messages_carry_the_http_wire_headers(destination_redis: redis.Re
         delivery, deadlines.after(3), Credentials([secret], [], timestamp)
     )
     assert outcome.kind == Kind.SUCCEEDED, outcome.error
-    [(_, fields)] = destination_redis.xrange("same")
-    body = fields.pop(b"body")
-    got = {k.decode(): v.decode("latin-1") for k, v in fields.items()}
+    [(_, body, got)] = stream_entries(destination_redis, "same")
     assert got == build_headers(delivery, body, [secret], timestamp)
     assert got["X-Tenant-Key"] == "abc"
 
@@ -453,13 +461,14 @@ def test_a_broken_idle_connection_is_replaced_within_the_attempt(
 
     _, exchange, _ = rabbit
     _, subject = stream
-    url, pool = {
+    kinds: dict[str, tuple[str, Any]] = {
         "amqp": (
             f"amqp://guest:guest@{AMQP}/?exchange={exchange}&routing_key=hooks",
             amqp_kind._pool,
         ),
         "nats": (f"nats://127.0.0.1:4222?subject={subject}", nats_kind._pool),
-    }[kind]
+    }
+    url, pool = kinds[kind]
     pool.clear()
     endpoint, secret = services.endpoint_create(url=url, event_types=["*"], **FAST)
     destination = for_url(endpoint.url)
@@ -511,7 +520,8 @@ def test_a_gevent_worker_delivers_to_every_broker_kind(
             timeout=60,
             what="every delivery to every broker",
         )
-    assert channel.queue_declare(queue, passive=True).message_count == count
+    declared: Any = channel.queue_declare(queue, passive=True)
+    assert declared.message_count == count
     assert len(stream_messages(name)) == count
     assert destination_redis.xlen("gevent") == count
     assert not Attempt.objects.exclude(error="").exists()
@@ -564,9 +574,8 @@ def test_a_suspended_broker_endpoint_takes_a_test_event(destination_redis: redis
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failing")
     result = services.endpoint_probe(endpoint_id=endpoint.pk, requested_by="tests")
     assert result.succeeded, result.failure
-    [(_, fields)] = destination_redis.xrange("probe")
-    body = fields.pop(b"body")
-    Webhook(secret).verify(body, {k.decode(): v.decode() for k, v in fields.items()})
+    [(_, body, headers)] = stream_entries(destination_redis, "probe")
+    Webhook(secret).verify(body, headers)
     endpoint.refresh_from_db()
     assert endpoint.probe_succeeded_at is not None
 
