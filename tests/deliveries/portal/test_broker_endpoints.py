@@ -30,7 +30,7 @@ def test_a_tenant_adds_a_broker_endpoint_and_sees_its_password_masked() -> None:
     assert crypto.decrypt(endpoint.url_password) == "s3cret-pw"
     for page in (
         "/portal/",
-        f"/portal/endpoints/{endpoint.pk}",
+        f"/portal/endpoints/{endpoint.pk}/",
         f"/portal/endpoints/{endpoint.pk}/edit",
     ):
         shown = client.get(page)
