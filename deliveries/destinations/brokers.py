@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.utils import timezone
 
-from .. import conf, deadlines, payloads
+from .. import conf, deadlines, payloads, tracing
 from ..broker_urls import BrokerURL, BrokerURLInvalid, parse
 from ..deadlines import Deadline
 from ..ssrf import AddressPolicy
@@ -161,6 +161,18 @@ class Message:
 Publish = Callable[[BrokerURL, Message, Deadline, AddressPolicy], str]
 
 
+#: OpenTelemetry's `messaging.system` of each scheme.
+SYSTEMS = {
+    "amqp": "rabbitmq",
+    "amqps": "rabbitmq",
+    "nats": "nats",
+    "redis": "redis",
+    "rediss": "redis",
+}
+#: The query parameter that names where each kind publishes.
+TARGETS = ("exchange", "subject", "stream")
+
+
 def send(
     delivery: "Delivery",
     deadline: Deadline,
@@ -168,12 +180,58 @@ def send(
     publish: Publish,
     extra_headers: Callable[[Message], dict[str, str]] | None = None,
 ) -> Outcome:
-    """Render, sign and `publish` one delivery; the broker's answer as an `Outcome`.
+    """Render, sign and `publish` one delivery, in a producer span when tracing is on;
+    the broker's answer as an `Outcome`.
 
     ``publish`` returns what the attempt's record shows as the answer (e.g. the stream
     and sequence number), raises `Refused` or `NotAcknowledged`, or any OSError / library
     error for a broker that is down or went away (all RETRY).
     """
+    endpoint = delivery.endpoint
+    try:
+        broker = parse(endpoint.url_plain())
+    except BrokerURLInvalid as exc:
+        return Outcome(Kind.DEAD, error=f"the endpoint's URL cannot be used: {exc}")
+    destination = next(
+        (
+            broker.params[name]
+            for name in ("exchange", "subject", "stream")
+            if name in broker.params
+        ),
+        "",
+    )
+    with tracing.span(
+        f"send {destination}",
+        kind="PRODUCER",
+        traceparent=delivery.event.traceparent or None,
+        attributes={
+            "messaging.system": SYSTEMS.get(broker.scheme, broker.scheme),
+            "messaging.operation.type": "send",
+            "messaging.destination.name": destination,
+            "messaging.message.id": str(delivery.event_id),
+            "server.address": broker.host,
+            "server.port": broker.port,
+            "webhooks.attempt": delivery.attempts,
+            "webhooks.delivery.id": delivery.pk,
+            "webhooks.endpoint.id": str(delivery.endpoint_id),
+            "webhooks.event.id": str(delivery.event_id),
+            "webhooks.event.type": delivery.event.type,
+        },
+    ) as span:
+        outcome = _send(delivery, broker, deadline, credentials, publish, extra_headers, span)
+        tracing.attempt_outcome(span, status_code=None, outcome=outcome.kind, error=outcome.error)
+        return outcome
+
+
+def _send(
+    delivery: "Delivery",
+    broker: BrokerURL,
+    deadline: Deadline,
+    credentials: Credentials,
+    publish: Publish,
+    extra_headers: Callable[[Message], dict[str, str]] | None,
+    span: object,
+) -> Outcome:
     endpoint = delivery.endpoint
     try:
         body = render_body(delivery.event, endpoint)
@@ -186,6 +244,10 @@ def send(
         timestamp=credentials.timestamp,
         private_keys=credentials.private_keys,
     )
+    traced = tracing.traceparent_of(span)
+    if traced:
+        # The consumer's span becomes a child of this attempt, as an HTTP receiver's does.
+        headers["traceparent"] = traced
     message = Message(body, headers, str(delivery.event_id), delivery.event.type)
     wire_headers = {**headers, **(extra_headers(message) if extra_headers else {})}
     stored = redact_headers(wire_headers, endpoint.secret_header_names)
@@ -202,10 +264,6 @@ def send(
             response_body=answer[: conf.get().response_body_limit],
         )
 
-    try:
-        broker = parse(endpoint.url_plain())
-    except BrokerURLInvalid as exc:
-        return outcome(Kind.DEAD, f"the endpoint's URL cannot be used: {exc}")
     try:
         answer = publish(
             broker,

@@ -584,3 +584,44 @@ def test_a_suspended_broker_endpoint_takes_a_test_event(destination_redis: redis
     failed = services.endpoint_probe(endpoint_id=down.pk)
     assert not failed.succeeded
     assert "unreachable" in failed.failure
+
+
+# --- tracing: a producer span per attempt, its traceparent in the message ----------------
+
+
+def test_a_broker_attempt_is_a_producer_span_whose_traceparent_the_message_carries(
+    destination_redis: redis.Redis,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from deliveries import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use_provider(provider)
+    try:
+        endpoint, secret = services.endpoint_create(
+            url=f"redis://127.0.0.1:6379/{REDIS_DB}?stream=traced", event_types=["*"], **FAST
+        )
+        event = services.emit("invoice.paid", {"n": 1})
+        delivery = Delivery.objects.select_related("event", "endpoint").get(event=event)
+        credentials = Credentials([secret], [], int(timezone.now().timestamp()))
+        outcome = for_url(endpoint.url).send(delivery, deadlines.after(3), credentials)
+    finally:
+        tracing.use_provider(None)
+        provider.shutdown()
+    assert outcome.kind == Kind.SUCCEEDED
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "send traced"]
+    assert span.kind == SpanKind.PRODUCER
+    attributes = dict(span.attributes or {})
+    assert attributes["messaging.system"] == "redis"
+    assert attributes["messaging.destination.name"] == "traced"
+    assert attributes["webhooks.event.id"] == str(event.id)
+    [(_, body, headers)] = stream_entries(destination_redis, "traced")
+    context = span.get_span_context()
+    assert headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+    Webhook(secret).verify(body, headers)
