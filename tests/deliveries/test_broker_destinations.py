@@ -623,5 +623,6 @@ def test_a_broker_attempt_is_a_producer_span_whose_traceparent_the_message_carri
     assert attributes["webhooks.event.id"] == str(event.id)
     [(_, body, headers)] = stream_entries(destination_redis, "traced")
     context = span.get_span_context()
+    assert context is not None
     assert headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
     Webhook(secret).verify(body, headers)
