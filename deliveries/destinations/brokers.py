@@ -94,6 +94,11 @@ class Pool(Generic[C]):
                     self.discard(connection)
                     if deadline.fired:
                         raise
+                except BaseException:
+                    # A refusal may leave the connection half-closed (AMQP closes the
+                    # channel): never reused.
+                    self.discard(connection)
+                    raise
                 else:
                     return self._done(key, connection, deadline, result)
             connection = connect()

@@ -626,3 +626,42 @@ def test_a_broker_attempt_is_a_producer_span_whose_traceparent_the_message_carri
     assert context is not None
     assert headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
     Webhook(secret).verify(body, headers)
+
+
+def test_after_a_refusal_the_next_message_goes_out_on_a_sound_connection(
+    rabbit: tuple[amqp.Channel, str, str],
+) -> None:
+    from deliveries.destinations import amqp as amqp_kind
+
+    channel, exchange, queue = rabbit
+    amqp_kind._pool.clear()
+    good, secret = services.endpoint_create(
+        url=f"amqp://guest:guest@{AMQP}/?exchange={exchange}&routing_key=hooks",
+        event_types=["*"],
+        **FAST,
+    )
+    bad, _ = services.endpoint_create(
+        url=f"amqp://guest:guest@{AMQP}/?exchange=missing-{uuid.uuid4().hex}",
+        event_types=["*"],
+        **FAST,
+    )
+    event = services.emit("invoice.paid", {"n": 1})
+    credentials = Credentials([secret], [], int(timezone.now().timestamp()))
+    kinds = []
+    for endpoint in (good, bad, good):
+        delivery = Delivery.objects.select_related("event", "endpoint").get(
+            event=event, endpoint=endpoint
+        )
+        idle = _idle_connections(amqp_kind._pool)
+        sockets = [connection.transport.sock for connection in idle]
+        kinds.append(for_url(endpoint.url).send(delivery, deadlines.after(3), credentials).kind)
+        if endpoint == bad:
+            # The refused one's connection (the broker closed its channel) is closed,
+            # not kept and not left open.
+            assert _idle_connections(amqp_kind._pool) == []
+            assert [sock.fileno() for sock in sockets] == [-1]
+        else:
+            assert len(_idle_connections(amqp_kind._pool)) == 1
+    assert kinds == [Kind.SUCCEEDED, Kind.DEAD, Kind.SUCCEEDED]
+    declared: Any = channel.queue_declare(queue, passive=True)
+    assert declared.message_count == 2
