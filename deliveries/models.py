@@ -77,6 +77,9 @@ class Endpoint(models.Model):
     # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
     # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
     url_chosen_in_portal = models.BooleanField(default=False, editable=False)
+    # A broker URL's password (deliveries/broker_urls.py), encrypted; `url` carries
+    # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
+    url_password = models.TextField(blank=True, default="", editable=False)
     description = models.CharField(max_length=500, blank=True)
     # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
@@ -197,6 +200,14 @@ class Endpoint(models.Model):
 
     # No clean(): every rule (the SSRF guard's among them) is in services.endpoint_create
     # and endpoint_update, which the API, the admin's forms and the commands call.
+
+    def url_plain(self) -> str:
+        """The URL with a broker password put back: for the wire, never for display."""
+        if not self.url_password:
+            return self.url
+        from .broker_urls import with_password
+
+        return with_password(self.url, crypto.decrypt(self.url_password))
 
     @property
     def secret_header_names(self) -> list[str]:

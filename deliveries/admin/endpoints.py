@@ -34,6 +34,7 @@ from ..models import (
 from ..services.endpoint_check import recent_test_deliveries
 from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import CREATE_ONLY, DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
+from ..url_fields import EndpointURLFormField
 from .audit import audit
 from .filters import TenantFilter
 from .secrets import ShownSecret, secrets_page
@@ -63,7 +64,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
-    url = forms.URLField(max_length=2048, assume_scheme="https")
+    url = EndpointURLFormField(max_length=2048, assume_scheme="https")
     secret_headers = forms.CharField(
         required=False,
         help_text="Comma-separated names of custom headers to store encrypted and mask on "

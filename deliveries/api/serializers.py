@@ -1,10 +1,12 @@
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import client_tls, headers, payloads, tenants
+from .. import broker_urls, client_tls, headers, payloads, tenants
 from ..models import (
     Attempt,
     Delivery,
@@ -65,15 +67,30 @@ def tenant_field() -> serializers.CharField:
         "type": "string",
         "format": "uri",
         "maxLength": 2048,
-        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+        "pattern": "^([Hh][Tt][Tt][Pp][Ss]?|[Aa][Mm][Qq][Pp][Ss]?|[Nn][Aa][Tt][Ss]"
+        "|[Rr][Ee][Dd][Ii][Ss][Ss]?)://",
         "description": "An http(s) URL as Django's URLValidator takes it (a host name with a "
         "domain, `localhost` or an IP address), without user info, backslashes, white space "
         "or ambiguous host and port forms, whose host does not resolve to a refused "
-        "network (the SSRF guard; https only with WEBHOOKS_REQUIRE_HTTPS).",
+        "network (the SSRF guard; https only with WEBHOOKS_REQUIRE_HTTPS). Or a broker "
+        "destination: `amqp(s)://[user:password@]host[:port][/vhost]?exchange=…"
+        "[&routing_key=…]`, `nats://[user:password@]host[:port]?subject=…`, "
+        "`redis(s)://[[user]:password@]host[:port][/db]?stream=…[&maxlen=…]`; the password "
+        f"is stored encrypted and shown as {broker_urls.MASK!r} (sending that back keeps it).",
     }
 )
-class EndpointURLField(serializers.URLField):
-    """The schema says what `endpoint_create` checks (the rules live there and in ssrf)."""
+class EndpointURLField(serializers.CharField):
+    """The schema says what `endpoint_create` checks (the rules live there, in ssrf and
+    in broker_urls); http(s) URLs are also read as Django's URLValidator reads them."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not broker_urls.is_broker_url(value):
+            try:
+                URLValidator()(value)
+            except DjangoValidationError:
+                raise serializers.ValidationError("Enter a valid URL.") from None
+        return value
 
 
 @extend_schema_field(
@@ -340,8 +357,11 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         return bool(endpoint.encrypted_client_key)
 
     def validate_url(self, value: str) -> str:
-        if not value.lower().startswith(("http://", "https://")):
-            raise serializers.ValidationError("Only http and https URLs can receive webhooks.")
+        if not value.lower().startswith(("http://", "https://")) and not (
+            broker_urls.is_broker_url(value)
+        ):
+            kinds = ", ".join((*broker_urls.HTTP_SCHEMES, *broker_urls.SCHEMES))
+            raise serializers.ValidationError(f"Only {kinds} URLs can receive webhooks.")
         return value
 
     def to_representation(self, instance: Endpoint) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 from urllib.parse import urlsplit
 
+from .amqp import AmqpDestination
 from .base import Credentials, Destination, Kind, Outcome
 from .http import HttpDestination
+from .nats import NatsDestination
+from .redis_streams import RedisStreamDestination
 
 _KINDS: dict[str, Destination] = {}
 
@@ -20,5 +23,12 @@ def for_url(url: str) -> Destination:
 
 register("http", HttpDestination())
 register("https", _KINDS["http"])
+# Broker destinations (issue 26); their URLs are checked by `broker_urls`. SQS,
+# EventBridge, Pub/Sub or Kafka would register here the same way (docs/destinations/).
+register("amqp", AmqpDestination())
+register("amqps", _KINDS["amqp"])
+register("nats", NatsDestination())
+register("redis", RedisStreamDestination())
+register("rediss", _KINDS["redis"])
 
 __all__ = ["Credentials", "Destination", "Kind", "Outcome", "for_url", "register"]

@@ -9,6 +9,7 @@ from .. import catalogue
 from ..auth_forms import DeliveryAuthFields, initial_of
 from ..models import DeliveryStatus, Endpoint
 from ..services.endpoint_check import TEST_EVENT_TYPE
+from ..url_fields import EndpointURLFormField
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 EVERYTHING = "*"
@@ -21,7 +22,7 @@ def event_type_choices() -> list[tuple[str, str]]:
 
 
 class EndpointForm(DeliveryAuthFields):
-    url = forms.URLField(
+    url = EndpointURLFormField(
         label="URL",
         max_length=2048,
         assume_scheme="https",

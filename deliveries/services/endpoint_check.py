@@ -13,7 +13,8 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import conf, transport
+from .. import broker_urls, conf, deadlines, destinations, transport
+from ..destinations.base import Credentials, Kind
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..wire import build_headers, render_body, signing_keys
 from . import validation
@@ -71,10 +72,12 @@ class ProbeResult:
     status_code: int | None
     duration_ms: float
     failure: str = ""
+    # A broker destination took the message (brokers answer no HTTP status).
+    delivered: bool = False
 
     @property
     def succeeded(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
+        return self.delivered or (self.status_code is not None and 200 <= self.status_code < 300)
 
 
 def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
@@ -101,10 +104,38 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
     private_keys = signing_keys(endpoint, now)
     if not secrets or private_keys is None:
         return ProbeResult(None, 0.0, "the endpoint has no unexpired signing secret")
-    body = render_body(event, endpoint)
-    headers = build_headers(
-        delivery, body, secrets, int(now.timestamp()), private_keys=private_keys
+    if broker_urls.is_broker_url(endpoint.url):
+        result = _probe_broker(delivery, secrets, private_keys, int(now.timestamp()))
+    else:
+        result = _probe_http(delivery, secrets, private_keys, int(now.timestamp()))
+    if result.succeeded:
+        # Only for the state it was sent in: a change meanwhile voids it.
+        Endpoint.objects.filter(
+            pk=endpoint.pk, state=endpoint.state, state_changed_at=endpoint.state_changed_at
+        ).update(probe_succeeded_at=timezone.now())
+    return result
+
+
+def _probe_broker(
+    delivery: Delivery, secrets: list[str], private_keys: list[str], timestamp: int
+) -> ProbeResult:
+    """The same message as a delivery, through the endpoint's destination kind."""
+    endpoint = delivery.endpoint
+    outcome = destinations.for_url(endpoint.url).send(
+        delivery,
+        deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
+        Credentials(secrets, private_keys, timestamp),
     )
+    delivered = outcome.kind == Kind.SUCCEEDED
+    return ProbeResult(None, outcome.duration_ms, "" if delivered else outcome.error, delivered)
+
+
+def _probe_http(
+    delivery: Delivery, secrets: list[str], private_keys: list[str], timestamp: int
+) -> ProbeResult:
+    endpoint = delivery.endpoint
+    body = render_body(delivery.event, endpoint)
+    headers = build_headers(delivery, body, secrets, timestamp, private_keys=private_keys)
     response = transport.post(
         endpoint.url,
         body,
@@ -114,14 +145,8 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
         excerpt_limit=0,
         policy=conf.endpoint_address_policy(endpoint),
     )
-    result = ProbeResult(
+    return ProbeResult(
         response.status_code,
         response.duration_ms,
         "" if response.status_code is not None else "no answer (connection failed or timed out)",
     )
-    if result.succeeded:
-        # Only for the state it was sent in: a change meanwhile voids it.
-        Endpoint.objects.filter(
-            pk=endpoint.pk, state=endpoint.state, state_changed_at=endpoint.state_changed_at
-        ).update(probe_succeeded_at=timezone.now())
-    return result

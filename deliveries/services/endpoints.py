@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from webhooks_core import crypto
 
-from .. import catalogue, conf, headers, signing, ssrf, tenants
+from .. import broker_urls, catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
 from . import endpoint_auth
@@ -260,7 +260,9 @@ def _apply_and_validate(
         elif len(endpoint.url) > 2048:
             refuse("url", "The URL is longer than 2048 characters.")
         else:
-            problem = ssrf.url_refusal(endpoint.url, conf.endpoint_address_policy(endpoint))
+            problem = broker_urls.endpoint_url_refusal(
+                endpoint.url, conf.endpoint_address_policy(endpoint)
+            ) or _apply_url_password(endpoint, previous_url)
             if problem:
                 refuse("url", problem)
     if "event_types" in changed:
@@ -338,6 +340,37 @@ def _apply_and_validate(
     if errors:
         raise (UnsafeEndpointURL if "url" in errors else EndpointInvalid)(errors)
     return notices
+
+
+def _apply_url_password(endpoint: Endpoint, previous_url: str | None) -> str | None:
+    """Move a broker URL's password out of `url` into the encrypted `url_password`; the
+    masked password sent back (what every read shows) keeps the stored one, on the same
+    origin only. Returns why the URL cannot be saved, or None."""
+    if not broker_urls.is_broker_url(endpoint.url):
+        endpoint.url_password = ""
+        return None
+    if broker_urls.has_masked_password(endpoint.url):
+        stored = "" if endpoint._state.adding else endpoint.url_password
+        if not stored or previous_url is None:
+            return "The URL's password is the mask (***): give the real password."
+        if not ssrf.same_origin(previous_url, endpoint.url) or not _same_user(
+            previous_url, endpoint.url
+        ):
+            return (
+                "The URL now points at another broker or user, so its stored password is "
+                "not sent there: give the password again."
+            )
+        return None
+    masked, password = broker_urls.split_password(endpoint.url)
+    endpoint.url = masked
+    endpoint.url_password = crypto.encrypt(password) if password else ""
+    return None
+
+
+def _same_user(before: str, after: str) -> bool:
+    from urllib.parse import urlsplit
+
+    return urlsplit(before).username == urlsplit(after).username
 
 
 def _apply_headers(
@@ -430,7 +463,7 @@ def _is_secret(name: str, marked_lower: set[str]) -> bool:
 def endpoint_check_url(*, url: str, chosen_by_tenant: bool = False) -> None:
     """Refuse a URL that may not receive webhooks (scheme, private or internal address)."""
     policy = conf.portal_address_policy() if chosen_by_tenant else conf.address_policy()
-    problem = ssrf.url_refusal(url, policy)
+    problem = broker_urls.endpoint_url_refusal(url, policy)
     if problem:
         raise ssrf.UnsafeURL(problem)
 
