@@ -101,7 +101,7 @@ def endpoint_create(
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     auth = _pop_auth(fields)
-    if chosen_by_tenant is True and "validation" not in fields:
+    if chosen_by_tenant is True and "validation" not in fields and _is_http(url):
         # WEBHOOKS_PORTAL_ENDPOINT_VALIDATION: a tenant's targets may have to consent.
         fields["validation"] = portal_default()
     endpoint = Endpoint(url=url, event_types=event_types, **fields)
@@ -225,6 +225,10 @@ def endpoint_validate(
     )
 
 
+def _is_http(url: str) -> bool:
+    return url.lower().startswith(("http:", "https:"))
+
+
 def _pop_auth(fields: dict[str, Any]) -> dict[str, Any]:
     # Not model fields as given (they hold secrets in clear): endpoint_auth applies them.
     return {name: fields.pop(name) for name in endpoint_auth.AUTH_FIELDS if name in fields}
@@ -328,6 +332,9 @@ def _apply_and_validate(
             )
     if auth:
         endpoint_auth.apply(endpoint, auth, refuse, chosen_by_tenant=chosen_by_tenant)
+    if (auth or "url" in changed) and endpoint.auth and not _is_http(endpoint.url):
+        # A broker destination has its own credentials (in its URL); a token would go nowhere.
+        refuse("auth", "OAuth2 delivery auth needs an http(s) URL.")
     options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
     for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}

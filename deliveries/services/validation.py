@@ -63,12 +63,15 @@ def not_ready() -> Q:
 
 def field_problems(endpoint: Endpoint, changed: set[str]) -> dict[str, list[str]]:
     """What is wrong with ``validation`` among the changed fields."""
-    if "validation" not in changed:
+    if "validation" not in changed and "url" not in changed:
         return {}
     if endpoint.validation not in Validation.values:
         allowed = ", ".join(f'"{v}"' for v in Validation.values)
         return {"validation": [f"Must be one of {allowed}."]}
     if endpoint.validation == Validation.CLOUDEVENTS:
+        if not endpoint.url.lower().startswith(("http:", "https:")):
+            # The handshake is HTTP's OPTIONS; a broker has its own access control.
+            return {"validation": ['"cloudevents" needs an http(s) URL.']}
         problem = handshake.origin_problem(conf.validation().origin)
         if problem:
             return {"validation": [f"The CloudEvents handshake is unavailable: {problem}."]}
