@@ -312,8 +312,12 @@ def _apply_and_validate(
                 "host is never sent to another. Give their values again in custom_headers "
                 "(in the same change) to keep them."
             )
-    if auth:
-        endpoint_auth.apply(endpoint, auth, refuse, chosen_by_tenant=chosen_by_tenant)
+    if auth or moved:
+        notice = endpoint_auth.apply(
+            endpoint, auth or {}, refuse, chosen_by_tenant=chosen_by_tenant, moved=moved
+        )
+        if notice:
+            notices.append(notice)
     options = {name: getattr(endpoint, name) for name in OPTION_FIELDS}
     for field, problems in options_problems(
         {name: value for name, value in options.items() if name in changed}
