@@ -13,9 +13,10 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import conf, transport
+from .. import deadlines, destinations
+from ..destinations.base import Credentials
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from ..wire import build_headers, render_body, signing_keys
+from ..wire import signing_keys
 from .dispatch import dispatch_wakes
 
 TEST_EVENT_TYPE = "webhook.test"
@@ -98,24 +99,21 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
     private_keys = signing_keys(endpoint, now)
     if not secrets or private_keys is None:
         return ProbeResult(None, 0.0, "the endpoint has no unexpired signing secret")
-    body = render_body(event, endpoint)
-    headers = build_headers(
-        delivery, body, secrets, int(now.timestamp()), private_keys=private_keys
+    # Through the endpoint's destination, as a delivery goes: its delivery auth (OAuth2,
+    # mutual TLS) and the egress proxy apply to the probe too.
+    outcome = destinations.for_url(endpoint.url).send(
+        delivery,
+        deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
+        Credentials(secrets=secrets, private_keys=private_keys, timestamp=int(now.timestamp())),
     )
-    response = transport.post(
-        endpoint.url,
-        body,
-        headers,
-        connect_timeout=endpoint.connect_timeout_seconds,
-        read_timeout=endpoint.read_timeout_seconds,
-        excerpt_limit=0,
-        policy=conf.endpoint_address_policy(endpoint),
-    )
-    result = ProbeResult(
-        response.status_code,
-        response.duration_ms,
-        "" if response.status_code is not None else "no answer (connection failed or timed out)",
-    )
+    failure = ""
+    if outcome.status_code is None:
+        failure = (
+            "no OAuth2 token (the token endpoint failed)"
+            if outcome.error.startswith("OAuth2 token")
+            else "no answer (connection failed or timed out)"
+        )
+    result = ProbeResult(outcome.status_code, outcome.duration_ms, failure)
     if result.succeeded:
         # Only for the state it was sent in: a change meanwhile voids it.
         Endpoint.objects.filter(
