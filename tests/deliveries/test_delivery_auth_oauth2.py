@@ -434,3 +434,20 @@ def test_oauth2_never_follows_the_url_to_another_origin(api: APIClient) -> None:
     given = patch(api, endpoint_id, {"url": "https://9.9.9.9/hook", "auth": auth})
     assert given.status_code == 200
     assert given.json()["auth"]["client_id"] == "cid"
+
+
+@pytest.mark.django_db
+def test_the_probe_of_a_suspended_endpoint_carries_the_token(
+    receiver: Receiver, token_server: TokenServer, redis_client: Any
+) -> None:
+    redis_client.flushdb()
+    receiver.handler = checking_bearer(token_server)
+    endpoint = make(receiver, token_server)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failures")
+    assert services.endpoint_probe(endpoint_id=endpoint.pk).succeeded
+    assert receiver.requests[0].headers["Authorization"] == "Bearer tok-1"
+
+    token_server.failure = (500, b"")
+    redis_client.flushdb()
+    failed = services.endpoint_probe(endpoint_id=endpoint.pk)
+    assert failed.failure == "no OAuth2 token (the token endpoint failed)"
