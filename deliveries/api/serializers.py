@@ -126,6 +126,10 @@ class PayloadFilterField(serializers.JSONField):
     """The schema says what `payload_filters` takes at the top: an object (or null)."""
 
 
+# Text without control characters (C0 and DEL).
+_NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]*$"
+
+
 @extend_schema_field(
     {
         "type": "object",
@@ -134,17 +138,30 @@ class PayloadFilterField(serializers.JSONField):
         "additionalProperties": False,
         "properties": {
             "type": {"type": "string", "enum": ["oauth2_client_credentials"]},
-            "token_url": {"type": "string", "format": "uri", "maxLength": 2048},
-            "client_id": {"type": "string", "maxLength": 2048},
+            "token_url": {
+                "type": "string",
+                "format": "uri",
+                "minLength": 1,
+                "maxLength": 2048,
+                "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\u0000-\\u0020\\u007f]*$",
+                "description": "Passes the SSRF guard, as the endpoint's url does.",
+            },
+            "client_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2048,
+                "pattern": _NO_CONTROL,
+            },
             "client_secret": {
                 "type": "string",
                 "maxLength": 2048,
                 "writeOnly": True,
-                "description": "Write-only, stored encrypted. Left out on an update: the "
-                "stored one is kept (unless token_url moves to another origin).",
+                "description": "Write-only, stored encrypted. Required when no secret is "
+                "stored; left out (or empty) on an update: the stored one is kept, unless "
+                "token_url or url moves to another origin.",
             },
-            "scope": {"type": "string", "maxLength": 2048},
-            "audience": {"type": "string", "maxLength": 2048},
+            "scope": {"type": "string", "maxLength": 2048, "pattern": _NO_CONTROL},
+            "audience": {"type": "string", "maxLength": 2048, "pattern": _NO_CONTROL},
         },
         "description": "Delivery auth: OAuth2 client credentials (RFC 6749 4.4); every "
         "request carries `Authorization: Bearer <token>`. null: none.",

@@ -35,7 +35,8 @@ NOTICES = {
     "created": "Endpoint added.",
     "saved": "Endpoint saved.",
     "saved-headers-dropped": "Endpoint saved. Its URL points at another host now, so the "
-    "secret headers set for the old one were removed (ask your provider to set them again).",
+    "credentials set for the old one were removed: secret headers (ask your provider to set "
+    "them again) and OAuth2 delivery auth (give it again here).",
     "disabled": "Endpoint disabled: nothing more is sent to it.",
     "enabled": "Endpoint enabled.",
     "deleted": "Endpoint deleted.",

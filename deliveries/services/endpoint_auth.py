@@ -28,19 +28,33 @@ def apply(
     refuse: Callable[[str, str], None],
     *,
     chosen_by_tenant: bool = False,
-) -> None:
+    moved: bool = False,
+) -> str:
     """Set the auth fields among ``given`` on the (unsaved) endpoint, encrypting the
     secrets; every problem goes to ``refuse(field, message)``. ``chosen_by_tenant``: the
-    portal's tenant gives them, so the token URL is judged by the portal's SSRF policy."""
+    portal's tenant gives them, so the token URL is judged by the portal's SSRF policy.
+    ``moved``: the endpoint's URL now points at another origin, where the bearer tokens
+    of its stored client secret are not sent: OAuth2 is dropped unless this change gives
+    the secret again. Returns a notice of what was dropped ("" for nothing)."""
+    if moved and "auth" not in given and endpoint.auth:
+        endpoint.auth = None
+        endpoint.encrypted_auth_secret = ""
+        return (
+            "The OAuth2 delivery auth was removed: the URL now points at another origin "
+            "(scheme, host or port), and the tokens of a client secret given for one host "
+            "are never sent to another. Give auth again, with its client_secret, in the "
+            "same change to keep it."
+        )
     if "auth" in given:
         policy = (
             conf.portal_address_policy()
             if chosen_by_tenant
             else conf.endpoint_address_policy(endpoint)
         )
-        _apply_oauth2(endpoint, given["auth"], refuse, policy)
+        _apply_oauth2(endpoint, given["auth"], refuse, policy, moved=moved)
     if any(name in given for name in AUTH_FIELDS[1:]):
         _apply_tls(endpoint, given, refuse)
+    return ""
 
 
 def _stored_secret(endpoint: Endpoint) -> str:
@@ -54,6 +68,8 @@ def _apply_oauth2(
     auth: Any,
     refuse: Callable[[str, str], None],
     policy: ssrf.AddressPolicy,
+    *,
+    moved: bool = False,
 ) -> None:
     if auth is None:
         endpoint.auth = None
@@ -103,6 +119,11 @@ def _apply_oauth2(
             problems.append(
                 '"client_secret": the token_url now points at another origin (scheme, host '
                 "or port), so the stored secret is not sent there. Give it again."
+            )
+        elif moved:
+            problems.append(
+                '"client_secret": the URL now points at another origin (scheme, host or '
+                "port), where the stored secret's tokens are not sent. Give it again."
             )
         else:
             secret = stored

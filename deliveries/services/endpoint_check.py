@@ -13,10 +13,10 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import broker_urls, conf, deadlines, destinations, transport
+from .. import deadlines, destinations
 from ..destinations.base import Credentials, Kind
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from ..wire import build_headers, render_body, signing_keys
+from ..wire import signing_keys
 from . import validation
 from .dispatch import dispatch_wakes
 
@@ -104,49 +104,26 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
     private_keys = signing_keys(endpoint, now)
     if not secrets or private_keys is None:
         return ProbeResult(None, 0.0, "the endpoint has no unexpired signing secret")
-    if broker_urls.is_broker_url(endpoint.url):
-        result = _probe_broker(delivery, secrets, private_keys, int(now.timestamp()))
-    else:
-        result = _probe_http(delivery, secrets, private_keys, int(now.timestamp()))
+    # Through the endpoint's destination, as a delivery goes: its delivery auth (OAuth2,
+    # mutual TLS) and the egress proxy apply to the probe too.
+    outcome = destinations.for_url(endpoint.url).send(
+        delivery,
+        deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
+        Credentials(secrets=secrets, private_keys=private_keys, timestamp=int(now.timestamp())),
+    )
+    # A broker destination answers no HTTP status: its acknowledgement is the success.
+    delivered = outcome.status_code is None and outcome.kind == Kind.SUCCEEDED
+    failure = ""
+    if outcome.status_code is None and not delivered:
+        failure = (
+            "no OAuth2 token (the token endpoint failed)"
+            if outcome.error.startswith("OAuth2 token")
+            else "no answer (connection failed or timed out)"
+        )
+    result = ProbeResult(outcome.status_code, outcome.duration_ms, failure, delivered)
     if result.succeeded:
         # Only for the state it was sent in: a change meanwhile voids it.
         Endpoint.objects.filter(
             pk=endpoint.pk, state=endpoint.state, state_changed_at=endpoint.state_changed_at
         ).update(probe_succeeded_at=timezone.now())
     return result
-
-
-def _probe_broker(
-    delivery: Delivery, secrets: list[str], private_keys: list[str], timestamp: int
-) -> ProbeResult:
-    """The same message as a delivery, through the endpoint's destination kind."""
-    endpoint = delivery.endpoint
-    outcome = destinations.for_url(endpoint.url).send(
-        delivery,
-        deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
-        Credentials(secrets, private_keys, timestamp),
-    )
-    delivered = outcome.kind == Kind.SUCCEEDED
-    return ProbeResult(None, outcome.duration_ms, "" if delivered else outcome.error, delivered)
-
-
-def _probe_http(
-    delivery: Delivery, secrets: list[str], private_keys: list[str], timestamp: int
-) -> ProbeResult:
-    endpoint = delivery.endpoint
-    body = render_body(delivery.event, endpoint)
-    headers = build_headers(delivery, body, secrets, timestamp, private_keys=private_keys)
-    response = transport.post(
-        endpoint.url,
-        body,
-        headers,
-        connect_timeout=endpoint.connect_timeout_seconds,
-        read_timeout=endpoint.read_timeout_seconds,
-        excerpt_limit=0,
-        policy=conf.endpoint_address_policy(endpoint),
-    )
-    return ProbeResult(
-        response.status_code,
-        response.duration_ms,
-        "" if response.status_code is not None else "no answer (connection failed or timed out)",
-    )

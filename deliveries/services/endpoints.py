@@ -330,8 +330,12 @@ def _apply_and_validate(
                 "host is never sent to another. Give their values again in custom_headers "
                 "(in the same change) to keep them."
             )
-    if auth:
-        endpoint_auth.apply(endpoint, auth, refuse, chosen_by_tenant=chosen_by_tenant)
+    if auth or moved:
+        notice = endpoint_auth.apply(
+            endpoint, auth or {}, refuse, chosen_by_tenant=chosen_by_tenant, moved=moved
+        )
+        if notice:
+            notices.append(notice)
     if (auth or "url" in changed) and endpoint.auth and not _is_http(endpoint.url):
         # A broker destination has its own credentials (in its URL); a token would go nowhere.
         refuse("auth", "OAuth2 delivery auth needs an http(s) URL.")

@@ -112,6 +112,14 @@ ENDPOINT_RULES = {
     "filter": r".",
     # Against what is stored: an endpoint's tenant is set once, at creation.
     "tenant": r"cannot be changed",
+    # Delivery auth: the SSRF guard on token_url; a client secret is needed when none is
+    # stored (or when token_url or url moves to another origin); a final line break that
+    # Python's "$" lets through the no-control-characters pattern.
+    "auth": r"^token_url: |Give \"client_secret\"|another origin|contains control characters",
+    # PEM content, validity dates and key/certificate pairing: no schema carries them.
+    "client_certificate": r".",
+    "client_key": r".",
+    "ca_certificates": r".",
 }
 CONTEXT_RULES: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/api/v1/events"): {

@@ -285,3 +285,39 @@ def test_mutual_tls_needs_an_https_url(api: APIClient, pki: PKI) -> None:
     response = create(api, url="http://1.1.1.1/hook", ca_certificates=pki.ca.certificate)
     assert response.status_code == 400
     assert "https" in response.json()["ca_certificates"][0]
+
+
+@pytest.mark.django_db
+def test_key_rotation_reencrypts_the_client_secret_and_key(
+    settings: Any, pki: PKI, client_cert: Issued
+) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    from webhooks_core import crypto
+
+    old, new = crypto.generate_key(), crypto.generate_key()
+    settings.WEBHOOKS_ENCRYPTION_KEY = old
+    endpoint, _ = services.endpoint_create(
+        url="https://1.1.1.1/hook",
+        event_types=["*"],
+        auth={
+            "type": "oauth2_client_credentials",
+            "token_url": "https://1.1.1.1/token",
+            "client_id": "c",
+            "client_secret": "rotate-me",
+        },
+        client_certificate=client_cert.certificate,
+        client_key=client_cert.key,
+    )
+    settings.WEBHOOKS_ENCRYPTION_KEY = f"{new},{old}"
+    call_command("reencrypt_secrets", stdout=io.StringIO())
+    settings.WEBHOOKS_ENCRYPTION_KEY = new  # the old key is gone
+    endpoint = Endpoint.objects.get(pk=endpoint.pk)
+    credentials = endpoint.oauth2_credentials()
+    assert credentials is not None
+    assert credentials.client_secret == "rotate-me"
+    tls = endpoint.client_tls()
+    assert tls is not None
+    assert tls.key == client_cert.key.strip()

@@ -401,3 +401,53 @@ def test_lifetime_keeps_a_margin() -> None:
 
 def test_settings_default_has_no_proxy() -> None:
     assert conf.get().egress_proxy_url == ""
+
+
+@pytest.mark.django_db
+def test_oauth2_never_follows_the_url_to_another_origin(api: APIClient) -> None:
+    auth = {
+        "type": "oauth2_client_credentials",
+        "token_url": "https://1.1.1.1/oauth/token",
+        "client_id": "cid",
+        "client_secret": "the-client-secret",
+    }
+    created = create(api, {"url": "https://1.1.1.1/hook", "event_types": ["*"], "auth": auth})
+    endpoint_id = created.json()["id"]
+
+    same = patch(api, endpoint_id, {"url": "https://1.1.1.1/other"})
+    assert same.json()["auth"] is not None
+    assert same.json()["notices"] == []
+
+    kept_out = {**auth}
+    del kept_out["client_secret"]
+    refused = patch(api, endpoint_id, {"url": "https://8.8.8.8/hook", "auth": kept_out})
+    assert refused.status_code == 400
+    assert "where the stored secret's tokens are not sent" in refused.json()["auth"][0]
+
+    moved = patch(api, endpoint_id, {"url": "https://8.8.8.8/hook"})
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["auth"] is None
+    assert "OAuth2 delivery auth was removed" in moved.json()["notices"][0]
+    endpoint = Endpoint.objects.get(pk=endpoint_id)
+    assert endpoint.encrypted_auth_secret == ""
+
+    given = patch(api, endpoint_id, {"url": "https://9.9.9.9/hook", "auth": auth})
+    assert given.status_code == 200
+    assert given.json()["auth"]["client_id"] == "cid"
+
+
+@pytest.mark.django_db
+def test_the_probe_of_a_suspended_endpoint_carries_the_token(
+    receiver: Receiver, token_server: TokenServer, redis_client: Any
+) -> None:
+    redis_client.flushdb()
+    receiver.handler = checking_bearer(token_server)
+    endpoint = make(receiver, token_server)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failures")
+    assert services.endpoint_probe(endpoint_id=endpoint.pk).succeeded
+    assert receiver.requests[0].headers["Authorization"] == "Bearer tok-1"
+
+    token_server.failure = (500, b"")
+    redis_client.flushdb()
+    failed = services.endpoint_probe(endpoint_id=endpoint.pk)
+    assert failed.failure == "no OAuth2 token (the token endpoint failed)"

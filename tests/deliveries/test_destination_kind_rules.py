@@ -46,13 +46,19 @@ def test_a_broker_url_refuses_oauth2(api: APIClient) -> None:
 
 
 @pytest.mark.django_db
-def test_moving_an_oauth2_endpoint_to_a_broker_is_refused(api: APIClient) -> None:
+def test_moving_an_oauth2_endpoint_to_a_broker(api: APIClient) -> None:
     created = post(api, {"url": "http://127.0.0.1:9/hook", "event_types": ["*"], "auth": AUTH})
     assert created.status_code == 201, created.content
-    moved = patch(api, created.json()["id"], {"url": BROKER_URL})
-    assert moved.status_code == 400, moved.content
-    assert "http(s)" in " ".join(moved.json()["auth"])
+    # Given again in the same change, the auth is refused: a broker takes none.
+    refused = patch(api, created.json()["id"], {"url": BROKER_URL, "auth": AUTH})
+    assert refused.status_code == 400, refused.content
+    assert "http(s)" in " ".join(refused.json()["auth"])
     assert Endpoint.objects.get().url == "http://127.0.0.1:9/hook"
+    # Else it is dropped with the move to another origin, as a secret header is.
+    moved = patch(api, created.json()["id"], {"url": BROKER_URL})
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["auth"] is None
+    assert Endpoint.objects.get().auth is None
 
 
 @pytest.mark.django_db
