@@ -310,3 +310,19 @@ def test_no_origin_is_refused(settings: SettingsWrapper, receiver: Receiver) -> 
     settings.WEBHOOKS_PORTAL_ENDPOINT_VALIDATION = "cloudevents"
     ids = [e.id for e in checks.run_checks() if e.id and e.id.startswith("webhooks.E03")]
     assert ids == ["webhooks.E030"]
+
+
+def test_turning_the_handshake_off_sends_what_waited(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    receiver.options_handler = ok_without_consent
+    endpoint = make_endpoint(receiver)
+    wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
+    event = emit()
+    delivery_waits(event)
+
+    updated = services.endpoint_update(endpoint=endpoint, validation="none")
+    assert updated.validation_state is None
+    [request] = receiver.wait_for(1)
+    assert json.loads(request.body)["id"] == str(event.id)
+    assert "WebHook-Request-Origin" not in request.headers
