@@ -164,6 +164,8 @@ class Receiver:
                     receiver._arrived.notify_all()
                     handler = receiver.options_handler
                 reply = handler(request) if handler is not None else Reply(405, b"")
+                if reply.delay_seconds:
+                    time.sleep(reply.delay_seconds)
                 with contextlib.suppress(OSError):
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():

@@ -92,6 +92,9 @@ def endpoint_validation_reset(
     if endpoint.validation != Validation.CLOUDEVENTS:
         if endpoint.validation_state is not None:
             _reset(endpoint, state=None, next_at=None)
+            # What waited for a consent goes now.
+            endpoint_id = endpoint.pk
+            transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
         return
     _reset(endpoint, state=ValidationState.PENDING, next_at=_lease_end())
     _dispatch_on_commit(endpoint.pk)

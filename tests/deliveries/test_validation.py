@@ -310,3 +310,56 @@ def test_no_origin_is_refused(settings: SettingsWrapper, receiver: Receiver) -> 
     settings.WEBHOOKS_PORTAL_ENDPOINT_VALIDATION = "cloudevents"
     ids = [e.id for e in checks.run_checks() if e.id and e.id.startswith("webhooks.E03")]
     assert ids == ["webhooks.E030"]
+
+
+def test_turning_the_handshake_off_sends_what_waited(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    receiver.options_handler = ok_without_consent
+    endpoint = make_endpoint(receiver)
+    wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
+    event = emit()
+    delivery_waits(event)
+
+    updated = services.endpoint_update(endpoint=endpoint, validation="none")
+    assert updated.validation_state is None
+    [request] = receiver.wait_for(1)
+    assert json.loads(request.body)["id"] == str(event.id)
+    assert "WebHook-Request-Origin" not in request.headers
+
+
+def test_the_handshake_goes_through_the_ssrf_guard_at_connect_time(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    receiver.options_handler = consent()
+    settings.WEBHOOKS_PORTAL_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    endpoint, _ = services.endpoint_create(
+        url=receiver.url, event_types=["*"], chosen_by_tenant=True, tenant="acme", **FAST
+    )
+    Endpoint.objects.filter(pk=endpoint.pk).update(validation="cloudevents")
+    # The tenant's allowance is withdrawn after the URL was saved: the OPTIONS request is
+    # checked when it connects, like any delivery.
+    settings.WEBHOOKS_PORTAL_ALLOWED_NETWORKS = []
+    services.endpoint_request_validation(endpoint_id=endpoint.pk)
+    wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
+    assert "SSRF guard" in Endpoint.objects.get(pk=endpoint.pk).validation_reason
+    assert receiver.options == []
+
+
+def test_a_handshake_ends_by_its_deadline(celery_worker: object, receiver: Receiver) -> None:
+    def slow(request: ReceivedRequest) -> Reply:
+        return Reply(200, b"", {"WebHook-Allowed-Origin": "*"}, delay_seconds=5.0)
+
+    receiver.options_handler = slow
+    endpoint = make_endpoint(receiver, connect_timeout_seconds=0.5, read_timeout_seconds=0.5)
+    started = timezone.now()
+    wait_until(
+        lambda: Endpoint.objects.get(pk=endpoint.pk).validation_tries == 1,
+        timeout=4.0,
+        what="an unanswered try, cut at connect + read timeout",
+    )
+    stored = Endpoint.objects.get(pk=endpoint.pk)
+    assert stored.validation_state == ValidationState.PENDING
+    assert "no answer to OPTIONS" in stored.validation_reason
+    assert stored.validation_checked_at is not None
+    assert (stored.validation_checked_at - started).total_seconds() < 3
