@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -665,3 +666,44 @@ def test_after_a_refusal_the_next_message_goes_out_on_a_sound_connection(
     assert kinds == [Kind.SUCCEEDED, Kind.DEAD, Kind.SUCCEEDED]
     declared: Any = channel.queue_declare(queue, passive=True)
     assert declared.message_count == 2
+
+
+# --- the deadline: a broker that takes the connection and never answers ------------------
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A listening socket that never accepts nor answers: the kernel completes the
+    handshake, then nothing comes back."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "amqp://guest:guest@127.0.0.1:{port}/?exchange=x",
+        "nats://127.0.0.1:{port}?subject=x",
+        "redis://127.0.0.1:{port}/0?stream=x",
+    ],
+    ids=["amqp", "nats", "redis"],
+)
+def test_a_silent_broker_costs_one_deadline_and_is_a_retry(template: str, silent_port: int) -> None:
+    endpoint, secret = services.endpoint_create(
+        url=template.format(port=silent_port),
+        event_types=["*"],
+        connect_timeout_seconds=0.5,
+        read_timeout_seconds=0.5,
+    )
+    event = services.emit("invoice.paid", {"n": 1})
+    delivery = Delivery.objects.select_related("event", "endpoint").get(event=event)
+    credentials = Credentials([secret], [], int(timezone.now().timestamp()))
+    began = time.monotonic()
+    outcome = for_url(endpoint.url).send(delivery, deadlines.after(1.0), credentials)
+    took = time.monotonic() - began
+    assert outcome.kind == Kind.RETRY
+    assert outcome.no_answer  # like an HTTP timeout: counts against the endpoint's health
+    assert 0.9 < took < 2.5, took
