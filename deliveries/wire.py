@@ -30,10 +30,15 @@ def _envelope_of(endpoint: Endpoint | None) -> str:
     return getattr(endpoint, "envelope", None) or rendering.DEFAULT
 
 
+def uses_signing_keys(endpoint: Endpoint) -> bool:
+    """Whether the endpoint's scheme signs ``v1a`` entries (with private keys)."""
+    return endpoint.signature_scheme in (signing.SCHEME_V1A, signing.SCHEME_BOTH)
+
+
 def signing_keys(endpoint: Endpoint, now: datetime) -> list[str] | None:
     """The private keys that sign ``v1a`` entries: [] when the scheme has none, None when
     it needs one and every key has expired."""
-    if endpoint.signature_scheme not in (signing.SCHEME_V1A, signing.SCHEME_BOTH):
+    if not uses_signing_keys(endpoint):
         return []
     keys = [key.value for key in endpoint.signing_keys.unexpired(now)]
     return keys or None

@@ -43,10 +43,10 @@ from ..destinations import Credentials, Kind
 from ..destinations import Outcome as SendOutcome
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
-from ..wire import signing_keys
+from ..wire import signing_keys, uses_signing_keys
 from . import validation
 from .admission import Gate, endpoint_gate, rate_limit_wait
-from .claims import claim_due, has_due, next_due_in
+from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire_one, release, try_acquire
 from .outcomes import Outcome
@@ -61,6 +61,10 @@ LINGER_SECONDS = 1.0
 # An endpoint read this recently is not read again for the next round: a change (a
 # disable, a new header) applies from the next request that starts later than this.
 FRESH_SECONDS = 0.05
+# Where the claim itself checks the endpoint's version (an unordered endpoint on
+# PostgreSQL), the owner reads the endpoint again only when its version changed, or
+# after this long (a net, not the rule: any change is seen by the next claim).
+VERSIONED_FRESH_SECONDS = 30.0
 # How long an owner that is stopped waits for its cut-short requests to report.
 ABORT_WAIT_SECONDS = 2.0
 # How long an owner waits, after one of its requests ended, for the others to end too.
@@ -160,6 +164,11 @@ class _Owner:
         self.first_claim = True
         self.lost = self.inactive = False
         self.read_at = 0.0
+        # The endpoint's version as read with it (claims check it), and its secrets and
+        # signing keys with their expiry, decrypted once per version.
+        self.version: str | None = None
+        self.secrets: list[tuple[str, Any]] = []
+        self.signing_keys: list[tuple[str, Any]] | None = None
         # Whether the last claim found fewer due rows than it asked for (nothing else due
         # then), and the soonest retry this owner recorded (monotonic), for lingering.
         self.ran_dry = False
@@ -213,7 +222,8 @@ class _Owner:
                 if self.lost or self.inactive:
                     return False
                 if turn_over:
-                    return has_due(endpoint_id=self.endpoint_id)
+                    # A claim that got all it asked for says there is more (no need to ask).
+                    return not self.ran_dry or has_due(endpoint_id=self.endpoint_id)
                 linger_until = time.monotonic() + min(
                     LINGER_SECONDS, conf.get().max_countdown_seconds
                 )
@@ -235,8 +245,13 @@ class _Owner:
             self._wait_and_record(can_claim and not turn_over)
 
     def _read_endpoint(self) -> bool:
-        if self.endpoint is not None and time.monotonic() - self.read_at < FRESH_SECONDS:
-            return True  # read for the round just before (a request's time at most)
+        age = time.monotonic() - self.read_at
+        if self.endpoint is not None and (
+            age < FRESH_SECONDS or (self.version is not None and age < VERSIONED_FRESH_SECONDS)
+        ):
+            return True  # read for the round just before, or checked by every claim
+        versioned = connection.vendor == "postgresql"
+        version = endpoint_version(endpoint_id=self.endpoint_id) if versioned else None
         endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
         self.read_at = time.monotonic()
         if endpoint is None:
@@ -251,7 +266,34 @@ class _Owner:
             self.inactive = True
             return False
         self.endpoint = endpoint
+        self.version = None
+        if version is not None and not endpoint.ordered_delivery:
+            self.secrets = [(s.value, s.expires_at) for s in endpoint.secrets.all()]
+            self.signing_keys = (
+                [(k.value, k.expires_at) for k in endpoint.signing_keys.all()]
+                if uses_signing_keys(endpoint)
+                else None
+            )
+            self.version = version
         return True
+
+    def _claim(self, endpoint: Endpoint, limit: int) -> list[Delivery]:
+        if self.version is None:
+            return claim_due(
+                endpoint=endpoint, token=self.token, limit=limit, with_expired=self.first_claim
+            )
+        claimed = claim_round(
+            endpoint=endpoint,
+            version=self.version,
+            token=self.token,
+            limit=limit,
+            with_expired=self.first_claim,
+        )
+        if claimed.version != self.version:
+            # Changed (or gone) since we read it: read it again before claiming.
+            self.read_at = 0.0
+            self.version = None
+        return claimed.rows
 
     def _next_wait(self) -> float | None:
         """Seconds until there may be something to claim, or None for nothing pending."""
@@ -280,12 +322,13 @@ class _Owner:
         if not permits:
             return
         try:
-            rows = claim_due(
-                endpoint=endpoint, token=self.token, limit=permits, with_expired=self.first_claim
-            )
+            rows = self._claim(endpoint, permits)
         except BaseException:
             release(permits)
             raise
+        if self.version is None and self.read_at == 0.0:
+            release(permits)
+            return  # the endpoint changed: nothing taken, read again and claim again
         self.first_claim = False
         self.ran_dry = len(rows) < permits
         release(permits - len(rows))
@@ -308,8 +351,14 @@ class _Owner:
         """The round's signing material (a secret may have expired or been rotated since
         the last round); without any, the rows are dead letters."""
         now = timezone.now()
-        secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
-        private_keys = signing_keys(endpoint, now) if secrets else []
+        if self.version is not None:
+            secrets = _unexpired(self.secrets, now)
+            private_keys: list[str] | None = []
+            if secrets and self.signing_keys is not None:
+                private_keys = _unexpired(self.signing_keys, now) or None
+        else:
+            secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
+            private_keys = signing_keys(endpoint, now) if secrets else []
         problem = ""
         if not secrets:
             problem = "no unexpired signing secret"
@@ -467,6 +516,10 @@ class _Owner:
         # On a Redis error the mark expires with the lease; the sweeper covers the gap.
         with contextlib.suppress(redis.RedisError):
             wake_book().clear(self.endpoint_id)
+
+
+def _unexpired(values: list[tuple[str, Any]], now: Any) -> list[str]:
+    return [value for value, expires_at in values if expires_at is None or expires_at > now]
 
 
 def _result(delivery: Delivery, outcome: SendOutcome, credentials: Credentials) -> Result:

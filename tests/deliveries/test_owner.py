@@ -165,6 +165,47 @@ def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Rece
         assert claims.claim_due(endpoint=endpoint, token=other, limit=5, with_expired=True) == []
 
 
+def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    event = Event.objects.create(
+        type="order.created", data={"nested": {"n": 1}}, occurred_at=timezone.now()
+    )
+    delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    version = claims.endpoint_version(endpoint_id=endpoint.pk)
+    assert version is not None
+
+    # A new secret (or any change of the endpoint's row) is a new version: nothing taken.
+    services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=60)
+    stale = claims.claim_round(endpoint=endpoint, version=version, token=token, limit=5)
+    assert stale.rows == []
+    assert stale.version != version
+    assert stale.active
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+
+    current = claims.claim_round(endpoint=endpoint, version=stale.version, token=token, limit=5)
+    [claimed] = current.rows
+    fresh = Delivery.objects.select_related("event").get(pk=delivery.pk)
+    # The instances are what the ORM would build (converters applied: JSON, datetimes).
+    assert claimed.status == fresh.status == DeliveryStatus.SENDING
+    assert claimed.attempts == fresh.attempts == 1
+    assert claimed.lease_token == token
+    assert claimed.event.data == fresh.event.data == {"nested": {"n": 1}}
+    assert claimed.event.occurred_at == fresh.event.occurred_at
+    assert claimed.endpoint is endpoint
+
+    Endpoint.objects.filter(pk=endpoint.pk).update(state=EndpointState.DISABLED)
+    later = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    other = Delivery.objects.create(event=later, endpoint=endpoint, next_attempt_at=Now())
+    version = claims.endpoint_version(endpoint_id=endpoint.pk)
+    assert version is not None
+    disabled = claims.claim_round(endpoint=endpoint, version=version, token=token, limit=5)
+    assert disabled.rows == []
+    assert not disabled.active
+    assert Delivery.objects.get(pk=other.pk).status == DeliveryStatus.PENDING
+
+
 def test_duplicate_wakes_are_folded_into_one_message(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
     before = published_wakes()
@@ -319,6 +360,37 @@ def test_a_header_change_applies_to_the_owner_s_next_round(
             services.emit("order.created", {"n": n})
     receiver.wait_for(4)
     assert [r.headers.get("X-Version") for r in receiver.requests][1:] == ["new"] * 3
+
+
+def test_a_secret_rotated_or_expired_while_the_owner_works_applies_to_its_next_round(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    # The owner keeps the endpoint's secrets between rounds; each claim checks that they
+    # (and the endpoint) are still as read, so a rotation is never missed for a round.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    step = {"n": 0}
+
+    def handler(request: Any) -> Reply:
+        step["n"] += 1
+        if step["n"] == 1:
+            services.endpoint_rotate_secret(
+                endpoint=Endpoint.objects.get(pk=endpoint.pk), grace_seconds=3600
+            )
+        elif step["n"] == 3:
+            # The old secret's grace ends early, written past the services.
+            endpoint.secrets.exclude(expires_at__isnull=True).update(
+                expires_at=timezone.now() - timedelta(seconds=1)
+            )
+        connection.close()  # the receiver's thread
+        return Reply(delay_seconds=0.05)
+
+    receiver.handler = handler
+    with transaction.atomic():
+        for n in range(5):
+            services.emit("order.created", {"n": n})
+    receiver.wait_for(5)
+    counts = [r.headers["X-Webhook-Signature"].count("v1=") for r in receiver.requests]
+    assert counts == [1, 2, 2, 1, 1]
 
 
 # --- the breaker and ordering lines -----------------------------------------------------
