@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from deliveries.admin.secrets import ShownSecret, secrets_page
+from webhooks_core.secrets_page import ShownSecret, secrets_page
 
 from . import schemes, services
 from .models import InboxEvent, InboxStatus, Source, SourceSecret

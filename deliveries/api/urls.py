@@ -72,8 +72,8 @@ class SchemaView(SpectacularAPIView):
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "deliveries.api.urls.strip_trailing_slashes",
-            "deliveries.api.schema_errors.document_errors",
-            "deliveries.api.schema.closed_request_bodies",
+            "webhooks_core.api.schema_errors.document_errors",
+            "webhooks_core.api.schema.closed_request_bodies",
         ],
         # Request bodies get their own components, where a non-blank string is minLength 1.
         "COMPONENT_SPLIT_REQUEST": True,

@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from deliveries.api.base import ApiDefaults
-from deliveries.api.filters import validated_filters
-from deliveries.api.pagination import NextLinkPagination
-from deliveries.api.parsers import SafeJSONParser
-from deliveries.api.schema import extend_schema, extend_schema_view
-from deliveries.api.scoping import UnscopedTokenOnly
-from deliveries.api.strict import refuse_body
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.filters import validated_filters
+from webhooks_core.api.pagination import NextLinkPagination
+from webhooks_core.api.parsers import SafeJSONParser
+from webhooks_core.api.schema import extend_schema, extend_schema_view
+from webhooks_core.api.scoping import UnscopedTokenOnly
+from webhooks_core.api.strict import refuse_body
 
 from .. import services
 from ..models import InboxEvent, Source

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from deliveries.jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsondepth import MAX_DEPTH, too_deep
 
 from ..timestamps import within_window
 
@@ -36,7 +36,7 @@ MAX_EVENT_TYPE_LENGTH = 200
 #: so more is refused before any key or body is touched: each candidate may cost a
 #: verification over the whole body.
 MAX_SIGNATURES = 8
-#: The prefix of a Standard Webhooks ed25519 public key (``deliveries.signing``). Anyone
+#: The prefix of a Standard Webhooks ed25519 public key (``webhooks_core.signing``). Anyone
 #: may read a public key, so a scheme that keys an HMAC with its secret must never take one.
 PUBLIC_KEY_PREFIX = "whpk_"
 

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries import conf as deliveries_conf
-from deliveries import signing, ssrf
+from webhooks_core import conf as core_conf
+from webhooks_core import signing, ssrf
 from webhooks_core.crypto import SecretDecryptionError
 
 from .. import schemes
@@ -149,7 +149,7 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
         problem = (
             "The URL is longer than 2048 characters."
             if len(url) > 2048
-            else ssrf.url_refusal(url, deliveries_conf.address_policy())
+            else ssrf.url_refusal(url, core_conf.address_policy())
         )
         if problem:
             refuse("api_base_url", problem)
