@@ -420,10 +420,7 @@ def endpoint_rotate_secret(
     """
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in endpoint.secrets.unexpired(now).select_for_update():
-        if old.expires_at is None or old.expires_at > expires_at:
-            old.expires_at = expires_at
-            old.save(update_fields=["expires_at"])
+    endpoint.secrets.expire_by(expires_at, now)
     plain = _add_secret(endpoint)
     return plain, endpoint.secrets.order_by("-created_at", "-pk").first()  # type: ignore[return-value]
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from webhooks_core.jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsontext import unstorable_text
 
 from ..timestamps import within_window
 
@@ -402,18 +403,7 @@ def _finite_float(text: str) -> float:
 
 
 def _storable_text(value: Any) -> bool:
-    """Whether PostgreSQL can store every string in ``value`` (no NUL, valid UTF-8)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")  # an unpaired surrogate does not encode
-        except UnicodeEncodeError:
-            return False
-        return "\x00" not in value
-    if isinstance(value, dict):
-        return all(_storable_text(k) and _storable_text(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_storable_text(item) for item in value)
-    return True
+    return unstorable_text(value) is None
 
 
 def require_text(value: Any, name: str, max_length: int) -> str:

@@ -232,7 +232,7 @@ def source_update(*, source: Source, **fields: Any) -> Source:
     source.save()
     if new_secret:
         now = timezone.now()
-        source.secrets.unexpired(now).update(expires_at=now)
+        source.secrets.expire_by(now, now)
         _add_secret(source, new_secret)
     source.notices = tuple(notices)
     return source
@@ -291,8 +291,5 @@ def source_rotate_secret(
     _check_secret(source.scheme, secret)
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in source.secrets.unexpired(now).select_for_update():
-        if old.expires_at is None or old.expires_at > expires_at:
-            old.expires_at = expires_at
-            old.save(update_fields=["expires_at"])
+    source.secrets.expire_by(expires_at, now)
     return secret, _add_secret(source, secret)

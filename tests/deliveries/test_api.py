@@ -1484,7 +1484,7 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     from deliveries.wire import redact_headers
 
     redacted = redact_headers(headers, row.secret_header_names)
-    assert redacted["X-Partner"] == "[redacted]"
+    assert redacted["X-Partner"] == "<redacted>"
     assert redacted["X-Tenant"] == "globex"
 
     # Unmarking a name needs its value in the same request (issue 23, defect 6): the

@@ -92,8 +92,8 @@ def test_committed_event_is_delivered_signed_and_recorded(
     assert attempt.response_status == 200
     assert attempt.response_body == "ok"
     assert attempt.duration_ms > 0
-    assert attempt.request_headers["X-Webhook-Signature"] == "[redacted]"
-    assert attempt.request_headers["webhook-signature"] == "[redacted]"
+    assert attempt.request_headers["X-Webhook-Signature"] == "<redacted>"
+    assert attempt.request_headers["webhook-signature"] == "<redacted>"
     assert secret not in json.dumps(attempt.request_headers)
     endpoint.refresh_from_db()
     assert endpoint.last_success_at is not None

@@ -181,6 +181,27 @@ def prepare(
     return project, env, token, tables
 
 
+ADMIN_SCRIPT = """
+from django.contrib.auth.models import User
+from django.test import Client
+
+user = User.objects.create_superuser("root", "root@example.com", "pw")
+client = Client(HTTP_HOST="localhost")
+client.force_login(user)
+for page in {pages!r}:
+    print(page, client.get(page).status_code)
+made = client.post("/admin/webhooks_core/apitoken/add/", {{"name": "from-admin"}})
+print("token page", made.status_code, "whk_" in made.content.decode())
+"""
+
+
+def admin_pages(venv: Path, project: Path, env: dict[str, str], pages: list[str]) -> list[str]:
+    """What the host's admin answers a superuser for ``pages``, and its token page."""
+    script = ADMIN_SCRIPT.format(pages=pages)
+    out = run(venv, project / "manage.py", "shell", "-c", script, cwd=project, env=env)
+    return out.strip().splitlines()[-len(pages) - 1 :]
+
+
 def test_a_host_that_only_receives(
     tmp_path: Path, venv: Path, host_database: str, clean_broker: str
 ) -> None:
@@ -230,6 +251,12 @@ def test_a_host_that_only_receives(
         assert status == 200, metrics
         assert 'receivers_inbox_events{status="processed"} 1.0' in metrics
         assert "webhooks_deliveries{" not in metrics
+    pages = ["/admin/receivers/source/", "/admin/receivers/inboxevent/"]
+    pages += ["/admin/webhooks_core/apitoken/", "/admin/webhooks_core/auditentry/"]
+    assert admin_pages(venv, project, env, pages) == [
+        *(f"{page} 200" for page in pages),
+        "token page 200 True",
+    ]
     # Reconciliation runs there too (no source has a provider API: nothing to ask).
     out = run(
         venv, project / "manage.py", "shell", "-c",
@@ -278,3 +305,9 @@ def test_a_host_that_only_sends(
         assert status == 200, metrics
         assert "webhooks_deliveries{" in metrics
         assert "receivers_inbox_events" not in metrics
+    pages = ["/admin/deliveries/endpoint/", "/admin/deliveries/delivery/"]
+    pages += ["/admin/webhooks_core/apitoken/", "/admin/webhooks_core/auditentry/"]
+    assert admin_pages(venv, project, env, pages) == [
+        *(f"{page} 200" for page in pages),
+        "token page 200 True",
+    ]

@@ -22,7 +22,9 @@ def admin() -> Client:
 
 
 def test_the_token_form_makes_a_scoped_token(admin: Client) -> None:
-    response = admin.post("/admin/webhooks_core/apitoken/add/", {"name": "acme-int", "tenant": "acme"})
+    response = admin.post(
+        "/admin/webhooks_core/apitoken/add/", {"name": "acme-int", "tenant": "acme"}
+    )
     assert response.status_code == 200
     token = ApiToken.objects.get(name="acme-int")
     assert token.tenant == "acme"
