@@ -29,7 +29,7 @@ from deliveries.models import (
     Replay,
     hash_api_token,
 )
-from tests.deliveries.console.helpers import endpoint, event_at, hours_ago, staff_in
+from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago, staff_in
 
 pytestmark = pytest.mark.django_db
 
