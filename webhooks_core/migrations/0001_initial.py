@@ -23,10 +23,12 @@ def _retag_content_types(apps, schema_editor, old_label, new_label):
         return
     if content_type._meta.db_table not in schema_editor.connection.introspection.table_names():
         return
-    names = [name.lower() for name in MOVED]
-    content_type.objects.using(schema_editor.connection.alias).filter(
-        app_label=old_label, model__in=names
-    ).update(app_label=new_label)
+    rows = content_type.objects.using(schema_editor.connection.alias)
+    for name in MOVED:
+        # Where the new label has one already (made after this migration by an app's own
+        # migrations), the old one is stale: left for `remove_stale_contenttypes`.
+        if not rows.filter(app_label=new_label, model=name.lower()).exists():
+            rows.filter(app_label=old_label, model=name.lower()).update(app_label=new_label)
 
 
 def adopt_or_create(apps, schema_editor):
