@@ -16,6 +16,7 @@ from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.secrets import RotatingSecret
 
 from . import signing
+from .headers import MASK
 from .retry_policy import RetryPolicy
 
 
@@ -155,8 +156,6 @@ class Endpoint(models.Model):
 
     def custom_headers_masked(self) -> dict[str, str]:
         """What any reader sees: secret values replaced by `headers.MASK`."""
-        from .headers import MASK
-
         return {
             **dict(self.custom_headers or {}),
             **{name: MASK for name in self.secret_custom_headers or {}},

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
+import redis
 from celery import current_app
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
@@ -108,8 +109,6 @@ def _queue_keys(queue: str) -> list[str]:
 
 @lru_cache(maxsize=4)
 def _redis_client(url: str) -> Any:
-    import redis
-
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
