@@ -7,10 +7,20 @@ them without the other side's tables.
 import hashlib
 import secrets
 
+from django.apps import apps
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
 from . import tenants
+
+if not apps.is_installed("webhooks_core"):
+    # A host from before 0.2 lists only the sides; say what to add, not Django's riddle
+    # about an app_label.
+    raise ImproperlyConfigured(
+        'Add "webhooks_core" to INSTALLED_APPS, beside "deliveries" and/or "receivers" '
+        "(API tokens and the audit log live there since django-reliable-webhooks 0.2)."
+    )
 
 
 def hash_api_token(token: str) -> str:

@@ -154,3 +154,13 @@ def test_the_move_can_be_undone(database: str) -> None:
     migrate(database, "webhooks_core", "zero")
     assert tables(database) == {"deliveries_apitoken", "deliveries_auditentry"}
     assert token_key_target(database) == "deliveries_apitoken"
+
+
+def test_a_host_without_webhooks_core_is_told_to_add_it() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.webhooks_core.hosts.without_core"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert 'Add "webhooks_core" to INSTALLED_APPS' in result.stderr
