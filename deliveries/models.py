@@ -359,7 +359,7 @@ class ReplayStatus(models.TextChoices):
 
 
 class Replay(models.Model):
-    """An operator's request to send a time range of events again (article 000, "реплей").
+    """An operator's request to send a time range of events again.
 
     The deliveries are created in batches by a task; ``cursor_*`` is where the next batch
     starts, so a lost task message or a dead worker only delays the rest.

@@ -1,6 +1,6 @@
 """When to retry, when to give up. Written once, used by every delivery.
 
-Why these rules (article 000 and 004):
+Why these rules:
 
 * 2xx means the receiver has the event: done.
 * 401 and 403 mean the receiver rejects us (wrong secret, revoked access); retrying only

@@ -5,7 +5,7 @@ either the old or the new secret verifies it during a rotation:
 
 * ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=<hex>]`` where each ``<hex>`` is
   HMAC-SHA256 keyed with the secret string exactly as the API showed it (``whsec_...``),
-  over ``"<ts>.<raw body>"`` (article 000, the Stripe-style recipe).
+  over ``"<ts>.<raw body>"`` (the recipe Stripe made common).
 * ``webhook-signature: v1,<base64> [v1,<base64>]`` per Standard Webhooks: HMAC-SHA256 keyed
   with the base64-decoded part of the secret after ``whsec_``, over
   ``"<msg id>.<ts>.<raw body>"``. The ``standardwebhooks`` and ``svix`` libraries verify it

@@ -1,4 +1,4 @@
-"""Endpoint URLs as shown to those who may not change the endpoint (issue 23).
+"""Endpoint URLs as shown to those who may not change the endpoint.
 
 A URL may carry a credential: ``https://user:token@host/`` or ``?token=...``. Whoever may
 change the endpoint sees it whole; everyone else sees the userinfo and every query value

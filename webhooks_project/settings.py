@@ -32,7 +32,7 @@ SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEFAULT_SECRET_KEY if DEBUG 
 SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 if not DEBUG:
     # Any process (gunicorn, Celery, manage.py, the image's CMD) stops here, listing every
-    # problem, rather than serve with a missing, shipped or weak key (issue 23).
+    # problem, rather than serve with a missing, shipped or weak key.
     refuse_unsafe_keys(
         secret_key=SECRET_KEY,
         fallbacks=SECRET_KEY_FALLBACKS,
@@ -295,7 +295,7 @@ LOGGING["handlers"]["console"]["formatter"] = "structured"  # type: ignore[index
 # Workers log through the same configuration instead of Celery replacing the root logger.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Observability (issue 8) ---------------------------------------------------------
+# --- Observability --------------------------------------------------------------------
 # Event data offloaded to storage (WEBHOOKS_PAYLOAD_OFFLOAD_BYTES) goes to STORAGES["default"]:
 # the file system under MEDIA_ROOT (never served over HTTP here); point it at a
 # django-storages backend in production.

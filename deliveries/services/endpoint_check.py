@@ -3,7 +3,7 @@
 An active endpoint gets it through the normal sending path. A suspended one sends nothing
 through that path, so :func:`endpoint_probe` sends the same signed request at once, from
 the caller's process, and notes a success on the endpoint: the portal lets a tenant
-resume what its failures suspended only after one (issue 23).
+resume what its failures suspended only after one.
 """
 
 import uuid

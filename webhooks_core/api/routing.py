@@ -27,7 +27,7 @@ class OptionalSlashRouter(SimpleRouter):
 
 def strip_trailing_slashes(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular renders the optional `/?` as `/`; document the canonical form,
-    `/api/v1/endpoints`, as the issue and the README spell it."""
+    `/api/v1/endpoints`, as the README spells it."""
     result["paths"] = {
         (name.rstrip("/") or "/"): item for name, item in result.get("paths", {}).items()
     }
