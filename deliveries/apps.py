@@ -13,12 +13,17 @@ class DeliveriesConfig(AppConfig):
         from django.core import checks as django_checks
 
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
+        from webhooks_core import conf as core_conf
+        from webhooks_core import metrics as core_metrics
         from webhooks_core import tasking
 
-        from . import checks, conf, erasure_tasks, tasks  # noqa: F401
+        from . import checks, conf, erasure_tasks, gauges, tasks  # noqa: F401
+        from .health import metrics as health_metrics  # noqa: F401  (the breaker's gauges)
         from .portal.checks import check_tenant_resolver
 
         django_checks.register(check_tenant_resolver)
+        core_conf.register(self.name, conf.SETTINGS)
+        core_metrics.register_gauges(self.name, gauges.collector)
 
         # Event types are declared at import time: every installed app's `webhook_events`
         # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.

@@ -14,10 +14,8 @@ from .ssrf import parse_networks
 def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     errors = []
     current = conf.health()
-    for name, networks in (
-        ("WEBHOOKS_ALLOWED_NETWORKS", current.allowed_networks),
-        ("WEBHOOKS_PORTAL_ALLOWED_NETWORKS", current.portal_allowed_networks),
-    ):
+    # WEBHOOKS_ALLOWED_NETWORKS is the shared core's (webhooks_core/checks.py).
+    for name, networks in (("WEBHOOKS_PORTAL_ALLOWED_NETWORKS", current.portal_allowed_networks),):
         try:
             parse_networks(networks)
         except ValueError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.signals import setting_changed
 
+from webhooks_core import conf as core_conf
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
 
@@ -129,13 +130,6 @@ SETTINGS: tuple[Setting, ...] = (
         "(e.g. `https://app.example.com`); empty: the host the API request came to.",
     ),
     Setting(
-        "WEBHOOKS_ALLOWED_NETWORKS",
-        (),
-        "CIDR networks the SSRF guard admits besides public addresses. In DEBUG loopback "
-        "(`127.0.0.0/8`, `::1`) is admitted too.",
-        debug_default=("127.0.0.0/8", "::1"),
-    ),
-    Setting(
         "WEBHOOKS_PORTAL_ALLOWED_NETWORKS",
         (),
         "CIDR networks that endpoints a tenant makes or re-points in the portal may reach "
@@ -143,13 +137,6 @@ SETTINGS: tuple[Setting, ...] = (
         "allowance never apply to those endpoints (only to the ones operators and the API "
         "make): list a network here to let tenants reach it too. Empty: public addresses "
         "only, in DEBUG too.",
-    ),
-    Setting(
-        "WEBHOOKS_REQUIRE_HTTPS",
-        True,
-        "Refuse `http://` endpoint URLs, when an endpoint is saved and when a request is "
-        "sent. Off in DEBUG.",
-        debug_default=False,
     ),
     Setting(
         "WEBHOOKS_SUSPEND_AFTER_FAILURES",
@@ -332,9 +319,9 @@ class HealthSettings:
 @functools.cache
 def health() -> HealthSettings:
     return HealthSettings(
-        allowed_networks=tuple(value("WEBHOOKS_ALLOWED_NETWORKS")),
+        allowed_networks=tuple(core_value("WEBHOOKS_ALLOWED_NETWORKS")),
         portal_allowed_networks=tuple(value("WEBHOOKS_PORTAL_ALLOWED_NETWORKS")),
-        require_https=value("WEBHOOKS_REQUIRE_HTTPS"),
+        require_https=core_value("WEBHOOKS_REQUIRE_HTTPS"),
         suspend_after_failures=value("WEBHOOKS_SUSPEND_AFTER_FAILURES"),
         suspend_window_seconds=value("WEBHOOKS_SUSPEND_WINDOW_SECONDS"),
         breaker_error_rate=value("WEBHOOKS_BREAKER_ERROR_RATE"),
@@ -359,14 +346,9 @@ def _broker_redis_url() -> str:
     return url if url.startswith(("redis://", "rediss://")) else ""
 
 
-@functools.cache
 def address_policy() -> AddressPolicy:
-    """The SSRF guard's policy (a bad CIDR fails loudly: system check `webhooks.E010`)."""
-    current = health()
-    return AddressPolicy(
-        allowed_networks=parse_networks(current.allowed_networks),
-        require_https=current.require_https,
-    )
+    """The SSRF guard's policy for operators' endpoints (``webhooks_core.conf``)."""
+    return core_conf.address_policy()
 
 
 @functools.cache
@@ -438,7 +420,7 @@ def portal() -> PortalSettings:
 def _forget(**kwargs: Any) -> None:
     """Settings are read once per process (every delivery reads them several times);
     a changed setting (tests, `override_settings`) is read again."""
-    for view in (get, health, address_policy, portal_address_policy):
+    for view in (get, health, portal_address_policy):
         view.cache_clear()
 
 

@@ -40,10 +40,11 @@ RESERVED = frozenset(
 )
 RESERVED_PREFIXES = ("x-webhook-", "webhook-")
 
-#: Shown instead of a secret header's value on every read; sending it back keeps the value.
+#: Shown instead of a secret header's value on every read (the API, the admin, stored
+#: attempts); sending it back keeps the value.
 MASK = "<redacted>"
 # A header whose name contains one of these is a credential: stored encrypted, masked on
-# read, redacted in stored attempts (the same words `wire.redact_headers` uses).
+# read, redacted in stored attempts (`wire.redact_headers`). The one list of those words.
 CREDENTIAL_WORDS = ("authorization", "signature", "secret", "token", "key", "cookie", "password")
 
 

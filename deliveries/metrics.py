@@ -3,17 +3,14 @@
 They are incremented in Celery workers; with ``PROMETHEUS_MULTIPROC_DIR`` set (before the
 process starts) every process writes its values to files there and ``/metrics`` adds them
 up, so prefork workers and several gunicorn processes report one truth. Gauges that
-describe the database are not kept here: ``webhooks_core.metrics`` computes them at
+describe the database are not kept here: ``deliveries.gauges`` computes them at
 scrape time. Labels are bounded: endpoint ids and fixed names only.
 """
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
-#: Collectors that compute their values from shared state (PostgreSQL) when scraped. Not in
-#: prometheus-client's default REGISTRY: in multiprocess mode a scrape reads the counters
-#: from files instead of that registry, and such a collector would vanish. /metrics serves
-#: this registry beside the counters in both modes.
-SCRAPE_TIME_REGISTRY = CollectorRegistry(auto_describe=False)
+# Where scrape-time collectors go (webhooks_core.metrics); importable from here as before.
+from webhooks_core.metrics import SCRAPE_TIME_REGISTRY as SCRAPE_TIME_REGISTRY
 
 deliveries_total = Counter(
     "webhooks_deliveries_total",

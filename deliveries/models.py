@@ -1,7 +1,5 @@
 """Data of the sending side. PostgreSQL is the source of truth; the broker only carries ids."""
 
-import hashlib
-import secrets
 import uuid
 from typing import TYPE_CHECKING
 
@@ -11,9 +9,15 @@ from django.db.models import Q
 
 from webhooks_core import crypto
 from webhooks_core.jobs import LeasedJob
+
+# Moved to webhooks_core (both apps use them); importable from here as before.
+from webhooks_core.models import ApiToken
+from webhooks_core.models import AuditEntry as AuditEntry
+from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.secrets import RotatingSecret
 
-from . import signing, tenants
+from . import signing
+from .headers import MASK
 from .retry_policy import RetryPolicy
 
 if TYPE_CHECKING:
@@ -215,8 +219,6 @@ class Endpoint(models.Model):
 
     def custom_headers_masked(self) -> dict[str, str]:
         """What any reader sees: secret values replaced by `headers.MASK`."""
-        from .headers import MASK
-
         return {
             **dict(self.custom_headers or {}),
             **{name: MASK for name in self.secret_custom_headers or {}},
@@ -444,7 +446,7 @@ class ReplayStatus(models.TextChoices):
 
 
 class Replay(models.Model):
-    """An operator's request to send a time range of events again (article 000, "реплей").
+    """An operator's request to send a time range of events again.
 
     The deliveries are created in batches by a task; ``cursor_*`` is where the next batch
     starts, so a lost task message or a dead worker only delays the rest.
@@ -499,56 +501,6 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of delivery #{self.delivery_id}"
-
-
-def hash_api_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-class ApiToken(models.Model):
-    """A bearer token for the HTTP API. Only its SHA-256 is stored."""
-
-    PREFIX = "whk_"
-
-    name = models.CharField(max_length=200)
-    # Set: the token reaches this tenant's endpoints, events, deliveries, replays and portal
-    # only (deliveries/api/scoping.py). NULL: every tenant's, and the receiving side.
-    tenant = models.CharField(  # noqa: DJ001
-        max_length=100,
-        null=True,
-        blank=True,
-        help_text="Limit the token to this tenant (its endpoints, events, deliveries, "
-        "replays and portal links); empty: every tenant and the receiving side.",
-    )
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    token_prefix = models.CharField(max_length=16, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        scope = f" for {self.tenant}" if self.tenant else ""
-        return f"{self.name}{scope} ({self.token_prefix}…)"
-
-    @classmethod
-    def issue(cls, name: str, *, tenant: str | None = None) -> tuple["ApiToken", str]:
-        """Create a token (limited to ``tenant`` if given); the plain value is returned
-        once and never stored. A bad tenant id raises ``ValueError``."""
-        problem = tenants.problem(tenant)
-        if problem:
-            raise ValueError(f"tenant {problem}")
-        plain = cls.PREFIX + secrets.token_urlsafe(32)
-        token = cls.objects.create(
-            name=name,
-            tenant=tenant or None,
-            token_hash=hash_api_token(plain),
-            token_prefix=plain[:10],
-        )
-        return token, plain
 
 
 class CircuitTransition(models.Model):
@@ -623,40 +575,6 @@ class EndpointOwner(models.Model):
 
     def __str__(self) -> str:
         return f"owner of {self.endpoint_id}"
-
-
-class AuditEntry(models.Model):
-    """Who did what, when: an act that reveals a secret or opens or erases a tenant's data.
-
-    Never a secret, and no personal data: ``actor`` names an API token, an admin user's
-    id, a command or a portal session; ``counts`` holds numbers only.
-    """
-
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    action = models.CharField(max_length=50)
-    actor = models.CharField(max_length=200)
-    api_token = models.ForeignKey(
-        ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
-    # NULL once the tenant is erased (its id goes with its data).
-    tenant = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
-    target = models.CharField(max_length=200, blank=True)
-    counts = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        verbose_name = "audit entry"
-        verbose_name_plural = "audit log"
-
-    def __str__(self) -> str:
-        return f"{self.action} by {self.actor} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class TenantSettings(models.Model):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
+from . import conf
+
 if TYPE_CHECKING:
     from .models import Event
 
@@ -26,14 +28,10 @@ class PayloadUnavailable(Exception):
 
 
 def _storage() -> Storage:
-    from . import conf
-
     return storages[conf.get().payload_storage]
 
 
 def _threshold() -> int:
-    from . import conf
-
     return conf.get().payload_offload_bytes
 
 

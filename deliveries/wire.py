@@ -5,10 +5,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from . import conf, handshake, rendering, signing
+from .headers import MASK, is_credential
 from .models import Delivery, Endpoint, Event
 
-REDACTED = "[redacted]"
-SENSITIVE_HEADER_WORDS = ("signature", "authorization", "secret", "token", "key", "cookie")
+# The placeholder stored attempts show for a credential header: the one of every read.
+REDACTED = MASK
 
 
 def render_body(event: Event, endpoint: Endpoint | None = None) -> bytes:
@@ -93,11 +94,9 @@ def _validation_headers(endpoint: Endpoint) -> dict[str, str]:
 
 def redact_headers(headers: dict[str, str], secret_names: Iterable[str] = ()) -> dict[str, str]:
     """The headers as an attempt stores them: credentials (by name, or marked secret on
-    the endpoint) replaced by a placeholder."""
+    the endpoint) replaced by the mask every read shows (``headers.MASK``)."""
     marked = {name.lower() for name in secret_names}
     return {
-        name: REDACTED
-        if name.lower() in marked or any(word in name.lower() for word in SENSITIVE_HEADER_WORDS)
-        else value
+        name: MASK if name.lower() in marked or is_credential(name) else value
         for name, value in headers.items()
     }

@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from deliveries.admin.secrets import ShownSecret, secrets_page
+from webhooks_core.secrets_page import ShownSecret, secrets_page
 
 from . import schemes, services
 from .models import InboxEvent, InboxStatus, Source, SourceSecret
@@ -262,7 +262,7 @@ class SourceAdmin(admin.ModelAdmin[Source]):
     @method_decorator(sensitive_post_parameters())
     def rotate_secret_view(self, request: HttpRequest, source_id: int) -> HttpResponse:
         """Add the provider's new secret (or a generated one) with a grace window for the
-        current ones: the rotation the issue asks for, in one step."""
+        current ones: a rotation without downtime, in one step."""
         source = get_object_or_404(Source, pk=source_id)
         if not self.has_change_permission(request, source):
             raise PermissionDenied

@@ -10,9 +10,14 @@ class ReceiversConfig(AppConfig):
 
     def ready(self) -> None:
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
+        from webhooks_core import conf as core_conf
+        from webhooks_core import metrics as core_metrics
         from webhooks_core import tasking
 
-        from . import checks, conf, tasks  # noqa: F401
+        from . import checks, conf, gauges, tasks  # noqa: F401
+
+        core_conf.register(self.name, conf.SETTINGS)
+        core_metrics.register_gauges(self.name, gauges.collector)
 
         # Importing a handler module runs its @inbox_handler decorators.
         for module in conf.get().handler_modules:

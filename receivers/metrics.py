@@ -49,7 +49,7 @@ def count_processing(source: str, outcome: str) -> None:
     processing_total.labels(source=source, outcome=outcome).inc()
 
 
-# Latency of the receiving side (issue 8). Buckets span a provider's immediate delivery to
+# Latency of the receiving side. Buckets span a provider's immediate delivery to
 # its redeliveries hours later.
 LATENCY_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 processing_latency_seconds = Histogram(

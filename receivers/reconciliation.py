@@ -14,13 +14,18 @@ from typing import Any
 from urllib.parse import urljoin
 
 import requests
+from celery import current_app as celery_app
 from urllib3.util import parse_url
 
-from deliveries import conf as deliveries_conf
-from deliveries import ssrf
-from deliveries.ssrf_transport import GuardedHTTPAdapter, address_policy
+from webhooks_core import conf as core_conf
+from webhooks_core import ssrf
+from webhooks_core.ssrf_transport import GuardedHTTPAdapter, address_policy
+from webhooks_core.tasking import QUEUE_MAINTENANCE
 
 from .models import Source
+
+# Published by its registered name: the task module imports this one.
+RECONCILE_SOURCE_TASK = "receivers.tasks.reconcile_source"
 
 MAX_PAGES = 20
 TIMEOUT = (3.0, 10.0)
@@ -66,7 +71,7 @@ def provider_pages(
     ``base_url``: an answer cannot send the token, or us, anywhere else.
     """
     origin = _origin(base_url)
-    policy = deliveries_conf.address_policy()
+    policy = core_conf.address_policy()
     session = requests.Session()
     session.trust_env = False
     adapter = GuardedHTTPAdapter(max_retries=0)
@@ -97,15 +102,13 @@ def provider_pages(
 
 
 def enqueue_reconciliations() -> int:
-    from .tasks import reconcile_source
-
     ids = list(
         Source.objects.filter(enabled=True, scheme__in=list(_reconcilers))
         .exclude(api_base_url="")
         .values_list("id", flat=True)
     )
     for source_id in ids:
-        reconcile_source.delay(source_id)
+        celery_app.send_task(RECONCILE_SOURCE_TASK, (source_id,), queue=QUEUE_MAINTENANCE)
     return len(ids)
 
 

@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from deliveries import tracing
+from webhooks_core import tracing
 from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes, selectors, services

@@ -1,7 +1,9 @@
-"""What both apps of django-reliable-webhooks share: the settings registry, encryption at
-rest, leased jobs, batched maintenance, Celery wiring and the operational views a host
-mounts (probes, ``/metrics``, the 503 middleware). Not a Django app of its own: a host
-installs only ``deliveries`` and ``receivers``."""
+"""The ground floor of django-reliable-webhooks, shared by both apps and importing neither:
+the settings registry, encryption at rest, signing and key formats, the SSRF guard and its
+transport, tracing, the retry policy, JSON limits, leased jobs, batched maintenance, Celery
+wiring, the HTTP API's base classes, API tokens and the audit log, and the operational views
+a host mounts (probes, ``/metrics``, the 503 middleware). A Django app: a host installs it
+beside ``deliveries``, ``receivers`` or both."""
 
 import django_stubs_ext
 

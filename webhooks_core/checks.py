@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, register
 
 from . import conf
+from .ssrf import parse_networks
 
 
 @register(Tags.security)
@@ -44,3 +45,18 @@ def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any)
                 )
             )
     return problems
+
+
+@register(Tags.security)
+def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
+    try:
+        parse_networks(tuple(conf.value("WEBHOOKS_ALLOWED_NETWORKS")))
+    except ValueError as exc:
+        return [
+            Error(
+                f"WEBHOOKS_ALLOWED_NETWORKS is invalid: {exc}.",
+                hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
+                id="webhooks.E010",
+            )
+        ]
+    return []

@@ -2,14 +2,20 @@
 
 Each accessor module (``deliveries.conf``, ``receivers.conf``, this one) declares
 ``SETTINGS`` and reads values only through it, so a default exists exactly once and the
-documentation's configuration reference is generated from the same tuples.
+documentation's configuration reference is generated from the same tuples. This module
+knows no app: each registers its tuple in its ``AppConfig.ready()`` (``register``), and
+``all_settings()`` answers those of the apps installed.
 """
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+
+from .ssrf import AddressPolicy, parse_networks
 
 
 class _NotSet:
@@ -86,15 +92,52 @@ SETTINGS: tuple[Setting, ...] = (
         "Client addresses or CIDR networks that may scrape `/metrics` without the token "
         "(REMOTE_ADDR only, never X-Forwarded-For).",
     ),
+    Setting(
+        "WEBHOOKS_ALLOWED_NETWORKS",
+        (),
+        "CIDR networks the SSRF guard admits besides public addresses. In DEBUG loopback "
+        "(`127.0.0.0/8`, `::1`) is admitted too.",
+        debug_default=("127.0.0.0/8", "::1"),
+    ),
+    Setting(
+        "WEBHOOKS_REQUIRE_HTTPS",
+        True,
+        "Refuse `http://` URLs the platform calls (endpoints, when saved and when a request "
+        "is sent; a source's reconciliation API). Off in DEBUG.",
+        debug_default=False,
+    ),
 )
 
 value = Registry(SETTINGS)
 
+_registered: dict[str, tuple[Setting, ...]] = {}
+
+
+def register(app: str, entries: Iterable[Setting]) -> None:
+    """Add an app's settings to ``all_settings()`` (called from its ``ready()``)."""
+    _registered[app] = tuple(entries)
+
 
 def all_settings() -> tuple[Setting, ...]:
-    """Every setting of both apps and of this package, for documentation and deployments
-    that read them from the environment."""
-    from deliveries.conf import SETTINGS as DELIVERIES
-    from receivers.conf import SETTINGS as RECEIVERS
+    """Every setting of this package and of the apps registered (the apps installed), for
+    documentation and deployments that read them from the environment."""
+    return (*SETTINGS, *(entry for entries in _registered.values() for entry in entries))
 
-    return (*SETTINGS, *DELIVERIES, *RECEIVERS)
+
+@functools.cache
+def address_policy() -> AddressPolicy:
+    """The SSRF guard's policy for URLs operators configure (endpoints made by operators
+    and the API, a source's reconciliation API). A bad CIDR fails loudly: system check
+    ``webhooks.E010``."""
+    return AddressPolicy(
+        allowed_networks=parse_networks(tuple(value("WEBHOOKS_ALLOWED_NETWORKS"))),
+        require_https=value("WEBHOOKS_REQUIRE_HTTPS"),
+    )
+
+
+def _forget(**kwargs: Any) -> None:
+    # A changed setting (tests, `override_settings`) is read again.
+    address_policy.cache_clear()
+
+
+setting_changed.connect(_forget, dispatch_uid="webhooks_core.conf")

@@ -23,27 +23,20 @@ import hmac
 import ipaddress
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
+import redis
 from celery import current_app
-from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-import deliveries.health.metrics  # noqa: F401  (registers the circuit breaker gauges)
-from deliveries import tenants
-from deliveries.metrics import SCRAPE_TIME_REGISTRY
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
-from receivers.models import InboxEvent, InboxStatus
-
-from . import conf
+from . import conf, tenants
 from .tasking import QUEUES
 
 logger = logging.getLogger(__name__)
@@ -52,75 +45,30 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # kombu's Redis transport keeps a queue's messages of priority p>0 in "<queue>\x06\x16<p>".
 REDIS_PRIORITY_SEPARATOR = "\x06\x16"
 REDIS_PRIORITY_STEPS = (0, 3, 6, 9)
-UNPROCESSED_INBOX = (InboxStatus.RECEIVED, InboxStatus.RETRYING, InboxStatus.PROCESSING)
-WAITING_DELIVERIES = (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
 
 
-class DatabaseCollector(Collector):
-    """Gauges computed from PostgreSQL at scrape time (a few indexed aggregate queries).
+#: Collectors that compute their values from shared state (PostgreSQL) when scraped. Not in
+#: prometheus-client's default REGISTRY: in multiprocess mode a scrape reads the counters
+#: from files instead of that registry, and such a collector would vanish. /metrics serves
+#: this registry beside the counters in both modes.
+SCRAPE_TIME_REGISTRY = CollectorRegistry(auto_describe=False)
 
-    With a ``tenant``, only the delivery and endpoint gauges, of that tenant's endpoints.
-    """
+#: Gauge collectors the apps register in ``ready()``: ``factory(tenant)`` answers the
+#: collector for that tenant (``None``: all), or ``None`` when it has no per-tenant gauges.
+GaugeFactory = Callable[[str | None], Collector | None]
+_gauges: dict[str, GaugeFactory] = {}
 
-    def __init__(self, tenant: str | None = None) -> None:
-        self.tenant = tenant
 
-    def collect(self) -> Iterator[Metric]:
-        now = timezone.now()
-        deliveries = Delivery.objects.all()
-        endpoint_rows = Endpoint.objects.all()
-        if self.tenant is not None:
-            deliveries = deliveries.filter(endpoint__tenant=self.tenant)
-            endpoint_rows = endpoint_rows.filter(tenant=self.tenant)
-        by_status = GaugeMetricFamily(
-            "webhooks_deliveries", "Deliveries by current status", labels=["status"]
-        )
-        counts = dict(deliveries.values_list("status").annotate(n=Count("id")).order_by())
-        for status in DeliveryStatus.values:
-            by_status.add_metric([status], counts.get(status, 0))
-        yield by_status
-        yield GaugeMetricFamily(
-            "webhooks_dead_letter_size",
-            "Dead-lettered deliveries (the dead-letter queue)",
-            value=counts.get(DeliveryStatus.DEAD_LETTERED, 0),
-        )
-        oldest = deliveries.filter(status__in=WAITING_DELIVERIES).aggregate(
-            oldest=Min("created_at")
-        )["oldest"]
-        yield GaugeMetricFamily(
-            "webhooks_oldest_pending_delivery_age_seconds",
-            "Age of the oldest delivery still pending or sending (0 when none)",
-            value=(now - oldest).total_seconds() if oldest else 0.0,
-        )
-        endpoints = GaugeMetricFamily("webhooks_endpoints", "Endpoints by state", labels=["state"])
-        states = dict(endpoint_rows.values_list("state").annotate(n=Count("id")).order_by())
-        for state in EndpointState.values:
-            endpoints.add_metric([state], states.get(state, 0))
-        yield endpoints
-        yield GaugeMetricFamily(
-            "webhooks_suspended_endpoints",
-            "Endpoints suspended (automatically or by an operator)",
-            value=states.get(EndpointState.SUSPENDED, 0),
-        )
-        if self.tenant is not None:
-            return
-        inbox = GaugeMetricFamily(
-            "receivers_inbox_events", "Inbox events by processing status", labels=["status"]
-        )
-        inbox_counts = dict(
-            InboxEvent.objects.values_list("status").annotate(n=Count("id")).order_by()
-        )
-        for status in InboxStatus.values:
-            inbox.add_metric([status], inbox_counts.get(status, 0))
-        yield inbox
-        oldest_inbox = InboxEvent.objects.filter(status__in=UNPROCESSED_INBOX).aggregate(
-            oldest=Min("received_at")
-        )["oldest"]
-        yield GaugeMetricFamily(
-            "receivers_oldest_unprocessed_age_seconds",
-            "Age of the oldest inbox event not yet processed (0 when none)",
-            value=(now - oldest_inbox).total_seconds() if oldest_inbox else 0.0,
-        )
+def register_gauges(name: str, factory: GaugeFactory) -> None:
+    """Serve an app's database gauges at ``/metrics`` (called from its ``ready()``)."""
+    _gauges[name] = factory
+
+
+def _computed(tenant: str | None) -> Iterator[Collector]:
+    for factory in _gauges.values():
+        collector = factory(tenant)
+        if collector is not None:
+            yield collector
 
 
 class QueueCollector(Collector):
@@ -161,8 +109,6 @@ def _queue_keys(queue: str) -> list[str]:
 
 @lru_cache(maxsize=4)
 def _redis_client(url: str) -> Any:
-    import redis
-
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
@@ -170,10 +116,10 @@ def exposition(tenant: str | None = None) -> bytes:
     """The whole scrape: process counters (one or all processes) and the computed gauges;
     with a tenant, that tenant's gauges only."""
     computed = CollectorRegistry(auto_describe=False)
+    for collector in _computed(tenant):
+        computed.register(collector)
     if tenant is not None:
-        computed.register(DatabaseCollector(tenant))
         return generate_latest(computed)
-    computed.register(DatabaseCollector())
     computed.register(QueueCollector())
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
@@ -181,7 +127,7 @@ def exposition(tenant: str | None = None) -> bytes:
         MultiProcessCollector(counters, path=multiproc_dir)
     else:
         counters = REGISTRY
-    # The apps' own scrape-time collectors (circuit breaker gauges), in both modes.
+    # The apps' own scrape-time collectors (e.g. circuit breaker gauges), in both modes.
     scraped = generate_latest(SCRAPE_TIME_REGISTRY)
     return generate_latest(counters) + generate_latest(computed) + scraped
 

@@ -14,6 +14,16 @@ class RotatingSecretQuerySet(models.QuerySet[Any]):
     def unexpired(self, now: datetime) -> "RotatingSecretQuerySet":
         return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
+    def expire_by(self, deadline: datetime, now: datetime) -> int:
+        """Rotation's grace: the secrets valid at ``now`` stop at ``deadline`` at the
+        latest (one that already ends sooner keeps its end). One conditional UPDATE, so
+        two rotations at once cannot lengthen each other's grace. Returns the rows changed."""
+        return (
+            self.unexpired(now)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=deadline))
+            .update(expires_at=deadline)
+        )
+
 
 class RotatingSecret(models.Model):
     """A secret encrypted at rest that stays valid until ``expires_at`` (rotation grace).

@@ -20,6 +20,8 @@ from celery import Celery, current_app, shared_task, signals
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from . import conf
+
 QUEUE_FANOUT = "webhooks.fanout"
 QUEUE_DELIVERY = "webhooks.delivery"
 QUEUE_INBOX = "webhooks.inbox"
@@ -101,8 +103,6 @@ def _complete_schedule_at_beat_start(sender: Any, **_: Any) -> None:
 
 
 def longest_countdown_seconds() -> float:
-    from . import conf
-
     return float(conf.value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"))
 
 

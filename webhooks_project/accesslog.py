@@ -1,4 +1,4 @@
-"""Log lines without portal link tokens (issue 23).
+"""Log lines without portal link tokens.
 
 A portal link is ``<base>/portal/open/<token>``: whoever reads a log line with the token
 could open the portal before its tenant does. Two places would write it:

@@ -17,7 +17,7 @@ Two more things come from reading it here:
 A declared ``Content-Length`` over the limit is not read at all: the view refuses it by
 its declared size, as before.
 
-Nobody gets a body read before they are known (issue 23, defect 10): a request to the API
+Nobody gets a body read before they are known: a request to the API
 without a valid bearer token is handed to Django unread (it answers 401 without reading);
 a request to a receiving source is read up to that source's own ``max_body_bytes`` (over
 it: 413), and for an unknown or disabled slug not at all (404). The database connection

@@ -1,4 +1,4 @@
-"""The keys a deployment refuses to start without (issue 23).
+"""The keys a deployment refuses to start without.
 
 ``settings.py`` calls :func:`refuse_unsafe_keys` at import when DEBUG is off, so every
 process that loads the settings (gunicorn, every Celery process, ``manage.py``, the image's

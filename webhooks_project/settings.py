@@ -10,7 +10,10 @@ from pathlib import Path
 
 import environ
 
-from webhooks_core.conf import Setting, all_settings
+from deliveries.conf import SETTINGS as DELIVERIES_SETTINGS
+from receivers.conf import SETTINGS as RECEIVERS_SETTINGS
+from webhooks_core.conf import SETTINGS as CORE_SETTINGS
+from webhooks_core.conf import Setting
 from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY, refuse_unsafe_keys
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -29,7 +32,7 @@ SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEFAULT_SECRET_KEY if DEBUG 
 SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 if not DEBUG:
     # Any process (gunicorn, Celery, manage.py, the image's CMD) stops here, listing every
-    # problem, rather than serve with a missing, shipped or weak key (issue 23).
+    # problem, rather than serve with a missing, shipped or weak key.
     refuse_unsafe_keys(
         secret_key=SECRET_KEY,
         fallbacks=SECRET_KEY_FALLBACKS,
@@ -48,6 +51,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "webhooks_project.apps.WebhooksProjectConfig",
+    "webhooks_core",
     "deliveries",
     "receivers",
     # The examples: a shop that emits events, and payments fed by received webhooks.
@@ -57,8 +61,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # NUL in a query parameter or an unknown charset: 400, not a 500 (deliveries/middleware.py).
-    "deliveries.middleware.BadRequestMiddleware",
+    # NUL in a query parameter or an unknown charset: 400, not a 500 (webhooks_core/middleware.py).
+    "webhooks_core.middleware.BadRequestMiddleware",
     # A database outage is a 503 with Retry-After, not a 500 (webhooks_core/unavailable.py).
     "webhooks_core.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
@@ -291,7 +295,7 @@ LOGGING["handlers"]["console"]["formatter"] = "structured"  # type: ignore[index
 # Workers log through the same configuration instead of Celery replacing the root logger.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Observability (issue 8) ---------------------------------------------------------
+# --- Observability --------------------------------------------------------------------
 # Event data offloaded to storage (WEBHOOKS_PAYLOAD_OFFLOAD_BYTES) goes to STORAGES["default"]:
 # the file system under MEDIA_ROOT (never served over HTTP here); point it at a
 # django-storages backend in production.
@@ -313,6 +317,6 @@ def _from_env(setting: Setting) -> object:
     return env.str(setting.name)
 
 
-for _setting in all_settings():
+for _setting in (*CORE_SETTINGS, *DELIVERIES_SETTINGS, *RECEIVERS_SETTINGS):
     if _setting.name in env:
         globals()[_setting.name] = _from_env(_setting)

@@ -1,10 +1,11 @@
 """The operator console (Django admin) of the sending side. Actions call services.
 
 One module per area: endpoints, events, deliveries and the dead-letter queue, replays,
-API tokens, portal sessions, privacy (audit log, tenant erasure, tenant settings). Every
-action checks its permission and lands in Django's admin log.
+portal sessions, privacy (tenant erasure, tenant settings). Every action checks its
+permission and lands in Django's admin log. API tokens and the audit log are the core's
+(webhooks_core/admin.py).
 """
 
-from . import deliveries, endpoints, events, portal, privacy, replays, tokens
+from . import deliveries, endpoints, events, portal, privacy, replays
 
-__all__ = ["deliveries", "endpoints", "events", "portal", "privacy", "replays", "tokens"]
+__all__ = ["deliveries", "endpoints", "events", "portal", "privacy", "replays"]

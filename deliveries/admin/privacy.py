@@ -1,4 +1,5 @@
-"""Privacy, for operators: the audit log, tenant erasures and tenants' own settings.
+"""Privacy, for operators: tenant erasures and tenants' own settings (the audit log's
+page is the core's: webhooks_core/admin.py).
 
 An erasure is started here with the tenant's id (the add form); it runs in the background,
 as from the API or ``erase_tenant``. Tenant settings are saved through the same service as
@@ -12,27 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from .. import services, tenants
-from ..models import AuditEntry, TenantErasure, TenantSettings
+from ..models import TenantErasure, TenantSettings
 from ..services.erasure import Actor
 from ..services.tenant_settings import retention_problem
-
-
-@admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
-    list_display = ["at", "action", "actor", "tenant", "target"]
-    list_filter = ["action"]
-    search_fields = ["actor", "tenant", "target"]
-    fields = ["at", "action", "actor", "api_token", "user", "tenant", "target", "counts"]
-    readonly_fields = ["at", "action", "actor", "api_token", "user", "tenant", "target", "counts"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ErasureForm(forms.ModelForm):

@@ -1,35 +1,8 @@
-"""What every view of our API fixes for itself, so a host's ``REST_FRAMEWORK`` settings
-(written for its own API) change nothing of ours: authentication, permissions,
-pagination, rendering, parsing, throttling, versioning, the schema and error handling."""
+"""Moved to ``webhooks_core.api.base``; this import path stays for existing code
+(it is the same module)."""
 
-from collections.abc import Callable
-from typing import Any
+import sys
 
-from drf_spectacular.openapi import AutoSchema
-from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
+from webhooks_core.api.base import *  # noqa: F403  (the names, for type checkers)
 
-from .authentication import BearerTokenAuthentication
-from .errors import exception_handler
-from .pagination import NextLinkPagination
-from .parsers import SafeJSONParser
-
-
-# First base class of each API view (``class X(ApiDefaults, GenericViewSet)``). No
-# docstring: drf-spectacular would print it as the description of every operation.
-class ApiDefaults:
-    authentication_classes: Any = [BearerTokenAuthentication]
-    permission_classes: Any = [IsAuthenticated]
-    pagination_class: Any = NextLinkPagination
-    # The API speaks JSON only; anything else is answered 415.
-    parser_classes: Any = [SafeJSONParser]
-    renderer_classes: Any = [JSONRenderer]
-    throttle_classes: Any = []
-    content_negotiation_class: Any = DefaultContentNegotiation
-    versioning_class: Any = None
-    filter_backends: Any = []
-    schema: Any = AutoSchema()
-
-    def get_exception_handler(self) -> Callable[..., Any]:
-        return exception_handler
+sys.modules[__name__] = sys.modules["webhooks_core.api.base"]

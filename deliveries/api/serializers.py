@@ -6,6 +6,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from webhooks_core.jsontext import unstorable_text
+
 from .. import broker_urls, client_tls, headers, payloads, tenants
 from ..models import (
     Attempt,
@@ -412,28 +414,6 @@ class RotateSecretSerializer(StrictTypes, serializers.Serializer):
 MAX_EVENT_VERSION = 2**31 - 1
 
 
-def _unstorable_text(value: Any) -> str | None:
-    """Why a JSON value cannot be stored and signed, or None when it can.
-
-    PostgreSQL's jsonb rejects U+0000, and a lone surrogate (``"\\ud800"`` is valid JSON)
-    can be neither stored in jsonb nor encoded as UTF-8 for the request body.
-    """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "Strings in data cannot contain U+0000 (NUL)."
-            if any("\ud800" <= char <= "\udfff" for char in item):
-                return "Strings in data cannot contain lone surrogate code points."
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
-
-
 @extend_schema_field(
     {
         "type": "string",
@@ -468,9 +448,9 @@ class EventCreateSerializer(StrictTypes, serializers.Serializer):
     tenant = tenant_field()
 
     def validate_data(self, value: Any) -> Any:
-        problem = _unstorable_text(value)
+        problem = unstorable_text(value)
         if problem:
-            raise serializers.ValidationError(problem)
+            raise serializers.ValidationError(f"A string in data {problem}.")
         return value
 
 

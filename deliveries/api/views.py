@@ -11,6 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from webhooks_core.api.actions import retry_response
+
 from .. import services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import scoping
@@ -244,10 +246,10 @@ class DeliveryViewSet(
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
-        delivery = self.get_object()
-        refuse_body(request.data)
-        try:
-            delivery = services.delivery_retry(delivery_id=delivery.pk)
-        except services.DeliveryNotRetryable as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(s.DeliverySummarySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+        return retry_response(
+            request,
+            self.get_object(),
+            retry=lambda pk: services.delivery_retry(delivery_id=pk),
+            not_retryable=services.DeliveryNotRetryable,
+            serializer=s.DeliverySummarySerializer,
+        )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.apps import apps
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -29,7 +30,6 @@ from django.db.models import (
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
-from receivers.models import InboxEvent, InboxStatus
 
 PERCENTILES = (0.5, 0.95, 0.99)
 PYTHON_PERCENTILE_SAMPLE = 50_000
@@ -169,19 +169,7 @@ def dashboard_data(window: Window, now: datetime | None = None) -> DashboardData
         .order_by()
     )
 
-    inbox = list(
-        InboxEvent.objects.filter(received_at__gte=start)
-        .annotate(bucket=_bucket_of("received_at", start, window))
-        .values("bucket")
-        .annotate(
-            ok=Count("id", filter=Q(status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED])),
-            failed=Count("id", filter=Q(status__in=[InboxStatus.FAILED, InboxStatus.RETRYING])),
-            waiting=Count(
-                "id", filter=Q(status__in=[InboxStatus.RECEIVED, InboxStatus.PROCESSING])
-            ),
-        )
-        .order_by()
-    )
+    inbox, inbox_failed = _inbox(start, window)
 
     waiting = Delivery.objects.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.SENDING])
     age_whens = []
@@ -217,7 +205,7 @@ def dashboard_data(window: Window, now: datetime | None = None) -> DashboardData
         "pending": waiting.count(),
         "oldest_pending_seconds": int((now - oldest).total_seconds()) if oldest else 0,
         "suspended_endpoints": Endpoint.objects.filter(state=EndpointState.SUSPENDED).count(),
-        "inbox_failed": InboxEvent.objects.filter(status=InboxStatus.FAILED).count(),
+        "inbox_failed": inbox_failed,
     }
     return DashboardData(
         window=window,
@@ -234,3 +222,26 @@ def dashboard_data(window: Window, now: datetime | None = None) -> DashboardData
         top_failing=top_failing,
         totals=totals,
     )
+
+
+def _inbox(start: datetime, window: Window) -> tuple[list[Any], int | None]:
+    """The receiving side's rows per bucket and its failed count, where it is installed
+    (the dashboard is the one page of both sides); ``([], None)`` in a sending-only host."""
+    if not apps.is_installed("receivers"):
+        return [], None
+    from receivers.models import InboxEvent, InboxStatus
+
+    rows = list(
+        InboxEvent.objects.filter(received_at__gte=start)
+        .annotate(bucket=_bucket_of("received_at", start, window))
+        .values("bucket")
+        .annotate(
+            ok=Count("id", filter=Q(status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED])),
+            failed=Count("id", filter=Q(status__in=[InboxStatus.FAILED, InboxStatus.RETRYING])),
+            waiting=Count(
+                "id", filter=Q(status__in=[InboxStatus.RECEIVED, InboxStatus.PROCESSING])
+            ),
+        )
+        .order_by()
+    )
+    return rows, InboxEvent.objects.filter(status=InboxStatus.FAILED).count()

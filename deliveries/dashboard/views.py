@@ -21,7 +21,7 @@ from .data import PERCENTILES, WINDOWS, DashboardData, dashboard_data
 def build_charts(data: DashboardData) -> dict[str, str]:
     labels, period = data.labels, data.window.label
     latency_colors = ("green", "orange", "red")
-    return {
+    charts: dict[str, str] = {
         "success_rate": line_chart(
             f"Attempt success rate, {period}",
             labels,
@@ -62,7 +62,9 @@ def build_charts(data: DashboardData) -> dict[str, str]:
             data.top_failing,
             empty="no failed attempts",
         ),
-        "receiver": bar_chart(
+    }
+    if data.totals.get("inbox_failed") is not None:  # the receiving side is installed
+        charts["receiver"] = bar_chart(
             f"Receiving: inbox events by outcome, {period}",
             labels,
             [
@@ -70,8 +72,8 @@ def build_charts(data: DashboardData) -> dict[str, str]:
                 Series("failed/retrying", data.inbox_failed, "red"),
                 Series("waiting", data.inbox_waiting, "grey"),
             ],
-        ),
-    }
+        )
+    return charts
 
 
 def dashboard_view(request: HttpRequest) -> HttpResponse:

@@ -1,6 +1,6 @@
 """Pure rules of endpoint health: auto-suspension and the circuit breaker. No I/O.
 
-Auto-suspension (article 000): an endpoint that keeps failing is suspended, but only when
+Auto-suspension: an endpoint that keeps failing is suspended, but only when
 the failures are both numerous and spread over time, so a one-minute outage that fails a
 burst of deliveries does not suspend a healthy integration.
 

@@ -122,7 +122,7 @@ def _catalogue() -> list[dict[str, Any]]:
 @require_http_methods(["GET", "POST"])
 @csrf_protect
 def open_link(request: HttpRequest, token: str) -> HttpResponse:
-    """A one-time link: GET shows one button, its POST consumes the link (issue 23).
+    """A one-time link: GET shows one button, its POST consumes the link.
 
     E-mail scanners and chat unfurlers GET links before the person does; a GET changes
     nothing, so the link still works when the person clicks. The button posts a plain

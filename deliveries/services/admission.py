@@ -24,9 +24,9 @@ from django.utils import timezone
 from .. import conf
 from ..health import metrics, rules
 from ..models import CircuitState, Endpoint
-from . import validation
 from .breaker import circuit_transition
 from .circuit import breaker_settings, health_store
+from .validation import granted_rate as validation_granted_rate
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def rate_limit_wait(*, endpoint: Endpoint) -> float:
         rate = endpoint.rate_limit_per_second
     global_rate = settings.global_rate_limit
     # What the target granted in the CloudEvents handshake (per minute): both apply.
-    granted = validation.granted_rate(endpoint)
+    granted = validation_granted_rate(endpoint)
     if not rate and not global_rate and not granted:
         return 0.0
     store = health_store()

@@ -3,7 +3,7 @@
 An active endpoint gets it through the normal sending path. A suspended one sends nothing
 through that path, so :func:`endpoint_probe` sends the same signed request at once, from
 the caller's process, and notes a success on the endpoint: the portal lets a tenant
-resume what its failures suspended only after one (issue 23).
+resume what its failures suspended only after one.
 """
 
 import uuid
@@ -17,8 +17,8 @@ from .. import deadlines, destinations
 from ..destinations.base import Credentials, Kind
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..wire import signing_keys
-from . import validation
 from .dispatch import dispatch_wakes
+from .validation import ready as validation_ready
 
 TEST_EVENT_TYPE = "webhook.test"
 
@@ -98,7 +98,7 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
         tenant=endpoint.tenant,
     )
     delivery = Delivery(event=event, endpoint=endpoint)
-    if not validation.ready(endpoint):
+    if not validation_ready(endpoint):
         return ProbeResult(None, 0.0, "the target has not consented (CloudEvents handshake)")
     secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
     private_keys = signing_keys(endpoint, now)

@@ -88,8 +88,5 @@ def endpoint_rotate_signing_key(
         raise NoSigningKeys('set signature_scheme to "v1a" or "v1,v1a" first')
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in endpoint.signing_keys.unexpired(now).select_for_update():
-        if old.expires_at is None or old.expires_at > expires_at:
-            old.expires_at = expires_at
-            old.save(update_fields=["expires_at"])
+    endpoint.signing_keys.expire_by(expires_at, now)
     return _add_signing_key(endpoint)

@@ -13,7 +13,8 @@ from webhooks_core import crypto
 from .. import broker_urls, catalogue, conf, headers, signing, ssrf, tenants
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
-from . import endpoint_auth
+from .endpoint_auth import AUTH_FIELDS
+from .endpoint_auth import apply as apply_endpoint_auth
 from .endpoint_options import (
     OPTION_FIELDS,
     endpoint_ensure_signing_key,
@@ -55,7 +56,7 @@ EDITABLE = frozenset(
         "ordered_delivery",
         "validation",
         *OPTION_FIELDS,
-        *endpoint_auth.AUTH_FIELDS,
+        *AUTH_FIELDS,
         *BOUNDS,
     }
 )
@@ -231,7 +232,7 @@ def _is_http(url: str) -> bool:
 
 def _pop_auth(fields: dict[str, Any]) -> dict[str, Any]:
     # Not model fields as given (they hold secrets in clear): endpoint_auth applies them.
-    return {name: fields.pop(name) for name in endpoint_auth.AUTH_FIELDS if name in fields}
+    return {name: fields.pop(name) for name in AUTH_FIELDS if name in fields}
 
 
 def _apply_and_validate(
@@ -331,7 +332,7 @@ def _apply_and_validate(
                 "(in the same change) to keep them."
             )
     if auth or moved:
-        notice = endpoint_auth.apply(
+        notice = apply_endpoint_auth(
             endpoint, auth or {}, refuse, chosen_by_tenant=chosen_by_tenant, moved=moved
         )
         if notice:
@@ -498,10 +499,7 @@ def endpoint_rotate_secret(
     """
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in endpoint.secrets.unexpired(now).select_for_update():
-        if old.expires_at is None or old.expires_at > expires_at:
-            old.expires_at = expires_at
-            old.save(update_fields=["expires_at"])
+    endpoint.secrets.expire_by(expires_at, now)
     plain = _add_secret(endpoint)
     return plain, endpoint.secrets.order_by("-created_at", "-pk").first()  # type: ignore[return-value]
 

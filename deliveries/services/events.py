@@ -9,6 +9,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from webhooks_core.jsontext import unstorable_text
+
 from .. import catalogue, conf, payloads, tenants, tracing
 from ..models import Event
 from ..signals import announce_event_emitted
@@ -27,29 +29,6 @@ class EventValidationError(ValueError):
 MAX_TYPE_LENGTH = 200
 # \Z, not $: "$" also matches before a trailing newline, which would let "a.b\n" through.
 EVENT_TYPE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
-
-
-def _unstorable_text(value: Any) -> str | None:
-    """Why PostgreSQL's jsonb would refuse this value (NUL, lone surrogate), or None."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "contains a NUL character"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "contains an unpaired surrogate character"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = _unstorable_text(key) or _unstorable_text(item)
-            if problem:
-                return problem
-    elif isinstance(value, list | tuple):
-        for item in value:
-            problem = _unstorable_text(item)
-            if problem:
-                return problem
-    return None
 
 
 def _validate(
@@ -92,7 +71,7 @@ def _validate(
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise EventValidationError("data", f"is not JSON-serialisable ({exc})") from None
-    problem = _unstorable_text(data)
+    problem = unstorable_text(data)
     if problem:
         raise EventValidationError("data", problem)
     return _check_against_catalogue(type, data, version)

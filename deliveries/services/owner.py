@@ -41,10 +41,10 @@ from django.utils import timezone
 from .. import conf, deadlines, destinations, metrics
 from ..destinations import Credentials, Kind
 from ..destinations import Outcome as SendOutcome
+from ..headers import MASK
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
-from . import validation
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
@@ -52,6 +52,7 @@ from .lanes import acquire_one, release, try_acquire
 from .outcomes import Outcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
 from .recording import Claim, Deferral, Result, record
+from .validation import ready as validation_ready
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ class _Owner:
         if endpoint.state != EndpointState.ACTIVE:
             self.inactive = True
             return False
-        if not validation.ready(endpoint):
+        if not validation_ready(endpoint):
             # The target has not consented (CloudEvents handshake): claim nothing; the
             # handshake's success wakes the endpoint again (services.validation).
             self.inactive = True
@@ -583,7 +584,7 @@ def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) ->
     hidden += [plain[name] for name in endpoint.secret_header_names if name in plain]
     for value in sorted(filter(None, hidden), key=len, reverse=True):
         for form in (value, repr(value)[1:-1]):
-            text = text.replace(form, "[redacted]")
+            text = text.replace(form, MASK)
     return text
 
 

@@ -8,7 +8,7 @@ is the link's row itself, alive until ``expires_at`` unless ended sooner.
 Opening a link draws a second random value, the session's own secret: the portal's
 cookie carries it, and the row keeps only its SHA-256. A session is found by that secret,
 never by the row's (sequential) id, so whoever knows ``SECRET_KEY`` still cannot forge
-one (issue 23). Looking at a link (:func:`portal_link_peek`) consumes nothing: an e-mail
+one. Looking at a link (:func:`portal_link_peek`) consumes nothing: an e-mail
 scanner's GET leaves it usable.
 """
 

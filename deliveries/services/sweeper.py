@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from . import validation
 from .dispatch import dispatch_fan_outs, dispatch_wakes
 from .owner import settle_inactive_endpoints
+from .validation import not_ready as validation_not_ready
 
 
 @dataclass
@@ -67,7 +67,7 @@ def _unowned() -> Q:
         Q(state=EndpointState.ACTIVE)
         & ~live
         & ~Q(owner__not_before__gt=Now())
-        & ~validation.not_ready()
+        & ~validation_not_ready()
     )
 
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from deliveries.api.strict import BlankAsNullChoiceField, StrictTypes
+from webhooks_core.api.strict import BlankAsNullChoiceField, StrictTypes
 
 from ..models import (
     DEFAULT_MAX_BODY_BYTES,

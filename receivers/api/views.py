@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from deliveries.api.base import ApiDefaults
-from deliveries.api.filters import validated_filters
-from deliveries.api.pagination import NextLinkPagination
-from deliveries.api.parsers import SafeJSONParser
-from deliveries.api.schema import extend_schema, extend_schema_view
-from deliveries.api.scoping import UnscopedTokenOnly
-from deliveries.api.strict import refuse_body
+from webhooks_core.api.actions import retry_response
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.filters import validated_filters
+from webhooks_core.api.pagination import NextLinkPagination
+from webhooks_core.api.parsers import SafeJSONParser
+from webhooks_core.api.schema import extend_schema, extend_schema_view
+from webhooks_core.api.scoping import UnscopedTokenOnly
 
 from .. import services
 from ..models import InboxEvent, Source
@@ -111,13 +111,13 @@ class InboxViewSet(
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
-        event = self.get_object()
-        refuse_body(request.data)
-        try:
-            event = services.inbox_retry(inbox_id=event.pk)
-        except services.InboxNotRetryable as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(s.InboxEventSerializer(event).data, status=status.HTTP_202_ACCEPTED)
+        return retry_response(
+            request,
+            self.get_object(),
+            retry=lambda pk: services.inbox_retry(inbox_id=pk),
+            not_retryable=services.InboxNotRetryable,
+            serializer=s.InboxEventSerializer,
+        )
 
 
 def _source_matches(value: str) -> Q:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from deliveries.jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsontext import unstorable_text
 
 from ..timestamps import within_window
 
@@ -36,7 +37,7 @@ MAX_EVENT_TYPE_LENGTH = 200
 #: so more is refused before any key or body is touched: each candidate may cost a
 #: verification over the whole body.
 MAX_SIGNATURES = 8
-#: The prefix of a Standard Webhooks ed25519 public key (``deliveries.signing``). Anyone
+#: The prefix of a Standard Webhooks ed25519 public key (``webhooks_core.signing``). Anyone
 #: may read a public key, so a scheme that keys an HMAC with its secret must never take one.
 PUBLIC_KEY_PREFIX = "whpk_"
 
@@ -402,18 +403,7 @@ def _finite_float(text: str) -> float:
 
 
 def _storable_text(value: Any) -> bool:
-    """Whether PostgreSQL can store every string in ``value`` (no NUL, valid UTF-8)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")  # an unpaired surrogate does not encode
-        except UnicodeEncodeError:
-            return False
-        return "\x00" not in value
-    if isinstance(value, dict):
-        return all(_storable_text(k) and _storable_text(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_storable_text(item) for item in value)
-    return True
+    return unstorable_text(value) is None
 
 
 def require_text(value: Any, name: str, max_length: int) -> str:

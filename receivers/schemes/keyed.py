@@ -12,7 +12,7 @@ import binascii
 import hashlib
 import hmac
 
-from deliveries import signing
+from webhooks_core import signing
 
 from .base import MalformedHeader, Scheme
 

@@ -1,14 +1,14 @@
 """Our own sender's scheme (article 000): ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=...]``.
 
 The hex is HMAC-SHA256 keyed with the secret string as shown (``whsec_...``, UTF-8) over
-``"<ts>.<raw body>"``: exactly ``deliveries.signing.sign_v1``, reused here.
+``"<ts>.<raw body>"``: exactly ``webhooks_core.signing.sign_v1``, reused here.
 """
 
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
-from deliveries import signing
+from webhooks_core import signing
 
 from .base import Headers, Scheme, SignedParts, from_iso, parse_int
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from deliveries import signing
+from webhooks_core import signing
 
 from .base import (
     MAX_EVENT_ID_LENGTH,

@@ -23,9 +23,12 @@ import queue
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
 from celery import current_app as celery_app
+
+from webhooks_core.tasking import QUEUE_INBOX
 
 from .. import conf
 
@@ -36,19 +39,19 @@ logger = logging.getLogger(__name__)
 LINGER_SECONDS = 0.02
 #: How long an exiting process waits for its queued ids to be sent.
 EXIT_FLUSH_SECONDS = 5.0
+# The tasks, by their registered names: a service publishes a task's message without
+# importing the task module (which imports the services).
+PROCESS_TASK = "receivers.tasks.process_inbox_event"
+PROCESS_BATCH_TASK = "receivers.tasks.process_inbox_events"
 
 
 def enqueue_processing(inbox_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
-    from ..tasks import process_inbox_event
-
+    options: dict[str, Any] = {"queue": QUEUE_INBOX}
+    if countdown:
+        options["countdown"] = countdown
     with celery_app.producer_or_acquire() as producer:
         for inbox_id in inbox_ids:
-            if countdown:
-                process_inbox_event.apply_async(
-                    (str(inbox_id),), producer=producer, countdown=countdown
-                )
-            else:
-                process_inbox_event.apply_async((str(inbox_id),), producer=producer)
+            celery_app.send_task(PROCESS_TASK, (str(inbox_id),), producer=producer, **options)
 
 
 def enqueue_processing_soon(inbox_id: UUID | str) -> None:
@@ -62,12 +65,10 @@ def flush_pending(timeout: float = 5.0) -> bool:
 
 
 def publish_batch(inbox_ids: list[str]) -> None:
-    from ..tasks import process_inbox_event, process_inbox_events
-
     if len(inbox_ids) == 1:
-        process_inbox_event.apply_async((inbox_ids[0],))
+        celery_app.send_task(PROCESS_TASK, (inbox_ids[0],), queue=QUEUE_INBOX)
     else:
-        process_inbox_events.apply_async((inbox_ids,))
+        celery_app.send_task(PROCESS_BATCH_TASK, (inbox_ids,), queue=QUEUE_INBOX)
 
 
 class BatchSender:

@@ -6,7 +6,7 @@
 * The handler runs in a transaction that also marks the row processed, guarded by the
   lease token: its database effects and the status commit together, and a worker whose
   lease was taken over rolls its effects back instead of committing them twice.
-* A failure is retried with exponential backoff and jitter (``deliveries.retry_policy``):
+* A failure is retried with exponential backoff and jitter (``webhooks_core.retry_policy``):
   short waits as a Celery countdown, long ones left to the sweeper through
   ``next_attempt_at``. After ``RECEIVERS_MAX_ATTEMPTS`` attempts in the current cycle, or
   on ``PermanentFailure``, the row is ``failed``: terminal until someone retries it.
@@ -23,9 +23,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries import tracing
-from deliveries.retry_policy import RetryPolicy, backoff_delay
-from webhooks_core import jobs
+from webhooks_core import jobs, tracing
+from webhooks_core.retry_policy import RetryPolicy, backoff_delay
 
 from .. import conf, metrics
 from ..handlers import PermanentFailure, registry

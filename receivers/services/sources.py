@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries import conf as deliveries_conf
-from deliveries import signing, ssrf
+from webhooks_core import conf as core_conf
+from webhooks_core import signing, ssrf
 from webhooks_core.crypto import SecretDecryptionError
 
 from .. import schemes
@@ -149,7 +149,7 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
         problem = (
             "The URL is longer than 2048 characters."
             if len(url) > 2048
-            else ssrf.url_refusal(url, deliveries_conf.address_policy())
+            else ssrf.url_refusal(url, core_conf.address_policy())
         )
         if problem:
             refuse("api_base_url", problem)
@@ -232,7 +232,7 @@ def source_update(*, source: Source, **fields: Any) -> Source:
     source.save()
     if new_secret:
         now = timezone.now()
-        source.secrets.unexpired(now).update(expires_at=now)
+        source.secrets.expire_by(now, now)
         _add_secret(source, new_secret)
     source.notices = tuple(notices)
     return source
@@ -291,8 +291,5 @@ def source_rotate_secret(
     _check_secret(source.scheme, secret)
     now = timezone.now()
     expires_at = now + timedelta(seconds=grace_seconds)
-    for old in source.secrets.unexpired(now).select_for_update():
-        if old.expires_at is None or old.expires_at > expires_at:
-            old.expires_at = expires_at
-            old.save(update_fields=["expires_at"])
+    source.secrets.expire_by(expires_at, now)
     return secret, _add_secret(source, secret)

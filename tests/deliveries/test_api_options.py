@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from deliveries import services, signing
 from deliveries.models import ApiToken, Endpoint, EndpointSigningKey
-from tests.deliveries.test_api import (
+from tests.deliveries.api.helpers import (
     API,
     GOOD_ENDPOINT,
     body,

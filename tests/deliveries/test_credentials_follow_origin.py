@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from deliveries import services
 from deliveries.headers import MASK
 from deliveries.models import ApiToken, Endpoint
-from tests.deliveries.console.test_admin import endpoint_form
+from tests.deliveries.admin.test_admin import endpoint_form
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.receiver import Receiver
 

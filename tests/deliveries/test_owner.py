@@ -182,6 +182,7 @@ def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Recei
     assert stale.rows == []
     assert stale.version != version
     assert stale.active
+    assert stale.version is not None
     assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
 
     current = claims.claim_round(endpoint=endpoint, version=stale.version, token=token, limit=5)

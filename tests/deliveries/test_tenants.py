@@ -18,8 +18,8 @@ from deliveries.bindings import bind_model
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event, Replay
 from deliveries.services.suspension import endpoint_suspend_automatically
 from tests.conftest import wait_until
-from tests.deliveries.console.helpers import hours_ago
-from tests.deliveries.console.test_admin import endpoint_form
+from tests.deliveries.admin.helpers import hours_ago
+from tests.deliveries.admin.test_admin import endpoint_form
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.observability.helpers import METRICS_TOKEN, scrape, value
 from tests.receiver import Receiver

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from deliveries import services, tracing
+from deliveries import services
 from deliveries.models import DeliveryStatus
 from examples.payments.models import Order
 from receivers import services as receiving
@@ -19,6 +19,7 @@ from receivers.models import InboxEvent
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, settled
 from tests.receiver import Receiver
+from webhooks_core import tracing
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TRACE_ID = int("4bf92f3577b34da6a3ce929d0e0e4736", 16)

@@ -11,18 +11,15 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-import redis
-from django.conf import settings
 
 from deliveries import signing
 from tests.receiver import Receiver
@@ -198,7 +195,7 @@ def write_host(root: Path, python: Path, database: str, broker: str) -> Path:
     settings_py.write_text(
         settings_py.read_text()
         + textwrap.dedent(f"""
-            INSTALLED_APPS += ["deliveries", "receivers", "shop"]
+            INSTALLED_APPS += ["webhooks_core", "deliveries", "receivers", "shop"]
             CELERY_BROKER_URL = {broker!r}
             RECEIVERS_HANDLER_MODULES = ["shop.handlers"]
             DATABASES = {{
@@ -231,53 +228,9 @@ def write_host(root: Path, python: Path, database: str, broker: str) -> Path:
     return project
 
 
-@pytest.fixture
-def venv(tmp_path: Path) -> Path:
-    uv = _uv()
-    if uv is None:
-        pytest.skip("uv is not installed (bin/setup installs it into .tools/)")
-    dist = tmp_path / "dist"
-    run(uv, "build", "--wheel", "--offline", "--out-dir", dist, cwd=REPO)
-    (wheel,) = dist.glob("django_reliable_webhooks-*.whl")
-    env_dir = tmp_path / "venv"
-    run(uv, "venv", "--offline", "--python", sys.executable, env_dir)
-    python = env_dir / "bin" / "python"
-    # The locked versions of what the distribution needs (nothing of the dev or deploy
-    # groups), from the lock file as bin/setup installs them: their wheels are in the cache.
-    run(
-        uv, "sync", "--frozen", "--offline", "--no-default-groups", "--extra", "postgres",
-        "--no-install-project", cwd=REPO,
-        env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(env_dir), "UV_PYTHON_DOWNLOADS": "never"},
-    )  # fmt: skip
-    run(uv, "pip", "install", "--offline", "--no-deps", "--python", python, wheel)
-    # The wheel's own requirements are met by what was installed.
-    run(uv, "pip", "check", "--python", python)
-    return python
-
-
-@pytest.fixture
-def host_database() -> Iterator[str]:
-    name = f"{settings.DATABASES['default']['NAME']}_host"
-    admin_url = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def query(database: str, sql: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}") as conn:
         return conn.execute(sql).fetchall()
-
-
-@pytest.fixture
-def clean_broker() -> Iterator[str]:
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.flushdb()
-    yield settings.CELERY_BROKER_URL
-    client.flushdb()
 
 
 def test_a_startproject_host_sends_and_receives(

@@ -143,7 +143,7 @@ def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
 
 
 def _staff_in(group: str) -> Client:
-    from tests.deliveries.console.helpers import staff_in
+    from tests.deliveries.admin.helpers import staff_in
 
     client = Client()
     client.force_login(staff_in(group))

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, PortalLink
 from tests.conftest import wait_until
-from tests.deliveries.console.test_browser import CHROMIUM, CHROMIUM_FLAGS
+from tests.deliveries.admin.test_browser import CHROMIUM, CHROMIUM_FLAGS
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.receiver import Receiver
 

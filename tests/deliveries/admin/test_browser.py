@@ -18,7 +18,7 @@ from django.utils import timezone
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, EndpointState, Replay, ReplayStatus
 from tests.conftest import wait_until
-from tests.deliveries.console.helpers import event_at, hours_ago
+from tests.deliveries.admin.helpers import event_at, hours_ago
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.receiver import Receiver
 

@@ -29,7 +29,7 @@ from deliveries.models import (
     Replay,
     hash_api_token,
 )
-from tests.deliveries.console.helpers import endpoint, event_at, hours_ago, staff_in
+from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago, staff_in
 
 pytestmark = pytest.mark.django_db
 
@@ -471,7 +471,7 @@ def test_admin_change_endpoint_masks_credential_headers_and_keeps_them(
 
 
 def test_admin_api_token_is_shown_on_its_page_never_in_a_message(superuser: Client) -> None:
-    response = superuser.post("/admin/deliveries/apitoken/add/", {"name": "billing"})
+    response = superuser.post("/admin/webhooks_core/apitoken/add/", {"name": "billing"})
     assert response.status_code == 200
     token = ApiToken.objects.get()
     page = response.content.decode()
@@ -480,7 +480,7 @@ def test_admin_api_token_is_shown_on_its_page_never_in_a_message(superuser: Clie
     assert token.token_hash == hash_api_token(shown.group(1))
     assert shown.group(1) not in str(response.cookies.get("messages", ""))
     # Nothing left for the next page to show either.
-    follow = superuser.get("/admin/deliveries/apitoken/")
+    follow = superuser.get("/admin/webhooks_core/apitoken/")
     assert shown.group(1) not in follow.content.decode()
 
 

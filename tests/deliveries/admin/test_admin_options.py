@@ -6,8 +6,8 @@ from django.test import Client
 
 from deliveries import services
 from deliveries.models import Endpoint, EndpointSigningKey
-from tests.deliveries.console.helpers import endpoint
-from tests.deliveries.console.test_admin import ADMIN, act, endpoint_form, operator, superuser
+from tests.deliveries.admin.helpers import endpoint
+from tests.deliveries.admin.test_admin import ADMIN, act, endpoint_form, operator, superuser
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from deliveries.models import (
 )
 from deliveries.services.replay import ReplayFilters
 from tests.conftest import wait_until
-from tests.deliveries.console.helpers import event_at, hours_ago
+from tests.deliveries.admin.helpers import event_at, hours_ago
 from tests.deliveries.test_pipeline import FAST_POLICY, verify_v1_independently
 from tests.receiver import Receiver
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from deliveries import signing
+from webhooks_core import signing
 
 BODY = json.dumps(
     {

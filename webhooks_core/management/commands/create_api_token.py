@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from deliveries.models import ApiToken
+from webhooks_core.models import ApiToken
 
 
 class Command(BaseCommand):

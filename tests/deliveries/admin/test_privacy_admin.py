@@ -22,15 +22,17 @@ def admin() -> Client:
 
 
 def test_the_token_form_makes_a_scoped_token(admin: Client) -> None:
-    response = admin.post("/admin/deliveries/apitoken/add/", {"name": "acme-int", "tenant": "acme"})
+    response = admin.post(
+        "/admin/webhooks_core/apitoken/add/", {"name": "acme-int", "tenant": "acme"}
+    )
     assert response.status_code == 200
     token = ApiToken.objects.get(name="acme-int")
     assert token.tenant == "acme"
     assert b"whk_" in response.content  # shown once, on its own page
-    bad = admin.post("/admin/deliveries/apitoken/add/", {"name": "x", "tenant": "not ok"})
+    bad = admin.post("/admin/webhooks_core/apitoken/add/", {"name": "x", "tenant": "not ok"})
     assert bad.status_code == 200
     assert not ApiToken.objects.filter(name="x").exists()
-    unscoped = admin.post("/admin/deliveries/apitoken/add/", {"name": "ops", "tenant": ""})
+    unscoped = admin.post("/admin/webhooks_core/apitoken/add/", {"name": "ops", "tenant": ""})
     assert unscoped.status_code == 200
     assert ApiToken.objects.get(name="ops").tenant is None
 
@@ -45,7 +47,7 @@ def test_an_operator_starts_an_erasure(admin: Client) -> None:
     assert page.status_code == 200
     entry = AuditEntry.objects.get(action="tenant.erasure_start")
     assert entry.user_id is not None
-    assert admin.get("/admin/deliveries/auditentry/").status_code == 200
+    assert admin.get("/admin/webhooks_core/auditentry/").status_code == 200
 
 
 def test_tenant_settings_go_through_the_service(admin: Client, settings: Settings) -> None:

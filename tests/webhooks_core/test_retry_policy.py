@@ -6,7 +6,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from deliveries.retry_policy import (
+from webhooks_core.retry_policy import (
     Decision,
     RetryPolicy,
     Verdict,

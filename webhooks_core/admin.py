@@ -1,4 +1,5 @@
-"""API tokens: the plain value is shown once, at creation, on its own page."""
+"""The admin of the core's models: API tokens (the plain value is shown once, at
+creation, on its own page) and the audit log (read only)."""
 
 from typing import Any
 
@@ -7,9 +8,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from .. import tenants
-from ..models import ApiToken
-from .secrets import ShownSecret, secrets_page
+from . import tenants
+from .models import ApiToken, AuditEntry
+from .secrets_page import ShownSecret, secrets_page
 
 
 class ApiTokenForm(forms.ModelForm):
@@ -64,11 +65,29 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
                 ShownSecret(
                     label=obj.name,
                     secret=plain,
-                    url=reverse("admin:deliveries_apitoken_change", args=[obj.pk]),
+                    url=reverse("admin:webhooks_core_apitoken_change", args=[obj.pk]),
                 )
             ],
             note="Copy it now; it is not shown again.",
-            back_url=reverse("admin:deliveries_apitoken_changelist"),
+            back_url=reverse("admin:webhooks_core_apitoken_changelist"),
             back_label="Back to API tokens",
             subject_label="token",
         )
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
+    list_display = ["at", "action", "actor", "tenant", "target"]
+    list_filter = ["action"]
+    search_fields = ["actor", "tenant", "target"]
+    fields = ["at", "action", "actor", "api_token", "user", "tenant", "target", "counts"]
+    readonly_fields = ["at", "action", "actor", "api_token", "user", "tenant", "target", "counts"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

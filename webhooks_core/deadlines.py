@@ -1,0 +1,142 @@
+"""Total deadlines for outbound requests. No Django here.
+
+Socket timeouts bound each read, not a request: a receiver that trickles its answer one
+byte every few seconds never trips a 10 s read timeout. Every request we send registers
+its connection here with the moment it must be over; one watchdog thread per process
+(a greenlet under gevent) shuts the socket down at that moment, so the blocked read
+returns at once, in threads and greenlets alike, and the attempt is recorded as a timeout.
+The same handle lets an owner that loses its lease abort its requests (`abort`).
+"""
+
+import contextlib
+import heapq
+import itertools
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+_sequence = itertools.count()
+# A deadline that passed while its connection was still opening is tried again this often.
+RETRY_SECONDS = 0.05
+
+
+class Deadline:
+    """One request's deadline; the connection it uses is attached once it is known."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.fired = False
+        self._done = False
+        self._connection: Any = None
+        self._lock = threading.Lock()
+
+    def attach(self, connection: Any) -> None:
+        with self._lock:
+            self._connection = connection
+
+    def fire(self) -> bool:
+        """Shut the request's socket (the deadline passed, or its owner aborts it);
+        False while the socket is still being opened (the watchdog then tries again)."""
+        with self._lock:
+            if self._done:
+                return True
+            self.fired = True
+            connection = self._connection
+        return connection is not None and _shut(connection)
+
+    def rearm(self) -> bool:
+        """Ready the same deadline for one more request (an attempt that fetches a token
+        first, or sends again after a refreshed one): False once it has fired, its time
+        is up or its owner aborted it."""
+        with self._lock:
+            if self.fired or self.at <= time.monotonic():
+                return False
+            self._done = False
+            self._connection = None
+            return True
+
+    def disarm(self) -> bool:
+        """The request is over; returns whether the deadline cut it short (its connection
+        must then not be reused)."""
+        with self._lock:
+            self._done = True
+            return self.fired
+
+
+def _shut(connection: Any) -> bool:
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return False
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+    return True
+
+
+class _Watchdog:
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._condition = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def watch(self, deadline: Deadline) -> None:
+        with self._condition:
+            if self._thread is None or self._pid != os.getpid():
+                # Started in the process that sends (a forked child gets its own).
+                self._heap = []
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._run, name="webhooks-deadlines", daemon=True
+                )
+                self._thread.start()
+            heapq.heappush(self._heap, (deadline.at, next(_sequence), deadline))
+            self._condition.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._heap:
+                    self._condition.wait()
+                at, _, deadline = self._heap[0]
+                wait = at - time.monotonic()
+                if wait > 0:
+                    self._condition.wait(min(wait, 1.0))
+                    continue
+                heapq.heappop(self._heap)
+            if not deadline.fire():
+                with self._condition:
+                    again = (time.monotonic() + RETRY_SECONDS, next(_sequence), deadline)
+                    heapq.heappush(self._heap, again)
+
+
+_watchdog = _Watchdog()
+_current = threading.local()
+
+
+def after(seconds: float) -> Deadline:
+    """A deadline `seconds` from now (not watched until `arm`)."""
+    return Deadline(time.monotonic() + max(seconds, 0.0))
+
+
+def arm(deadline: Deadline) -> Deadline:
+    """Watch the deadline; the connections this thread uses for a request until `finish`
+    attach to it."""
+    _current.deadline = deadline
+    _watchdog.watch(deadline)
+    return deadline
+
+
+def finish(deadline: Deadline) -> bool:
+    """End the request's watch; returns whether its deadline cut it short."""
+    if getattr(_current, "deadline", None) is deadline:
+        _current.deadline = None
+    return deadline.disarm()
+
+
+def attach_current(connection: Any) -> None:
+    """Called by our connection classes as a request starts on `connection`."""
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None:
+        deadline.attach(connection)

@@ -1,0 +1,117 @@
+"""The connect-time half of the SSRF guard, as urllib3 connection pools (and a `requests`
+adapter built on them, for the receiving side's reconciliation). No Django here.
+
+urllib3 opens every new connection through `_new_conn`. Our connection classes resolve the
+host themselves, check every address against the policy of the request being sent, and open
+the socket to a checked address, so a second DNS answer can never be used. TLS is untouched:
+urllib3 still wraps the socket with SNI and certificate checks for the URL's host name.
+Pooled keep-alive connections were checked when they were opened.
+"""
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
+
+from . import deadlines
+from .ssrf import AddressPolicy, address_refusal
+
+_current = threading.local()
+
+
+class AddressRefused(NewConnectionError):
+    """The host resolves to an address the SSRF guard refuses; nothing was sent."""
+
+
+@contextlib.contextmanager
+def address_policy(policy: AddressPolicy | None) -> Iterator[None]:
+    """Apply `policy` to the connections this thread opens inside the block."""
+    previous = getattr(_current, "policy", None)
+    _current.policy = policy
+    try:
+        yield
+    finally:
+        _current.policy = previous
+
+
+def _open_checked_socket(conn: HTTPConnection) -> socket.socket:
+    policy: AddressPolicy | None = getattr(_current, "policy", None)
+    if policy is None:
+        return HTTPConnection._new_conn(conn)
+    host = conn._dns_host
+    try:
+        addresses = policy.resolve(host, conn.port or 0)
+    except OSError as exc:
+        raise NewConnectionError(conn, f"Failed to resolve {host!r}: {exc}") from exc
+    if not addresses:
+        raise NewConnectionError(conn, f"{host!r} resolves to no address")
+    for address in addresses:
+        problem = address_refusal(address, policy)
+        if problem:
+            raise AddressRefused(conn, f"refused by the SSRF guard: {host} -> {problem}")
+    last_error: OSError | None = None
+    for address in addresses:
+        try:
+            return urllib3_connection.create_connection(
+                (address, conn.port),
+                conn.timeout,
+                source_address=conn.source_address,
+                socket_options=conn.socket_options,
+            )
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(
+                conn, f"Connection to {host} timed out. (connect timeout={conn.timeout})"
+            ) from exc
+        except OSError as exc:
+            last_error = exc
+    raise NewConnectionError(conn, f"Failed to establish a new connection: {last_error}")
+
+
+class GuardedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _open_checked_socket(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        # The request's total deadline may shut this connection's socket (`deadlines`).
+        deadlines.attach_current(self)
+        super().request(*args, **kwargs)
+
+
+class GuardedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _open_checked_socket(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        deadlines.attach_current(self)
+        super().request(*args, **kwargs)
+
+
+class GuardedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = GuardedHTTPConnection
+
+
+class GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = GuardedHTTPSConnection
+
+
+# A urllib3 PoolManager's `pool_classes_by_scheme`: its pools open connections through
+# the guard.
+POOL_CLASSES: dict[str, type[HTTPConnectionPool]] = {
+    "http": GuardedHTTPConnectionPool,
+    "https": GuardedHTTPSConnectionPool,
+}
+
+
+class GuardedHTTPAdapter(HTTPAdapter):
+    """An HTTPAdapter whose pools open connections through the SSRF guard."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = POOL_CLASSES
