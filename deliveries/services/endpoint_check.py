@@ -13,7 +13,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from .. import deadlines, destinations
+from .. import broker_urls, deadlines, destinations
 from ..destinations.base import Credentials, Kind
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..wire import signing_keys
@@ -120,6 +120,9 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
             if outcome.error.startswith("OAuth2 token")
             else "no answer (connection failed or timed out)"
         )
+    if failure and broker_urls.is_broker_url(endpoint.url):
+        # A broker's refusal, in its words (its URL's password is never in them).
+        failure = outcome.error[:200] or failure
     result = ProbeResult(outcome.status_code, outcome.duration_ms, failure, delivered)
     if result.succeeded:
         # Only for the state it was sent in: a change meanwhile voids it.

@@ -537,7 +537,7 @@ def test_the_admin_makes_a_broker_endpoint_and_shows_its_url_masked(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from tests.deliveries.console.test_admin import endpoint_form
+    from tests.deliveries.admin.test_admin import endpoint_form
 
     User.objects.create_superuser("op", "op@example.com", "pw")
     client.login(username="op", password="pw")

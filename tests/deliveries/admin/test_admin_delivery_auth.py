@@ -8,8 +8,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from deliveries.models import Endpoint
+from tests.deliveries.admin.test_admin import ADMIN, client_for, endpoint_form
 from tests.deliveries.auth_peers import PKI
-from tests.deliveries.console.test_admin import ADMIN, client_for, endpoint_form
 
 pytestmark = pytest.mark.django_db
 

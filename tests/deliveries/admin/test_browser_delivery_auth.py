@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from deliveries import services
+from tests.deliveries.admin.test_browser import page, shot  # noqa: F401  (fixture)
 from tests.deliveries.auth_peers import PKI
-from tests.deliveries.console.test_browser import page, shot  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, ValidationState
 from tests.conftest import wait_until
-from tests.deliveries.console.test_browser import page, run_action, shot
+from tests.deliveries.admin.test_browser import page, run_action, shot
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.deliveries.test_validation import ORIGIN, consent
 from tests.receiver import Receiver
