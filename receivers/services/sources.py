@@ -1,23 +1,23 @@
-"""Source life cycle: create, update, add and rotate verification secrets."""
+"""Source life cycle: create, update, add and rotate verification secrets, delete."""
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from deliveries import conf as deliveries_conf
 from deliveries import signing, ssrf
 from webhooks_core.crypto import SecretDecryptionError
 
-from .. import schemes
-from ..models import Scheme, Source, SourceSecret
+from .. import schemes, selectors
+from ..models import InboxEvent, Source, SourceSecret
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
-#: Schemes whose secret we may generate (we tell the sender); others come from the provider.
-GENERATED_SECRET_SCHEMES = (Scheme.OURS, Scheme.STANDARD)
 
 
 class SecretRequired(ValueError):
@@ -26,6 +26,10 @@ class SecretRequired(ValueError):
 
 class InvalidSecret(ValueError):
     """The given secret could never verify a request of the source's scheme."""
+
+
+class SourceInUse(Exception):
+    """The source cannot be deleted now; the message says why and what to do (safe to show)."""
 
 
 class SourceInvalid(ValueError):
@@ -133,9 +137,11 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
                 taken = taken.exclude(pk=source.pk)
             if taken.exists():
                 refuse("slug", "A source with this slug already exists.")
-    scheme = fields.get("scheme", source.scheme if source else None)
-    if "scheme" in fields and scheme not in Scheme.values:
-        refuse("scheme", f"{scheme!r} is not a scheme.")
+    scheme: str = fields.get("scheme", source.scheme if source else "")
+    known = isinstance(scheme, str) and scheme in schemes.SCHEMES
+    if "scheme" in fields and not known:
+        names = ", ".join(schemes.SCHEMES)
+        refuse("scheme", f"{scheme!r} is not a scheme (registered: {names}).")
     for field, (low, high) in BOUNDS.items():
         value = fields.get(field)
         if field in fields and (not isinstance(value, int) or not low <= value <= high):
@@ -168,15 +174,15 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
             refuse("api_token", "The token has characters an HTTP header cannot carry.")
         if any(ord(char) < 32 or ord(char) == 127 for char in token):
             refuse("api_token", "The token contains control characters (a pasted line break?).")
-    if source is None and scheme in Scheme.values:
+    if source is None and known:
         secret = fields.get("secret")
-        if not secret and scheme not in GENERATED_SECRET_SCHEMES:
+        if not secret and not schemes.get(scheme).generates_secrets:
             refuse("secret", f"a {scheme} source needs the secret the provider gave you")
         elif secret:
             problem = schemes.secret_refusal(schemes.get(scheme), secret)
             if problem:
                 refuse("secret", problem)
-    if source is not None and scheme in Scheme.values:
+    if source is not None and known:
         secret = fields.get("secret")
         if secret:
             # A new secret given with the change: it replaces the current ones at once.
@@ -259,12 +265,17 @@ def source_create(
 
     Raises `SecretRequired` / `InvalidSecret` for the secret, `SourceInvalid` for the rest.
     """
-    if not secret:
-        if scheme not in GENERATED_SECRET_SCHEMES:
+    known = scheme in schemes.SCHEMES
+    if known and not secret:
+        if not schemes.get(scheme).generates_secrets:
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
-    _check_secret(scheme, secret)
+    if known and secret:
+        _check_secret(scheme, secret)
+    # An unknown scheme is refused here, naming the registered ones.
     source_validate(slug=slug, scheme=scheme, secret=secret, **fields)
+    if not secret:  # unreachable: a known scheme's secret is given or generated above
+        raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
     source = Source(slug=slug, scheme=scheme)
     _apply(source, dict(fields))
     source.save()
@@ -281,11 +292,12 @@ def source_rotate_secret(
 ) -> tuple[str, SourceSecret]:
     """Add a new secret; the current ones stay valid for ``grace_seconds`` more.
 
-    Give the provider's new secret, or none to generate one (our scheme and Standard
-    Webhooks). With ``grace_seconds=0`` the old secrets stop verifying at once.
+    Give the provider's new secret, or none to generate one (schemes that say
+    ``generates_secrets``: ours and Standard Webhooks among the built-in ones). With
+    ``grace_seconds=0`` the old secrets stop verifying at once.
     """
     if not secret:
-        if source.scheme not in GENERATED_SECRET_SCHEMES:
+        if source.scheme not in schemes.SCHEMES or not schemes.get(source.scheme).generates_secrets:
             raise SecretRequired(f"a {source.scheme} source needs the provider's new secret")
         secret = signing.generate_secret()
     _check_secret(source.scheme, secret)
@@ -296,3 +308,45 @@ def source_rotate_secret(
             old.expires_at = expires_at
             old.save(update_fields=["expires_at"])
     return secret, _add_secret(source, secret)
+
+
+@dataclass(frozen=True)
+class SourceDeletion:
+    slug: str
+    inbox_events_deleted: int
+
+
+def source_delete(*, source_id: int, force: bool = False) -> SourceDeletion:
+    """Delete a source, its secrets and its inbox rows, all in one transaction.
+
+    Refused (`SourceInUse`) while the source has inbox rows whose work is not done
+    (received, retrying, processing, or failed and waiting for a manual retry), unless
+    ``force``: those events would be lost, and their providers will not send them again.
+    Also refused while rows of the host's own models refer to the source (a protecting
+    foreign key, as the example's payments have). Raises ``Source.DoesNotExist``.
+
+    The source's row is locked first. An arrival stores its row under a foreign key to
+    the source, whose check waits for that lock: an arrival committed before it is
+    counted (and refuses or joins the deletion), one after it fails as a whole and its
+    request is answered as for an unknown source (nothing half-written either way).
+    """
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)
+        events = InboxEvent.objects.filter(source=source)
+        unfinished = selectors.unfinished_inbox_events(source_id=source.pk)
+        if unfinished and not force:
+            raise SourceInUse(
+                f"{source.slug} has {unfinished} inbox event(s) not yet processed (received, "
+                "retrying, processing or failed). Let them finish, or delete with force to "
+                "drop them too."
+            )
+        deleted, _ = events.delete()
+        try:
+            source.delete()
+        except ProtectedError as exc:
+            models = sorted({type(obj)._meta.label for obj in exc.protected_objects})
+            raise SourceInUse(
+                f"{source.slug} is still referred to by {', '.join(models)}: delete or move "
+                "those rows first."
+            ) from None
+    return SourceDeletion(slug=source.slug, inbox_events_deleted=deleted)
