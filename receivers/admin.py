@@ -1,5 +1,6 @@
 """Operator console of the receiving side; actions call services."""
 
+import contextlib
 import json
 from typing import Any
 
@@ -217,10 +218,9 @@ class SourceAdmin(admin.ModelAdmin[Source]):
 
     def delete_model(self, request: HttpRequest, obj: Source) -> None:
         force = request.POST.get("force") == "on"
-        try:
+        # Deleted meanwhile by another request: what was asked is done.
+        with contextlib.suppress(Source.DoesNotExist):
             services.source_delete(source_id=obj.pk, force=force)
-        except Source.DoesNotExist:
-            pass  # deleted meanwhile by another request: what was asked is done
 
     def get_form(
         self, request: HttpRequest, obj: Source | None = None, change: bool = False, **kwargs: Any
