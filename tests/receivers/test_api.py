@@ -543,7 +543,10 @@ def test_openapi_schema_documents_the_receiving_api(api: APIClient) -> None:
     assert response.status_code == 200
     paths = body(response)["paths"]
     assert set(paths["/api/v1/sources"]) >= {"get", "post"}
-    assert "get" in paths["/api/v1/sources/{id}"]
+    assert set(paths["/api/v1/sources/{slug}"]) >= {"get", "delete"}
+    deleting = paths["/api/v1/sources/{slug}"]["delete"]
+    assert {"204", "404", "409"} <= set(deleting["responses"])
+    assert "force" in {p["name"] for p in deleting["parameters"]}
     assert "get" in paths["/api/v1/inbox/{id}"]
     assert "post" in paths["/api/v1/inbox/{id}/retry"]
     listed = {p["name"] for p in paths["/api/v1/inbox"]["get"]["parameters"]}

@@ -231,3 +231,70 @@ def test_a_request_arriving_during_the_delete_stores_nothing(live_server: Any) -
     assert answer.status_code == 404, answer.text
     assert not Source.objects.filter(pk=source.pk).exists()
     assert not InboxEvent.objects.exists()
+
+
+# --- the admin's delete page -------------------------------------------------------------
+
+
+def delete_url(source: Source) -> str:
+    return f"/admin/receivers/source/{source.pk}/delete/"
+
+
+@pytest.mark.django_db
+def test_the_admin_confirms_with_counts_and_deletes_through_the_service(
+    admin_client: Any,
+) -> None:
+    source, _ = make_source()
+    for _ in range(3):
+        stored(source, InboxStatus.PROCESSED)
+
+    page = admin_client.get(delete_url(source))
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "3 inbox event(s), 0 of them not processed" in text
+    assert "1 secret(s)" in text
+    assert 'name="force"' not in text
+    done = admin_client.post(delete_url(source), {"post": "yes"})
+    assert done.status_code == 302
+    assert not Source.objects.filter(pk=source.pk).exists()
+    assert not InboxEvent.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_needs_the_box_ticked_for_unprocessed_events(admin_client: Any) -> None:
+    source, _ = make_source()
+    stored(source, InboxStatus.FAILED)
+
+    page = " ".join(admin_client.get(delete_url(source)).content.decode().split())
+    assert 'name="force"' in page
+    assert "1 inbox event of this source is not processed yet" in page
+
+    refused = admin_client.post(delete_url(source), {"post": "yes"}, follow=True)
+    assert "not yet processed" in refused.content.decode()
+    assert Source.objects.filter(pk=source.pk).exists()
+    assert InboxEvent.objects.filter(source=source).count() == 1
+
+    forced = admin_client.post(delete_url(source), {"post": "yes", "force": "on"})
+    assert forced.status_code == 302
+    assert not Source.objects.filter(pk=source.pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_the_host_rows_that_protect_the_source(admin_client: Any) -> None:
+    source, _ = make_source()
+    order = Order.objects.create(reference="ord_1", amount=100, currency="EUR")
+    Payment.objects.create(
+        source=source, provider_payment_id="pay_1", order=order, amount=100, currency="EUR"
+    )
+    page = admin_client.get(delete_url(source))
+    assert "1 payments.Payment row(s)" in page.content.decode()
+    admin_client.post(delete_url(source), {"post": "yes", "force": "on"})
+    assert Source.objects.filter(pk=source.pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_has_no_bulk_delete_of_sources(admin_client: Any) -> None:
+    make_source()
+    page = admin_client.get("/admin/receivers/source/")
+    assert b"delete_selected" not in page.content
