@@ -187,16 +187,15 @@ class SourceAdmin(admin.ModelAdmin[Source]):
         protected: list[str] = []
         for source in objs:
             preview = selectors.source_deletion_preview(source=source)
-            deleted.append(
+            # unordered_list's shape: an item, then the list of what goes with it.
+            deleted += [
+                f"Source: {source.slug}",
                 [
-                    f"Source: {source.slug}",
-                    [
-                        f"{preview.secrets} secret(s)",
-                        f"{preview.inbox_events} inbox event(s), {preview.unfinished} of "
-                        "them not processed",
-                    ],
-                ]
-            )
+                    f"{preview.secrets} secret(s)",
+                    f"{preview.inbox_events} inbox event(s), {preview.unfinished} of "
+                    "them not processed",
+                ],
+            ]
             counts["sources"] = counts.get("sources", 0) + 1
             counts["inbox events"] = counts.get("inbox events", 0) + preview.inbox_events
             protected += [f"{n} {label} row(s)" for label, n in preview.referring.items()]
