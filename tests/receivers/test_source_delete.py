@@ -5,6 +5,7 @@ during the deletion is stored before it or not at all."""
 
 import json
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -16,6 +17,7 @@ from rest_framework.test import APIClient
 
 from deliveries.models import ApiToken
 from examples.payments.models import Order, Payment
+from examples.providers import acme
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Source, SourceSecret
 from tests.conftest import wait_until
@@ -180,11 +182,33 @@ def _waiting_on_a_lock() -> bool:
     return bool(count)
 
 
+def ours_request(url: str, secret: str) -> tuple[bytes, dict[str, str]]:
+    body = ours_event("payment.created")
+    return body, sign_ours([secret], body)
+
+
+def acme_batch(url: str, secret: str) -> tuple[bytes, dict[str, str]]:
+    events = [{"id": f"evt_{n}", "type": "invoice.paid", "data": {}} for n in range(3)]
+    body = json.dumps({"events": events}).encode()
+    return body, {"Acme-Signature": acme.sign(secret, int(time.time()), url, body)}
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_request_arriving_during_the_delete_stores_nothing(live_server: Any) -> None:
+@pytest.mark.parametrize("kind", ["one event", "a batch"])
+def test_a_request_arriving_during_the_delete_stores_nothing(
+    live_server: Any, settings: Any, kind: str
+) -> None:
     """The deletion holds the source's row until it commits; an arrival in between waits on
-    its foreign key to that row, then fails as a whole and is answered 404."""
-    source, secret = make_source()
+    its foreign key to that row, then fails as a whole (every event of a batch) and is
+    answered 404."""
+    settings.RECEIVERS_SCHEMES = ["examples.providers.acme.AcmeScheme"]
+    if kind == "a batch":
+        secret = "acme_sk_" + "s" * 24
+        source, _ = services.source_create(slug="shop", scheme="acme", secret=secret)
+        build = acme_batch
+    else:
+        source, secret = make_source()
+        build = ours_request
     deleted, commit = threading.Event(), threading.Event()
     problems: list[BaseException] = []
 
@@ -208,14 +232,15 @@ def test_a_request_arriving_during_the_delete_stores_nothing(live_server: Any) -
     assert deleted.wait(timeout=30)
     assert not problems, problems
 
-    body = ours_event("payment.created")
+    url = f"{live_server.url}/receivers/shop/"
+    body, signature = build(url, secret)
     answers: list[requests.Response] = []
     arrival = threading.Thread(
         target=lambda: answers.append(
             requests.post(
-                f"{live_server.url}/receivers/shop/",
+                url,
                 data=body,
-                headers={"Content-Type": "application/json", **sign_ours([secret], body)},
+                headers={"Content-Type": "application/json", **signature},
                 timeout=30,
             )
         )
