@@ -63,6 +63,11 @@ def check_sources_can_verify(
             .select_related("source")
             .only("encrypted_value", "fingerprint", "source__slug", "source__scheme")
         )
+        schemes_named = list(
+            Source.objects.filter(enabled=True)
+            .exclude(scheme__in=list(schemes.SCHEMES))
+            .values_list("slug", "scheme")
+        )
     except DatabaseError:
         return []  # not migrated yet: nothing is configured
     problems: list[CheckMessage] = [
@@ -73,6 +78,16 @@ def check_sources_can_verify(
             id="receivers.W003",
         )
         for slug in without_secret
+    ]
+    problems += [
+        Warning(
+            f"Source {slug!r} names the scheme {scheme!r}, which is not registered: every "
+            f"request to /receivers/{slug}/ is answered 503.",
+            hint="Add the scheme's class to RECEIVERS_SCHEMES (see receivers.E004 for an "
+            "entry that does not load), or disable the source.",
+            id="receivers.W006",
+        )
+        for slug, scheme in schemes_named
     ]
     for secret in secrets:
         try:
