@@ -245,7 +245,10 @@ def source_update(*, source: Source, **fields: Any) -> Source:
 
 
 def _check_secret(scheme: str, secret: str) -> None:
-    problem = schemes.secret_refusal(schemes.get(scheme), secret)
+    found = schemes.SCHEMES.get(scheme)
+    if found is None:
+        raise InvalidSecret(f"the scheme {scheme!r} is not registered (RECEIVERS_SCHEMES)")
+    problem = schemes.secret_refusal(found, secret)
     if problem:
         raise InvalidSecret(problem)
 
@@ -265,17 +268,15 @@ def source_create(
 
     Raises `SecretRequired` / `InvalidSecret` for the secret, `SourceInvalid` for the rest.
     """
-    known = scheme in schemes.SCHEMES
-    if known and not secret:
+    if scheme not in schemes.SCHEMES:
+        # Refused (SourceInvalid, naming the registered schemes) before its secret is read.
+        source_validate(slug=slug, scheme=scheme, **fields)
+    if not secret:
         if not schemes.get(scheme).generates_secrets:
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
-    if known and secret:
-        _check_secret(scheme, secret)
-    # An unknown scheme is refused here, naming the registered ones.
+    _check_secret(scheme, secret)
     source_validate(slug=slug, scheme=scheme, secret=secret, **fields)
-    if not secret:  # unreachable: a known scheme's secret is given or generated above
-        raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
     source = Source(slug=slug, scheme=scheme)
     _apply(source, dict(fields))
     source.save()
@@ -297,7 +298,8 @@ def source_rotate_secret(
     ``grace_seconds=0`` the old secrets stop verifying at once.
     """
     if not secret:
-        if source.scheme not in schemes.SCHEMES or not schemes.get(source.scheme).generates_secrets:
+        scheme = schemes.SCHEMES.get(source.scheme)
+        if scheme is None or not scheme.generates_secrets:
             raise SecretRequired(f"a {source.scheme} source needs the provider's new secret")
         secret = signing.generate_secret()
     _check_secret(source.scheme, secret)

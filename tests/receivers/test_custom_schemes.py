@@ -319,3 +319,17 @@ def test_a_signed_batch_is_processed_end_to_end(
     assert sorted(seen) == ["evt_a", "evt_b"]
     statuses = dict(InboxEvent.objects.values_list("event_id", "status"))
     assert statuses == {"evt_a": "processed", "evt_b": "processed", "evt_c": "ignored"}
+
+
+@pytest.mark.django_db
+def test_rotating_a_source_whose_scheme_is_gone_is_refused_not_a_crash(
+    settings: SettingsWrapper,
+) -> None:
+    settings.RECEIVERS_SCHEMES = [ACME]
+    source, _ = services.source_create(slug="acme", scheme="acme", secret=SECRET)
+    settings.RECEIVERS_SCHEMES = []
+    with pytest.raises(services.SecretRequired):
+        services.source_rotate_secret(source=source)
+    with pytest.raises(services.InvalidSecret, match="not registered"):
+        services.source_rotate_secret(source=source, secret=SECRET + "2")
+    assert source.secrets.count() == 1
