@@ -1,5 +1,6 @@
 """Source life cycle: create, update, add and rotate verification secrets, delete."""
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,6 +17,8 @@ from webhooks_core.crypto import SecretDecryptionError
 
 from .. import schemes, selectors
 from ..models import InboxEvent, Source, SourceSecret
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
@@ -351,4 +354,8 @@ def source_delete(*, source_id: int, force: bool = False) -> SourceDeletion:
                 f"{source.slug} is still referred to by {', '.join(models)}: delete or move "
                 "those rows first."
             ) from None
+    logger.info(
+        "source deleted",
+        extra={"source": source.slug, "inbox_events_deleted": deleted, "forced": force},
+    )
     return SourceDeletion(slug=source.slug, inbox_events_deleted=deleted)
