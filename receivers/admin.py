@@ -1,10 +1,12 @@
 """Operator console of the receiving side; actions call services."""
 
+import contextlib
 import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -18,7 +20,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from webhooks_core.secrets_page import ShownSecret, secrets_page
 
-from . import schemes, services
+from . import schemes, selectors, services
 from .models import InboxEvent, InboxStatus, Source, SourceSecret
 
 
@@ -68,6 +70,9 @@ class SourceSecretInline(admin.TabularInline[SourceSecret, Source]):
 class SourceForm(forms.ModelForm[Source]):
     """Translates the admin's fields for `source_create` / `source_update`, which own the
     rules; their refusals come back as this form's field errors."""
+
+    # A callable: the registry (RECEIVERS_SCHEMES included) is read for each form.
+    scheme = forms.ChoiceField(choices=schemes.choices)
 
     api_base_url = forms.URLField(required=False, max_length=2048, assume_scheme="https")
     public_url = forms.URLField(
@@ -164,6 +169,57 @@ class SourceAdmin(admin.ModelAdmin[Source]):
     readonly_fields = ["created_at", "updated_at", "rotate_link"]
     inlines = [SourceSecretInline]
     actions = ["rotate_secret"]
+
+    delete_confirmation_template = "admin/receivers/source/delete_confirmation.html"
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # A source is deleted from its own page, where the unprocessed events are counted
+        # and must be confirmed: no bulk deletion that would skip that.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """What the confirmation page lists: counts from the selector, not every inbox row
+        (Django's default walks them all), and the host's rows that protect the source."""
+        deleted: list[Any] = []
+        counts: dict[str, int] = {}
+        protected: list[str] = []
+        for source in objs:
+            preview = selectors.source_deletion_preview(source=source)
+            # unordered_list's shape: an item, then the list of what goes with it.
+            deleted += [
+                f"Source: {source.slug}",
+                [
+                    f"{preview.secrets} secret(s)",
+                    f"{preview.inbox_events} inbox event(s), {preview.unfinished} of "
+                    "them not processed",
+                ],
+            ]
+            counts["sources"] = counts.get("sources", 0) + 1
+            counts["inbox events"] = counts.get("inbox events", 0) + preview.inbox_events
+            protected += [f"{n} {label} row(s)" for label, n in preview.referring.items()]
+        return deleted, counts, set(), protected
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        source = self.get_object(request, unquote(object_id))
+        extra = dict(extra_context or {})
+        if source is not None:
+            extra["unfinished"] = selectors.unfinished_inbox_events(source_id=source.pk)
+        try:
+            return super().delete_view(request, object_id, extra)
+        except services.SourceInUse as exc:
+            # Unprocessed events and no "force" (or some arrived since the page was shown).
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(request.path)
+
+    def delete_model(self, request: HttpRequest, obj: Source) -> None:
+        force = request.POST.get("force") == "on"
+        # Deleted meanwhile by another request: what was asked is done.
+        with contextlib.suppress(Source.DoesNotExist):
+            services.source_delete(source_id=obj.pk, force=force)
 
     def get_form(
         self, request: HttpRequest, obj: Source | None = None, change: bool = False, **kwargs: Any

@@ -1,14 +1,16 @@
-"""System checks on the receiving side's stored configuration.
+"""System checks on the receiving side's configuration.
 
-Tagged ``database``: Django runs them for ``manage.py check --database default`` and
-before ``migrate`` (the ``release`` step), not on every management command.
+The registry of schemes (``RECEIVERS_SCHEMES``) is checked on every ``manage.py check``.
+The stored sources are checked under the tag ``database``: Django runs those for
+``manage.py check --database default`` and before ``migrate`` (the ``release`` step), not
+on every management command.
 """
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.apps import AppConfig
-from django.core.checks import CheckMessage, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -17,6 +19,22 @@ from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes
 from .schemes.base import is_public_key
+from .schemes.registry import registered
+
+
+@register(Tags.compatibility)
+def check_schemes(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """A host's scheme that cannot be loaded is left out of the registry, and its sources
+    answer every request 503 (kept for the provider's retries); say why before that."""
+    return [
+        Error(
+            problem,
+            hint="Each entry is the dotted path of a subclass of receivers.schemes.Scheme "
+            "with a unique `name` (see the guide 'Write a provider').",
+            id="receivers.E004",
+        )
+        for problem in registered().problems
+    ]
 
 
 @register(Tags.database)
@@ -45,6 +63,11 @@ def check_sources_can_verify(
             .select_related("source")
             .only("encrypted_value", "fingerprint", "source__slug", "source__scheme")
         )
+        schemes_named = list(
+            Source.objects.filter(enabled=True)
+            .exclude(scheme__in=list(schemes.SCHEMES))
+            .values_list("slug", "scheme")
+        )
     except DatabaseError:
         return []  # not migrated yet: nothing is configured
     problems: list[CheckMessage] = [
@@ -55,6 +78,16 @@ def check_sources_can_verify(
             id="receivers.W003",
         )
         for slug in without_secret
+    ]
+    problems += [
+        Warning(
+            f"Source {slug!r} names the scheme {scheme!r}, which is not registered: every "
+            f"request to /receivers/{slug}/ is answered 503.",
+            hint="Add the scheme's class to RECEIVERS_SCHEMES (see receivers.E004 for an "
+            "entry that does not load), or disable the source.",
+            id="receivers.W006",
+        )
+        for slug, scheme in schemes_named
     ]
     for secret in secrets:
         try:

@@ -65,6 +65,12 @@ SETTINGS: tuple[Setting, ...] = (
         "an app's `ready()` need no entry).",
     ),
     Setting(
+        "RECEIVERS_SCHEMES",
+        (),
+        "Dotted paths to the host's own `receivers.schemes.Scheme` subclasses, offered beside "
+        "the built-in providers (see *Write a provider*); a bad entry is a system check error.",
+    ),
+    Setting(
         "RECEIVERS_RECONCILE_INTERVAL_SECONDS",
         300.0,
         "How often beat starts reconciliation.",

@@ -38,6 +38,7 @@ class RequestOutcome:
     CHALLENGE = "challenge"  # a provider's verification request, answered, not stored
     MALFORMED = "malformed"
     DB_UNAVAILABLE = "db_unavailable"
+    SCHEME_MISSING = "scheme_missing"  # the source's scheme is not registered: 503
 
 
 def count_request(source: str, outcome: str, scheme: str = "-") -> None:

@@ -1,9 +1,11 @@
 """Reconciliation: ask the provider for the truth about objects stuck in a pending state.
 
 A webhook may be lost for good (the provider gave up, or never retries, like GitHub).
-A reconciler per scheme, registered with ``@reconciler("<scheme>")``, looks at local
-objects of one source that have waited too long and applies what the provider's API says
-through the same transition service the handlers use. Beat runs ``reconcile_all`` every
+A reconciler per scheme looks at local objects of one source that have waited too long and
+applies what the provider's API says through the same transition service the handlers use.
+A scheme that knows its provider's API says so itself (it overrides ``Scheme.reconcile``);
+a host reconciles its own domain for any scheme with ``@reconciler("<scheme>")``, which
+wins over the scheme's own. Beat runs ``reconcile_all`` every
 ``RECEIVERS_RECONCILE_INTERVAL_SECONDS``; it sends one ``reconcile_source`` task per enabled
 source that has an API base URL and a reconciler for its scheme.
 """
@@ -22,6 +24,7 @@ from webhooks_core import ssrf
 from webhooks_core.ssrf_transport import GuardedHTTPAdapter, address_policy
 from webhooks_core.tasking import QUEUE_MAINTENANCE
 
+from . import schemes
 from .models import Source
 
 # Published by its registered name: the task module imports this one.
@@ -101,9 +104,22 @@ def provider_pages(
             url = urljoin(url, str(link))
 
 
+def reconciler_for(scheme: str) -> Reconciler | None:
+    """What reconciles a source of ``scheme``: the host's registered function, else the
+    scheme's own ``reconcile``, else nothing."""
+    registered = _reconcilers.get(scheme)
+    if registered is not None:
+        return registered
+    found = schemes.SCHEMES.get(scheme)
+    if found is not None and found.reconciles():
+        return found.reconcile
+    return None
+
+
 def enqueue_reconciliations() -> int:
+    reconciled = [name for name in {*schemes.SCHEMES, *_reconcilers} if reconciler_for(name)]
     ids = list(
-        Source.objects.filter(enabled=True, scheme__in=list(_reconcilers))
+        Source.objects.filter(enabled=True, scheme__in=reconciled)
         .exclude(api_base_url="")
         .values_list("id", flat=True)
     )
@@ -114,7 +130,7 @@ def enqueue_reconciliations() -> int:
 
 def source_reconcile(*, source_id: int) -> ReconcileResult:
     source = Source.objects.get(pk=source_id)
-    fn = _reconcilers.get(source.scheme)
+    fn = reconciler_for(source.scheme)
     if fn is None or not source.enabled or not source.api_base_url:
         return ReconcileResult()
     return fn(source)

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from django.db import connections, router
+from django.db import connections, models, router
 
 from webhooks_core import crypto
 
-from .models import Source, SourceSecret
+from .models import FINISHED_STATUSES, InboxEvent, Source, SourceSecret
 
 #: The source's fields the receiving view reads, loaded with the secrets in one query.
 SOURCE_FIELDS = (
@@ -81,4 +81,42 @@ def _lookup_sql(alias: str) -> str:
         f"AND (k.{quote('expires_at')} IS NULL OR k.{quote('expires_at')} > %s) "
         f"WHERE s.{quote('slug')} = %s AND s.{quote('enabled')} "
         f"ORDER BY k.{quote('created_at')} DESC, k.{quote('id')} DESC"
+    )
+
+
+def unfinished_inbox_events(*, source_id: int) -> int:
+    """The source's inbox rows whose work is not done (see ``FINISHED_STATUSES``)."""
+    return (
+        InboxEvent.objects.filter(source_id=source_id).exclude(status__in=FINISHED_STATUSES).count()
+    )
+
+
+@dataclass(frozen=True)
+class DeletionPreview:
+    """What deleting a source takes along, and what stands in its way."""
+
+    secrets: int
+    inbox_events: int
+    unfinished: int
+    #: Rows of the host's models that protect the source (``on_delete=PROTECT``), by model.
+    referring: dict[str, int]
+
+
+def source_deletion_preview(*, source: Source) -> DeletionPreview:
+    """Counts, never the rows themselves: a source may have millions of inbox events."""
+    referring = {}
+    for relation in Source._meta.related_objects:
+        model = relation.related_model
+        if model is InboxEvent or model is SourceSecret or not hasattr(relation, "field"):
+            continue
+        if relation.on_delete is not models.PROTECT:
+            continue
+        count = model._base_manager.filter(**{relation.field.name: source}).count()
+        if count:
+            referring[model._meta.label] = count
+    return DeletionPreview(
+        secrets=source.secrets.count(),
+        inbox_events=source.inbox_events.count(),
+        unfinished=unfinished_inbox_events(source_id=source.pk),
+        referring=referring,
     )

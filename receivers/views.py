@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import DisallowedHost
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -43,6 +43,10 @@ CREDENTIAL_HEADER = re.compile(
     r"api[-_]?key|token|secret|passw|auth|cookie|session|credential|signature", re.IGNORECASE
 )
 DB_RETRY_AFTER_SECONDS = 30
+
+
+class SchemeMissing(Exception):
+    """The source names a scheme the registry does not hold (a configuration error)."""
 
 
 class Reject(Exception):
@@ -93,6 +97,10 @@ def _receive(request: HttpRequest, slug: str) -> HttpResponse:
             "webhook rejected: %s", reject.outcome, extra={"source": slug, "scheme": scheme}
         )
         return JsonResponse({"detail": reject.detail}, status=reject.status)
+    except SchemeMissing:
+        scheme = found.source.scheme if found is not None else "-"
+        count_request(slug, RequestOutcome.SCHEME_MISSING, scheme=scheme)
+        return _unavailable()
     except (OperationalError, InterfaceError):
         # Nothing was stored: the provider must deliver again.
         scheme = found.source.scheme if found is not None else "-"
@@ -100,16 +108,29 @@ def _receive(request: HttpRequest, slug: str) -> HttpResponse:
         logger.exception(
             "webhook not stored: database unavailable", extra={"source": slug, "scheme": scheme}
         )
-        response = JsonResponse({"detail": "temporarily unavailable"}, status=503)
-        response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
-        return response
+        return _unavailable()
     count_request(slug, outcome, scheme=found.source.scheme)
+    return response
+
+
+def _unavailable() -> HttpResponse:
+    response = JsonResponse({"detail": "temporarily unavailable"}, status=503)
+    response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
     return response
 
 
 def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[str, HttpResponse]:
     source = found.source
-    scheme = schemes.get(source.scheme)
+    try:
+        scheme = schemes.get(source.scheme)
+    except KeyError:
+        # RECEIVERS_SCHEMES lost the source's scheme (a deploy without it, or a bad entry:
+        # system check receivers.E004). The provider retries; nothing is lost meanwhile.
+        logger.error(
+            "source's scheme is not registered (RECEIVERS_SCHEMES)",
+            extra={"source": source.slug, "scheme": source.scheme},
+        )
+        raise SchemeMissing from None
     body = _read_body(request, source.max_body_bytes)
     headers = schemes.Headers(request.headers)
     url = called_url(request, source) if scheme.signs_url else ""
@@ -132,18 +153,14 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
     except schemes.MalformedEnvelope as exc:
         raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
     kept_headers = stored_headers(request.headers, scheme.signature_headers)
-    if len(envelopes) == 1:
-        [envelope] = envelopes
-        raw = body if envelope.raw_body is None else envelope.raw_body
-        arrivals = [
-            services.inbox_record(
-                source=source, envelope=envelope, headers=kept_headers, raw_body=raw
-            )
-        ]
-    else:
-        arrivals = services.inbox_record_batch(
-            source=source, envelopes=envelopes, headers=kept_headers, raw_body=body
-        )
+    try:
+        arrivals = _record(source, envelopes, kept_headers, body)
+    except IntegrityError:
+        # The source was deleted while this request was on its way (services.source_delete):
+        # nothing was stored (a batch neither), and the source is now unknown.
+        if Source.objects.filter(pk=source.pk).exists():
+            raise
+        raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source") from None
     for envelope, arrival in zip(envelopes, arrivals, strict=True):
         if arrival.created:
             observe_delivery_lag(source.slug, envelope.provider_timestamp)
@@ -179,6 +196,23 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
         answer["events"] = len(envelopes)
         answer["stored"] = stored
     return outcome, JsonResponse(answer, status=200)
+
+
+def _record(
+    source: Source,
+    envelopes: list[schemes.Envelope],
+    headers: dict[str, str],
+    body: bytes,
+) -> list[services.Arrival]:
+    if len(envelopes) == 1:
+        [envelope] = envelopes
+        raw = body if envelope.raw_body is None else envelope.raw_body
+        return [
+            services.inbox_record(source=source, envelope=envelope, headers=headers, raw_body=raw)
+        ]
+    return services.inbox_record_batch(
+        source=source, envelopes=envelopes, headers=headers, raw_body=body
+    )
 
 
 def _outcome(arrivals: list[services.Arrival]) -> str:

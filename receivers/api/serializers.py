@@ -4,12 +4,12 @@ from rest_framework import serializers
 
 from webhooks_core.api.strict import BlankAsNullChoiceField, StrictTypes
 
+from .. import schemes
 from ..models import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
     InboxEvent,
     InboxStatus,
-    Scheme,
     Source,
     SourceSecret,
 )
@@ -37,6 +37,22 @@ class BlankAsNullURLField(serializers.URLField):
 
     def to_representation(self, value: Any) -> Any:
         return None if value in ("", None) else super().to_representation(value)
+
+
+class SchemeField(serializers.ChoiceField):
+    """A registered scheme's name (the built-in ones and the host's ``RECEIVERS_SCHEMES``).
+
+    The choices are read from the registry whenever a serializer is made (DRF copies its
+    declared fields per instance by calling ``__init__`` again), so they follow the setting.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            "The provider's signature scheme: a built-in one or one the host registered "
+            "with RECEIVERS_SCHEMES.",
+        )
+        super().__init__(choices=schemes.choices(), **kwargs)
 
 
 class SecretFingerprintSerializer(serializers.ModelSerializer):
@@ -96,7 +112,7 @@ class SourceCreateSerializer(StrictTypes, serializers.ModelSerializer):
         required=False,
         help_text=f'{EXPECTED_MODE_HELP} "" is taken as null.',
     )
-    scheme = serializers.ChoiceField(choices=Scheme.choices)
+    scheme = SchemeField()
     public_url = BlankAsNullURLField(required=False)
     secret = serializers.CharField(
         max_length=MAX_SECRET_LENGTH, required=False, allow_blank=True, write_only=True
@@ -166,3 +182,12 @@ class InboxFilterSerializer(serializers.Serializer):
     )
     status = serializers.ChoiceField(choices=InboxStatus.values, required=False)
     type = serializers.CharField(max_length=200, required=False)
+
+
+class SourceDeleteSerializer(serializers.Serializer):
+    force = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Delete even if inbox events of the source are not processed yet (received, "
+        "retrying, processing, failed): they are deleted too, and never processed.",
+    )

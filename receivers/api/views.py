@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -19,6 +19,7 @@ from webhooks_core.api.pagination import NextLinkPagination
 from webhooks_core.api.parsers import SafeJSONParser
 from webhooks_core.api.schema import extend_schema, extend_schema_view
 from webhooks_core.api.scoping import UnscopedTokenOnly
+from webhooks_core.api.strict import refuse_body
 
 from .. import services
 from ..models import InboxEvent, Source
@@ -32,11 +33,22 @@ class InboxPagination(NextLinkPagination):
     ordering = ("-received_at", "-pk")
 
 
+SOURCE_DELETE_DOC = """Delete the source, its secrets and its inbox events, in one transaction.
+
+Refused with 409 while inbox events of the source are not processed yet (received,
+retrying, processing, or failed and waiting for a retry), unless `force=true`; refused with
+409 too while records of the host's own models refer to the source. Requests the provider
+sends afterwards are answered 404, as for any unknown source; one that arrives during the
+deletion is stored before it (and counted) or not at all.
+"""
+
+
 class SourceViewSet(
     ApiDefaults,
     mixins.CreateModelMixin,
     mixins.RetrieveModelMixin,
     mixins.ListModelMixin,
+    mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
     """Inbound provider configurations. Secrets are write-only: shown once, on creation."""
@@ -45,9 +57,48 @@ class SourceViewSet(
     # The receiving side belongs to no tenant: a token limited to one gets a 403.
     permission_classes = [*ApiDefaults.permission_classes, UnscopedTokenOnly]
     serializer_class = s.SourceSerializer
+    # A source is named by its slug, as in its receiving URL /receivers/<slug>/.
+    lookup_field = "slug"
 
     def get_queryset(self) -> QuerySet[Source]:
         return Source.objects.prefetch_related("secrets")
+
+    def get_object(self) -> Source:
+        value = str(self.kwargs[self.lookup_field])
+        queryset = self.filter_queryset(self.get_queryset())
+        source = queryset.filter(slug=value).first()
+        if source is None and self.action == "retrieve" and _is_id(value):
+            # GET has named a source by its numeric id since the first version: kept, for
+            # reading only (a slug may be digits too, and a slug always wins).
+            source = queryset.filter(pk=int(value)).first()
+        if source is None:
+            raise NotFound()
+        self.check_object_permissions(self.request, source)
+        return source
+
+    @extend_schema(
+        description=SOURCE_DELETE_DOC,
+        request=None,
+        parameters=[s.SourceDeleteSerializer],
+        responses={
+            204: OpenApiResponse(description="Deleted, with its secrets and inbox events."),
+            409: OpenApiResponse(
+                description="Inbox events are not processed yet (give force=true to delete "
+                "them too), or the host's records refer to the source."
+            ),
+        },
+    )
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        source = self.get_object()
+        refuse_body(request.data)
+        wanted = validated_filters(s.SourceDeleteSerializer, request)
+        try:
+            services.source_delete(source_id=source.pk, force=wanted.get("force", False))
+        except Source.DoesNotExist:
+            raise NotFound() from None  # deleted by a concurrent request
+        except services.SourceInUse as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=s.SourceCreateSerializer, responses={201: s.SourceCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -120,9 +171,13 @@ class InboxViewSet(
         )
 
 
+def _is_id(value: str) -> bool:
+    return value.isascii() and value.isdigit() and int(value) <= MAX_BIGINT
+
+
 def _source_matches(value: str) -> Q:
     """``?source=`` names a source by slug, as its URL does; a numeric id works too."""
     condition = Q(source__slug=value)
-    if value.isascii() and value.isdigit() and int(value) <= MAX_BIGINT:
+    if _is_id(value):
         condition |= Q(source_id=int(value))
     return condition

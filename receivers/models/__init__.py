@@ -1,10 +1,10 @@
 from .inbox import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
+    FINISHED_STATUSES,
     TERMINAL_STATUSES,
     InboxEvent,
     InboxStatus,
-    Scheme,
     Source,
     SourceSecret,
 )
@@ -12,10 +12,10 @@ from .inbox import (
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_TOLERANCE_SECONDS",
+    "FINISHED_STATUSES",
     "TERMINAL_STATUSES",
     "InboxEvent",
     "InboxStatus",
-    "Scheme",
     "Source",
     "SourceSecret",
 ]

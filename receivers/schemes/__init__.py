@@ -22,6 +22,7 @@ from .base import (
 from .github import GitHubScheme
 from .ours import OursScheme
 from .paddle import PaddleScheme
+from .registry import Registry, choices
 from .sendgrid import SendGridScheme
 from .shopify import ShopifyScheme
 from .slack import SlackScheme
@@ -30,24 +31,12 @@ from .standard import StandardScheme
 from .stripe import StripeScheme
 from .twilio import TwilioScheme
 
-SCHEMES: dict[str, Scheme] = {
-    scheme.name: scheme
-    for scheme in (
-        OursScheme(),
-        StandardScheme(),
-        StripeScheme(),
-        GitHubScheme(),
-        SlackScheme(),
-        TwilioScheme(),
-        ShopifyScheme(),
-        PaddleScheme(),
-        SquareScheme(),
-        SendGridScheme(),
-    )
-}
+#: Every scheme a source may name: the built-in ones and those of ``RECEIVERS_SCHEMES``.
+SCHEMES: Registry = Registry()
 
 
 def get(name: str) -> Scheme:
+    """The scheme named ``name``; ``KeyError`` if none is registered under it."""
     return SCHEMES[name]
 
 
@@ -77,6 +66,7 @@ __all__ = [
     "TwilioScheme",
     "VerificationError",
     "Verified",
+    "choices",
     "get",
     "screen",
     "secret_refusal",

@@ -14,6 +14,9 @@ Three hooks are for providers that need more, and their defaults change nothing:
   (Slack's ``url_verification``) is answered with the returned ``Challenge``, never stored.
 * ``envelopes``: one request carrying several events (SendGrid's batches) gives several
   envelopes, stored together; by default it is ``[envelope(...)]``.
+
+A host adds its own schemes with the ``RECEIVERS_SCHEMES`` setting (``receivers.schemes.
+registry``); docs/receiving/providers.md is the guide.
 """
 
 import hmac
@@ -147,6 +150,12 @@ class Scheme:
     accepts_public_keys: ClassVar[bool] = False
     #: What a source of this scheme takes, named when a secret is refused.
     asks_for: ClassVar[str] = "the signing secret the provider shows"
+    #: How the admin and the API's documentation name the scheme (its ``name`` if empty).
+    label: ClassVar[str] = ""
+    #: Whether a source may be created (or rotated) without a secret: one is generated and
+    #: shown once, for the sender to configure. Only for senders that take a secret from us;
+    #: a provider that issues its own (Stripe, GitHub, ...) would never sign with ours.
+    generates_secrets: ClassVar[bool] = False
 
     # --- signature ------------------------------------------------------------------
     def signed_parts(self, headers: Headers) -> SignedParts:
@@ -196,6 +205,28 @@ class Scheme:
 
     def provider_timestamp(self, data: Mapping[str, Any], parts: SignedParts) -> datetime | None:
         return from_unix(parts.timestamp)
+
+    # --- reconciliation ---------------------------------------------------------------
+    def reconcile(self, source: Any) -> Any:
+        """Ask the provider's API about ``source``'s stuck objects and apply its answers;
+        returns a ``receivers.reconciliation.ReconcileResult``.
+
+        Override it when the provider has such an API (beat then calls it for every
+        enabled source of this scheme with an ``api_base_url``, in a worker; this is the
+        one hook that may use the database and the network). Not overridden, the function
+        registered for this scheme's name with ``@receivers.reconciliation.reconciler``
+        runs, if there is one (a host's reconciler of its own domain).
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def reconciles(cls) -> bool:
+        """Whether the scheme reconciles by itself (overrides `reconcile`)."""
+        return cls.reconcile is not Scheme.reconcile
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
 
 
 def is_public_key(secret: str) -> bool:

@@ -27,6 +27,7 @@ PREFIX = "sha256="
 
 class GitHubScheme(Scheme):
     name = "github"
+    label = "GitHub (X-Hub-Signature-256)"
     signature_headers = ("X-Hub-Signature-256", "X-Hub-Signature")
     has_timestamp = False
 

@@ -28,6 +28,8 @@ def parse_t_v1(header: str) -> SignedParts:
 
 class OursScheme(Scheme):
     name = "ours"
+    label = "Ours (X-Webhook-Signature t=,v1=)"
+    generates_secrets = True
     signature_header: ClassVar[str] = "X-Webhook-Signature"
     signature_headers: ClassVar[tuple[str, ...]] = ("X-Webhook-Signature", "webhook-signature")
 

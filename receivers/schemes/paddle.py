@@ -31,6 +31,7 @@ FORMAT = f"{SIGNATURE} must be ts=<unix seconds>;h1=<hex>[;h1=<hex>...]"
 
 class PaddleScheme(HmacScheme):
     name = "paddle"
+    label = "Paddle Billing (Paddle-Signature)"
     signature_headers = (SIGNATURE,)
 
     def signed_parts(self, headers: Headers) -> SignedParts:

@@ -43,6 +43,7 @@ MAX_SIGNATURE_BYTES = 80
 
 class SendGridScheme(Scheme):
     name = "sendgrid"
+    label = "SendGrid Event Webhook (ECDSA)"
     signature_headers = (SIGNATURE,)
     # SendGrid's key is public too, but ECDSA P-256 and SendGrid's own: one of our `whpk_`
     # (ed25519) keys is refused by the rule every scheme shares (`accepts_public_keys`).

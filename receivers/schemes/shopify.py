@@ -26,6 +26,7 @@ SIGNATURE = "X-Shopify-Hmac-Sha256"
 
 class ShopifyScheme(HmacScheme):
     name = "shopify"
+    label = "Shopify (X-Shopify-Hmac-Sha256)"
     signature_headers = (SIGNATURE,)
     has_timestamp = False
 

@@ -36,6 +36,7 @@ MAX_CHALLENGE_LENGTH = 1000
 
 class SlackScheme(HmacScheme):
     name = "slack"
+    label = "Slack (X-Slack-Signature v0=)"
     signature_headers = (SIGNATURE,)
 
     def signed_parts(self, headers: Headers) -> SignedParts:

@@ -29,6 +29,7 @@ SIGNATURE = "x-square-hmacsha256-signature"
 
 class SquareScheme(HmacScheme):
     name = "square"
+    label = "Square (x-square-hmacsha256-signature)"
     # The older SHA-1 header is never checked, and never stored either.
     signature_headers = (SIGNATURE, "x-square-signature")
     has_timestamp = False

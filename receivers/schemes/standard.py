@@ -51,6 +51,8 @@ def _entry_problem(entry: str) -> str:
 
 class StandardScheme(Scheme):
     name = "standard"
+    label = "Standard Webhooks / Svix"
+    generates_secrets = True
     signature_headers = ("webhook-signature", "svix-signature")
     accepts_public_keys = True  # whpk_ keys verify v1a entries with ed25519, never an HMAC
 

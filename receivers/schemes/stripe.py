@@ -16,6 +16,8 @@ from .ours import OursScheme
 
 class StripeScheme(OursScheme):
     name = "stripe"
+    label = "Stripe (Stripe-Signature)"
+    generates_secrets = False  # Stripe shows the secret; ours would verify nothing
     signature_header = "Stripe-Signature"
     signature_headers = ("Stripe-Signature",)
 

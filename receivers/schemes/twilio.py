@@ -45,6 +45,7 @@ RESOURCES = (
 
 class TwilioScheme(HmacScheme):
     name = "twilio"
+    label = "Twilio (X-Twilio-Signature)"
     signature_headers = (SIGNATURE,)
     has_timestamp = False
     signs_url = True

@@ -71,8 +71,9 @@ def inbox_claim(*, inbox_id: uuid.UUID | str) -> Claim | None:
     claimed = InboxEvent.objects.filter(due, pk=inbox_id).update(**taken)
     if not claimed:
         return None
-    event = InboxEvent.objects.select_related("source").get(pk=inbox_id)
-    return Claim(event=event, token=token, now=now)
+    # None if the row went in between: its source was deleted with force (source_delete).
+    event = InboxEvent.objects.select_related("source").filter(pk=inbox_id).first()
+    return None if event is None else Claim(event=event, token=token, now=now)
 
 
 def inbox_process(*, inbox_id: uuid.UUID | str) -> str:

@@ -1,23 +1,26 @@
-"""Source life cycle: create, update, add and rotate verification secrets."""
+"""Source life cycle: create, update, add and rotate verification secrets, delete."""
 
+import logging
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from webhooks_core import conf as core_conf
 from webhooks_core import signing, ssrf
 from webhooks_core.crypto import SecretDecryptionError
 
-from .. import schemes
-from ..models import Scheme, Source, SourceSecret
+from .. import schemes, selectors
+from ..models import InboxEvent, Source, SourceSecret
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
-#: Schemes whose secret we may generate (we tell the sender); others come from the provider.
-GENERATED_SECRET_SCHEMES = (Scheme.OURS, Scheme.STANDARD)
 
 
 class SecretRequired(ValueError):
@@ -26,6 +29,10 @@ class SecretRequired(ValueError):
 
 class InvalidSecret(ValueError):
     """The given secret could never verify a request of the source's scheme."""
+
+
+class SourceInUse(Exception):
+    """The source cannot be deleted now; the message says why and what to do (safe to show)."""
 
 
 class SourceInvalid(ValueError):
@@ -133,9 +140,11 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
                 taken = taken.exclude(pk=source.pk)
             if taken.exists():
                 refuse("slug", "A source with this slug already exists.")
-    scheme = fields.get("scheme", source.scheme if source else None)
-    if "scheme" in fields and scheme not in Scheme.values:
-        refuse("scheme", f"{scheme!r} is not a scheme.")
+    scheme: str = fields.get("scheme", source.scheme if source else "")
+    known = isinstance(scheme, str) and scheme in schemes.SCHEMES
+    if "scheme" in fields and not known:
+        names = ", ".join(schemes.SCHEMES)
+        refuse("scheme", f"{scheme!r} is not a scheme (registered: {names}).")
     for field, (low, high) in BOUNDS.items():
         value = fields.get(field)
         if field in fields and (not isinstance(value, int) or not low <= value <= high):
@@ -168,15 +177,15 @@ def source_validate(*, source: Source | None = None, **fields: Any) -> None:
             refuse("api_token", "The token has characters an HTTP header cannot carry.")
         if any(ord(char) < 32 or ord(char) == 127 for char in token):
             refuse("api_token", "The token contains control characters (a pasted line break?).")
-    if source is None and scheme in Scheme.values:
+    if source is None and known:
         secret = fields.get("secret")
-        if not secret and scheme not in GENERATED_SECRET_SCHEMES:
+        if not secret and not schemes.get(scheme).generates_secrets:
             refuse("secret", f"a {scheme} source needs the secret the provider gave you")
         elif secret:
             problem = schemes.secret_refusal(schemes.get(scheme), secret)
             if problem:
                 refuse("secret", problem)
-    if source is not None and scheme in Scheme.values:
+    if source is not None and known:
         secret = fields.get("secret")
         if secret:
             # A new secret given with the change: it replaces the current ones at once.
@@ -239,7 +248,10 @@ def source_update(*, source: Source, **fields: Any) -> Source:
 
 
 def _check_secret(scheme: str, secret: str) -> None:
-    problem = schemes.secret_refusal(schemes.get(scheme), secret)
+    found = schemes.SCHEMES.get(scheme)
+    if found is None:
+        raise InvalidSecret(f"the scheme {scheme!r} is not registered (RECEIVERS_SCHEMES)")
+    problem = schemes.secret_refusal(found, secret)
     if problem:
         raise InvalidSecret(problem)
 
@@ -259,8 +271,11 @@ def source_create(
 
     Raises `SecretRequired` / `InvalidSecret` for the secret, `SourceInvalid` for the rest.
     """
+    if scheme not in schemes.SCHEMES:
+        # Refused (SourceInvalid, naming the registered schemes) before its secret is read.
+        source_validate(slug=slug, scheme=scheme, **fields)
     if not secret:
-        if scheme not in GENERATED_SECRET_SCHEMES:
+        if not schemes.get(scheme).generates_secrets:
             raise SecretRequired(f"a {scheme} source needs the secret the provider gave you")
         secret = signing.generate_secret()
     _check_secret(scheme, secret)
@@ -281,11 +296,13 @@ def source_rotate_secret(
 ) -> tuple[str, SourceSecret]:
     """Add a new secret; the current ones stay valid for ``grace_seconds`` more.
 
-    Give the provider's new secret, or none to generate one (our scheme and Standard
-    Webhooks). With ``grace_seconds=0`` the old secrets stop verifying at once.
+    Give the provider's new secret, or none to generate one (schemes that say
+    ``generates_secrets``: ours and Standard Webhooks among the built-in ones). With
+    ``grace_seconds=0`` the old secrets stop verifying at once.
     """
     if not secret:
-        if source.scheme not in GENERATED_SECRET_SCHEMES:
+        scheme = schemes.SCHEMES.get(source.scheme)
+        if scheme is None or not scheme.generates_secrets:
             raise SecretRequired(f"a {source.scheme} source needs the provider's new secret")
         secret = signing.generate_secret()
     _check_secret(source.scheme, secret)
@@ -293,3 +310,49 @@ def source_rotate_secret(
     expires_at = now + timedelta(seconds=grace_seconds)
     source.secrets.expire_by(expires_at, now)
     return secret, _add_secret(source, secret)
+
+
+@dataclass(frozen=True)
+class SourceDeletion:
+    slug: str
+    inbox_events_deleted: int
+
+
+def source_delete(*, source_id: int, force: bool = False) -> SourceDeletion:
+    """Delete a source, its secrets and its inbox rows, all in one transaction.
+
+    Refused (`SourceInUse`) while the source has inbox rows whose work is not done
+    (received, retrying, processing, or failed and waiting for a manual retry), unless
+    ``force``: those events would be lost, and their providers will not send them again.
+    Also refused while rows of the host's own models refer to the source (a protecting
+    foreign key, as the example's payments have). Raises ``Source.DoesNotExist``.
+
+    The source's row is locked first. An arrival stores its row under a foreign key to
+    the source, whose check waits for that lock: an arrival committed before it is
+    counted (and refuses or joins the deletion), one after it fails as a whole and its
+    request is answered as for an unknown source (nothing half-written either way).
+    """
+    with transaction.atomic():
+        source = Source.objects.select_for_update().get(pk=source_id)
+        events = InboxEvent.objects.filter(source=source)
+        unfinished = selectors.unfinished_inbox_events(source_id=source.pk)
+        if unfinished and not force:
+            raise SourceInUse(
+                f"{source.slug} has {unfinished} inbox event(s) not yet processed (received, "
+                "retrying, processing or failed). Let them finish, or delete with force to "
+                "drop them too."
+            )
+        deleted, _ = events.delete()
+        try:
+            source.delete()
+        except ProtectedError as exc:
+            models = sorted({type(obj)._meta.label for obj in exc.protected_objects})
+            raise SourceInUse(
+                f"{source.slug} is still referred to by {', '.join(models)}: delete or move "
+                "those rows first."
+            ) from None
+    logger.info(
+        "source deleted",
+        extra={"source": source.slug, "inbox_events_deleted": deleted, "forced": force},
+    )
+    return SourceDeletion(slug=source.slug, inbox_events_deleted=deleted)

@@ -220,7 +220,7 @@ def stored(
         "endpoints": str(endpoint.pk),
         "events": str(event.pk),
         "deliveries": str(delivery.pk),
-        "sources": str(source.pk),
+        "sources": source.slug,
         "inbox": str(inbox.pk),
         "replays": str(replay.pk),
         "erasures": str(erasure.pk),
@@ -242,11 +242,13 @@ def aim_at_stored_row(case: Any, stored: dict[str, str]) -> None:
     """
     if case.meta is None or case.meta.generation.mode is not GenerationMode.POSITIVE:
         return
-    given = (case.path_parameters or {}).get("id")
+    # Sources are named by their slug, every other collection by its id.
+    name = "slug" if "slug" in (case.path_parameters or {}) else "id"
+    given = (case.path_parameters or {}).get(name)
     if given is None or zlib.crc32(str(given).encode()) % 2:
         return
     collection = case.operation.path.removeprefix("/api/v1/").split("/")[0]
-    case.path_parameters["id"] = stored[collection]
+    case.path_parameters[name] = stored[collection]
 
 
 @schema.parametrize()

@@ -136,6 +136,7 @@ def test_the_receiving_side_is_403_for_a_scoped_token(acme: APIClient) -> None:
         ("get", "/api/v1/sources", None),
         ("post", "/api/v1/sources", {"slug": "s", "scheme": "github", "secret": "s" * 20}),
         ("get", "/api/v1/sources/1", None),
+        ("delete", "/api/v1/sources/s", None),
         ("get", "/api/v1/inbox", None),
         ("get", "/api/v1/inbox/1", None),
         ("post", "/api/v1/inbox/1/retry", None),

@@ -354,12 +354,13 @@ def test_unknown_or_malformed_source_id_is_404(api: APIClient, suffix: str) -> N
     assert isinstance(body(response), dict)
 
 
-def test_sources_cannot_be_changed_or_deleted_over_the_api(api: APIClient) -> None:
-    source_id = create_source(api)["id"]
-    path = f"{API}/sources/{source_id}"
-    assert api.put(path, {}, format="json").status_code == 405
-    assert api.patch(path, {"enabled": False}, format="json").status_code == 405
-    assert api.delete(path).status_code == 405
+def test_sources_cannot_be_changed_over_the_api(api: APIClient) -> None:
+    created = create_source(api)
+    for path in (f"{API}/sources/{created['id']}", f"{API}/sources/{created['slug']}"):
+        assert api.put(path, {}, format="json").status_code == 405
+        assert api.patch(path, {"enabled": False}, format="json").status_code == 405
+    # DELETE names a source by its slug only (tests/receivers/test_source_delete.py).
+    assert api.delete(f"{API}/sources/{created['id']}").status_code == 404
     assert Source.objects.get().enabled is True
 
 
@@ -542,7 +543,10 @@ def test_openapi_schema_documents_the_receiving_api(api: APIClient) -> None:
     assert response.status_code == 200
     paths = body(response)["paths"]
     assert set(paths["/api/v1/sources"]) >= {"get", "post"}
-    assert "get" in paths["/api/v1/sources/{id}"]
+    assert set(paths["/api/v1/sources/{slug}"]) >= {"get", "delete"}
+    deleting = paths["/api/v1/sources/{slug}"]["delete"]
+    assert {"204", "404", "409"} <= set(deleting["responses"])
+    assert "force" in {p["name"] for p in deleting["parameters"]}
     assert "get" in paths["/api/v1/inbox/{id}"]
     assert "post" in paths["/api/v1/inbox/{id}/retry"]
     listed = {p["name"] for p in paths["/api/v1/inbox"]["get"]["parameters"]}

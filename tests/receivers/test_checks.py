@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
@@ -38,6 +39,21 @@ def test_enabled_source_without_an_active_secret_is_reported() -> None:
     assert len(found["receivers.W003"]) == 2
     assert any("'bare'" in msg for msg in found["receivers.W003"])
     assert any("/receivers/expired/" in msg for msg in found["receivers.W003"])
+
+
+def test_a_source_whose_scheme_is_not_registered_is_reported(settings: Any) -> None:
+    settings.RECEIVERS_SCHEMES = ["examples.providers.acme.AcmeScheme"]
+    services.source_create(slug="acme", scheme="acme", secret="acme_sk_" + "x" * 24)
+    services.source_create(slug="off", scheme="acme", secret="acme_sk_" + "y" * 24, enabled=False)
+    assert problems() == {}
+
+    settings.RECEIVERS_SCHEMES = []
+
+    found = problems()
+    assert set(found) == {"receivers.W006"}
+    [message] = found["receivers.W006"]
+    assert "'acme'" in message
+    assert "503" in message
 
 
 def test_secret_encrypted_with_a_lost_key_is_reported_without_revealing_it() -> None:
