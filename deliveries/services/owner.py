@@ -278,8 +278,14 @@ class _Owner:
             self.version = version
         return True
 
-    def _claim(self, endpoint: Endpoint, limit: int) -> list[Delivery]:
-        if self.version is None:
+    def _claim(self, endpoint: Endpoint, limit: int) -> list[Delivery] | None:
+        """The round's claim; None when the endpoint changed since we read it (nothing
+        taken: read it again, then claim again)."""
+        if self.version is None or self.gate.probe:
+            if self.gate.probe:
+                # The gate itself just wrote the circuit's state (the probe is ours): a
+                # version check would find the row changed and send no probe.
+                self.read_at = 0.0
             return claim_due(
                 endpoint=endpoint, token=self.token, limit=limit, with_expired=self.first_claim
             )
@@ -291,9 +297,10 @@ class _Owner:
             with_expired=self.first_claim,
         )
         if claimed.version != self.version:
-            # Changed (or gone) since we read it: read it again before claiming.
             self.read_at = 0.0
             self.version = None
+            self.ran_dry = False  # we do not know yet: look again at once
+            return None
         return claimed.rows
 
     def _next_wait(self) -> float | None:
@@ -323,13 +330,14 @@ class _Owner:
         if not permits:
             return
         try:
-            rows = self._claim(endpoint, permits)
+            claimed = self._claim(endpoint, permits)
         except BaseException:
             release(permits)
             raise
-        if self.version is None and self.read_at == 0.0:
+        if claimed is None:
             release(permits)
             return  # the endpoint changed: nothing taken, read again and claim again
+        rows = claimed
         self.first_claim = False
         self.ran_dry = len(rows) < permits
         release(permits - len(rows))
