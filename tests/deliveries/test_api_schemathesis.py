@@ -115,7 +115,12 @@ ENDPOINT_RULES = {
     # Delivery auth: the SSRF guard on token_url; a client secret is needed when none is
     # stored (or when token_url or url moves to another origin); a final line break that
     # Python's "$" lets through the no-control-characters pattern.
-    "auth": r"^token_url: |Give \"client_secret\"|another origin|contains control characters",
+    "auth": r"^token_url: |Give \"client_secret\"|another origin|contains control characters"
+    # OAuth2 is HTTP's: a broker URL takes none.
+    r"|needs an http\(s\) URL",
+    # The CloudEvents handshake is HTTP's OPTIONS: a broker URL (the url's scheme, not the
+    # field's) cannot ask for it.
+    "validation": r"needs an http\(s\) URL",
     # PEM content, validity dates and key/certificate pairing: no schema carries them.
     "client_certificate": r".",
     "client_key": r".",
