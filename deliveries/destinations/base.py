@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from .. import tracing
 from ..deadlines import Deadline
+from ..wire import build_headers, render_body
 
 if TYPE_CHECKING:
     from ..models import Delivery
@@ -64,3 +66,23 @@ class Destination(Protocol):
     def send(self, delivery: "Delivery", deadline: Deadline, credentials: Credentials) -> Outcome:
         """Send once, over by `deadline`; never raises for the receiver's behaviour."""
         ...
+
+
+def signed_message(
+    delivery: "Delivery", credentials: Credentials, span: object
+) -> tuple[bytes, dict[str, str]]:
+    """One attempt's body and headers, the same on every kind: rendered, signed with the
+    round's credentials, and carrying the attempt span's `traceparent` (the receiver's or
+    consumer's span becomes its child). Raises `payloads.PayloadUnavailable`."""
+    body = render_body(delivery.event, delivery.endpoint)
+    headers = build_headers(
+        delivery,
+        body,
+        credentials.secrets,
+        timestamp=credentials.timestamp,
+        private_keys=credentials.private_keys,
+    )
+    traced = tracing.traceparent_of(span)
+    if traced:
+        headers["traceparent"] = traced
+    return body, headers

@@ -26,8 +26,8 @@ from .. import conf, deadlines, payloads, tracing
 from ..broker_urls import BrokerURL, BrokerURLInvalid, parse
 from ..deadlines import Deadline
 from ..ssrf import AddressPolicy
-from ..wire import build_headers, redact_headers, render_body
-from .base import Credentials, Kind, Outcome
+from ..wire import redact_headers
+from .base import Credentials, Kind, Outcome, signed_message
 
 if TYPE_CHECKING:
     from ..models import Delivery
@@ -239,20 +239,9 @@ def _send(
 ) -> Outcome:
     endpoint = delivery.endpoint
     try:
-        body = render_body(delivery.event, endpoint)
+        body, headers = signed_message(delivery, credentials, span)
     except payloads.PayloadUnavailable as exc:
         return Outcome(Kind.RETRY, error=str(exc), local_failure=True)
-    headers = build_headers(
-        delivery,
-        body,
-        credentials.secrets,
-        timestamp=credentials.timestamp,
-        private_keys=credentials.private_keys,
-    )
-    traced = tracing.traceparent_of(span)
-    if traced:
-        # The consumer's span becomes a child of this attempt, as an HTTP receiver's does.
-        headers["traceparent"] = traced
     message = Message(body, headers, str(delivery.event_id), delivery.event.type)
     wire_headers = {**headers, **(extra_headers(message) if extra_headers else {})}
     stored = redact_headers(wire_headers, endpoint.secret_header_names)

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from .. import conf, oauth2, payloads, tracing, transport
 from ..deadlines import Deadline
-from ..wire import build_headers, redact_headers, render_body
-from .base import Credentials, Kind, Outcome
+from ..wire import redact_headers
+from .base import Credentials, Kind, Outcome, signed_message
 
 if TYPE_CHECKING:
     from ..models import Delivery
@@ -58,22 +58,11 @@ class HttpDestination:
     ) -> Outcome:
         endpoint = delivery.endpoint
         try:
-            body = render_body(delivery.event, endpoint)
+            body, headers = signed_message(delivery, credentials, span)
         except payloads.PayloadUnavailable as exc:
             # Our storage, not the endpoint, failed: no request, no health penalty; the
             # delivery retries on its usual backoff and shows the error.
             return Outcome(Kind.RETRY, error=str(exc), local_failure=True)
-        headers = build_headers(
-            delivery,
-            body,
-            credentials.secrets,
-            timestamp=credentials.timestamp,
-            private_keys=credentials.private_keys,
-        )
-        traced = tracing.traceparent_of(span)
-        if traced:
-            # The receiver's span becomes a child of this attempt (same trace as the event).
-            headers["traceparent"] = traced
         started_at = timezone.now()
         policy = conf.endpoint_address_policy(endpoint)
         proxy_url = conf.get().egress_proxy_url
