@@ -70,7 +70,7 @@ def _load(paths: tuple[object, ...] | None) -> Loaded:
     for path in paths:
         problem = _add(schemes, path)
         if problem:
-            problems.append(f"RECEIVERS_SCHEMES: {path!r} {problem}.")
+            problems.append(f"In RECEIVERS_SCHEMES, {path!r} {problem}.")
     return Loaded(schemes=schemes, problems=tuple(problems))
 
 
