@@ -120,7 +120,8 @@ ENDPOINT_RULES = {
     r"|needs an http\(s\) URL",
     # The CloudEvents handshake is HTTP's OPTIONS: a broker URL (the url's scheme, not the
     # field's) cannot ask for it.
-    "validation": r"needs an http\(s\) URL",
+    # Without an origin (a setting) the handshake is unavailable.
+    "validation": r"needs an http\(s\) URL|handshake is unavailable",
     # PEM content, validity dates and key/certificate pairing: no schema carries them.
     "client_certificate": r".",
     "client_key": r".",
