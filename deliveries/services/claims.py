@@ -90,31 +90,43 @@ def claim_due(
     return claimed
 
 
-@functools.cache
-def _unordered_claim_sql(with_expired: bool) -> str:
-    """The claim of an endpoint without ordering, as one statement: the same rule as the
-    ORM's (pending and due by the database's clock, oldest due first), its SQL written
-    once instead of compiled every round (a test holds the two to the same answers)."""
-    table = Delivery._meta.db_table
-    # A row whose sender died (its lease ran out): an owner's first claim takes it over.
+def _picked_sql(with_expired: bool, *, also: str = "") -> str:
+    """The due rows of an endpoint without ordering, oldest due first, locked: pending and
+    due by the database's clock (and, with `with_expired`, rows whose sender died: an
+    owner's first claim takes them over). Placeholders: endpoint, pending, [also's],
+    limit. The picked rows are locked, so their status is as read. A materialised CTE, as
+    IN (subquery LIMIT n) may be evaluated more than once and take more than n rows."""
     expired = (
         f" OR (status = '{DeliveryStatus.SENDING}' AND lease_expires_at < STATEMENT_TIMESTAMP())"
         if with_expired
         else ""
     )
-    # The picked rows are locked, so their status is as read. A materialised CTE, as
-    # IN (subquery LIMIT n) may be evaluated more than once and take more than n rows.
     return (
-        f"WITH picked AS MATERIALIZED (SELECT id FROM {table} "  # noqa: S608 (placeholders)
+        f"picked AS MATERIALIZED (SELECT id FROM {Delivery._meta.db_table} "  # noqa: S608
         f"WHERE endpoint_id = %s AND ordering_key IS NULL "
         f"AND ((status = %s AND next_attempt_at <= STATEMENT_TIMESTAMP()){expired}) "
-        f"ORDER BY next_attempt_at, id LIMIT %s "
-        f"FOR UPDATE SKIP LOCKED) "
-        f"UPDATE {table} AS d SET status = %s, lease_token = %s, "
+        f"{also}ORDER BY next_attempt_at, id LIMIT %s "
+        f"FOR UPDATE SKIP LOCKED)"
+    )
+
+
+def _take_sql(returning: str) -> str:
+    """The picked rows taken: sending under the owner's token, sharing its lease, one
+    attempt more. Placeholders: sending, token, lease seconds."""
+    return (
+        f"UPDATE {Delivery._meta.db_table} AS d SET status = %s, lease_token = %s, "  # noqa: S608
         f"lease_expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second', "
         f"attempts = d.attempts + 1, updated_at = STATEMENT_TIMESTAMP() "
-        f"FROM picked WHERE d.id = picked.id RETURNING d.id"
+        f"FROM picked WHERE d.id = picked.id RETURNING {returning}"
     )
+
+
+@functools.cache
+def _unordered_claim_sql(with_expired: bool) -> str:
+    """The claim of an endpoint without ordering, as one statement: the same rule as the
+    ORM's (pending and due by the database's clock, oldest due first), its SQL written
+    once instead of compiled every round (a test holds the two to the same answers)."""
+    return f"WITH {_picked_sql(with_expired)} {_take_sql('d.id')}"
 
 
 def _claim_unordered(
@@ -180,26 +192,13 @@ def _round_claim_sql(with_expired: bool) -> str:
     """The claim of `_unordered_claim_sql`, taken only while the owner's endpoint is the
     current one and active, returning the endpoint's version and state, the claimed rows
     and their events: one statement for what a round would otherwise read in four."""
-    deliveries, events = Delivery._meta.db_table, Event._meta.db_table
-    endpoints = Endpoint._meta.db_table
-    expired = (
-        f" OR (status = '{DeliveryStatus.SENDING}' AND lease_expires_at < STATEMENT_TIMESTAMP())"
-        if with_expired
-        else ""
-    )
+    events, endpoints = Event._meta.db_table, Endpoint._meta.db_table
+    current = "AND EXISTS (SELECT 1 FROM ep WHERE ep.state = %s AND ep.version = %s) "
     return (
         f"WITH ep AS MATERIALIZED (SELECT e.state, {_version_sql('e')} AS version "  # noqa: S608
         f"FROM {endpoints} e WHERE e.id = %s), "
-        f"picked AS MATERIALIZED (SELECT id FROM {deliveries} "
-        f"WHERE endpoint_id = %s AND ordering_key IS NULL "
-        f"AND ((status = %s AND next_attempt_at <= STATEMENT_TIMESTAMP()){expired}) "
-        f"AND EXISTS (SELECT 1 FROM ep WHERE ep.state = %s AND ep.version = %s) "
-        f"ORDER BY next_attempt_at, id LIMIT %s "
-        f"FOR UPDATE SKIP LOCKED), "
-        f"taken AS (UPDATE {deliveries} AS d SET status = %s, lease_token = %s, "
-        f"lease_expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second', "
-        f"attempts = d.attempts + 1, updated_at = STATEMENT_TIMESTAMP() "
-        f"FROM picked WHERE d.id = picked.id RETURNING d.*) "
+        f"{_picked_sql(with_expired, also=current)}, "
+        f"taken AS ({_take_sql('d.*')}) "
         f"SELECT ep.state, ep.version, {_columns(Delivery, 'taken')}, {_columns(Event, 'ev')} "
         f"FROM ep LEFT JOIN (taken JOIN {events} ev ON ev.id = taken.event_id) ON TRUE "
         f'ORDER BY taken."next_attempt_at", taken."id"'
