@@ -30,9 +30,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_DELIVERY_BATCH_SECONDS",
         5.0,
-        "An owner's turn: after this long it finishes its requests and hands its endpoint "
-        "on (a new task message, behind the others), so endpoints take turns when the "
-        "worker's pool is smaller than the number of busy endpoints.",
+        "An owner's turn: after this long, if another task message waits for a slot of "
+        "the worker's pool (or the pool cannot tell: prefork), it finishes its requests "
+        "and hands its endpoint on (a new task message, behind the others), so endpoints "
+        "take turns when the pool is smaller than the number of busy endpoints; else the "
+        "turn goes on, for 120 s at most.",
     ),
     Setting(
         "WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS",

@@ -149,14 +149,23 @@ def _claim_unordered(
     return claimed
 
 
-# What an owner's cached endpoint is as of: the whole endpoint row and its secrets' and
-# signing keys' rows, hashed by the database (any column, those added later included).
+# The endpoint's health bookkeeping, which its owner's own recording writes (and keeps in
+# its copy): nothing a round sends depends on it, so writing it is no new version (else
+# every recording would send the owner back to read the endpoint again).
+UNVERSIONED_FIELDS = ("consecutive_failures", "last_success_at", "last_failure_at", "failing_since")
+
+
+# What an owner's cached endpoint is as of: the endpoint row (every column but the health
+# bookkeeping, those added later included) and its secrets' and signing keys' rows, hashed
+# by the database.
 def _version_sql(endpoint_alias: str) -> str:
     secrets, keys = EndpointSecret._meta.db_table, EndpointSigningKey._meta.db_table
     rows = "COALESCE(string_agg(r::text, ',' ORDER BY r.id), '')"
     of_endpoint = f"r WHERE r.endpoint_id = {endpoint_alias}.id"
+    columns = [Endpoint._meta.get_field(name).column for name in UNVERSIONED_FIELDS]
+    unversioned = "ARRAY[" + ", ".join(f"'{column}'" for column in columns) + "]"
     return (
-        f"md5({endpoint_alias}::text) || '/' || "  # noqa: S608 (names from the models)
+        f"md5((to_jsonb({endpoint_alias}) - {unversioned})::text) || '/' || "  # noqa: S608 (names from the models)
         f"(SELECT md5({rows}) FROM {secrets} {of_endpoint}) || '/' || "
         f"(SELECT md5({rows}) FROM {keys} {of_endpoint})"
     )

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from celery import signals
+from celery.worker import state as worker_state
 
 from .. import conf
 
@@ -18,6 +19,11 @@ from .. import conf
 DEFAULT_CAP = 1000
 
 _pool_size: int | None = None
+_pool_name = ""
+# Pools whose tasks run in the worker's own process, whose state then shows the task
+# messages it took that wait for a free slot (a prefork child cannot see them).
+# (Names as `--pool` takes them, and the modules of their classes.)
+IN_PROCESS_POOLS = ("gevent", "eventlet", "thread", "solo")
 _lock = threading.Lock()
 _cap = 0
 _free = 0
@@ -26,10 +32,21 @@ _freed = threading.Condition(_lock)
 
 @signals.celeryd_init.connect
 def _note_pool_size(sender: Any = None, conf: Any = None, options: Any = None, **_: Any) -> None:
-    global _pool_size
-    concurrency = (options or {}).get("concurrency") or getattr(conf, "worker_concurrency", None)
+    global _pool_size, _pool_name
+    options = options or {}
+    concurrency = options.get("concurrency") or getattr(conf, "worker_concurrency", None)
     if concurrency:
         _pool_size = int(concurrency)
+    pool = options.get("pool_cls") or options.get("pool") or getattr(conf, "worker_pool", "")
+    _pool_name = (pool if isinstance(pool, str) else getattr(pool, "__module__", "")).lower()
+
+
+def tasks_wait_for_a_slot() -> bool:
+    """Whether a task message this worker took waits for a free slot of its pool (True
+    when it cannot tell: a prefork child, a process that is no worker)."""
+    if not any(name in _pool_name for name in IN_PROCESS_POOLS):
+        return True
+    return len(worker_state.reserved_requests) > len(worker_state.active_requests)
 
 
 def cap() -> int:

@@ -16,7 +16,9 @@ lease, then looks once more, so a wake that came in between is never lost (it ta
 lease back, or the wake's own message does). A retry falling due within a second is
 waited for; a later one gets a countdown wake (or, past the countdown bound, the
 sweeper's). After its turn (`WEBHOOKS_DELIVERY_BATCH_SECONDS`) an owner finishes its
-requests and hands the endpoint on, behind the other endpoints' messages.
+requests and hands the endpoint on, behind the other endpoints' messages, when one of them
+waits for a slot of the worker's pool; while none does, its turn goes on (a hand-on would
+only cost the next turn's set-up), for `MAX_TURN_SECONDS` at most.
 
 Every request ends by its deadline (`deadlines`): connect + read timeout in total. An owner
 that cannot renew its lease stops claiming and cuts its open requests short before the
@@ -48,7 +50,7 @@ from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
-from .lanes import acquire_one, release, try_acquire
+from .lanes import acquire_one, release, tasks_wait_for_a_slot, try_acquire
 from .outcomes import Outcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
 from .recording import Claim, Deferral, Result, record
@@ -73,6 +75,9 @@ GATHER_SHARE = 0.25
 MAX_GATHER_SECONDS = 0.05
 # How often an owner with free lanes and requests open looks for new due rows.
 POLL_SECONDS = 0.1
+# The longest turn, when no other task waits for the pool: well within the task's time
+# limits (`tasks.OWNER_SOFT_TIME_LIMIT_SECONDS`), so a turn never meets them.
+MAX_TURN_SECONDS = 120.0
 
 
 @dataclass
@@ -161,7 +166,7 @@ class _Owner:
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
         self.gate = Gate(0)
-        self.renewed_at = self.turn_ends = time.monotonic()
+        self.renewed_at = self.turn_ends = self.turn_started = time.monotonic()
         self.first_claim = True
         self.lost = self.inactive = False
         self.read_at = 0.0
@@ -181,7 +186,7 @@ class _Owner:
         settings = conf.get()
         while True:
             self._mark_working()
-            self.renewed_at = time.monotonic()
+            self.renewed_at = self.turn_started = time.monotonic()
             self.turn_ends = self.renewed_at + settings.batch_seconds
             self.first_claim = True
             self.lost = self.inactive = False
@@ -214,7 +219,7 @@ class _Owner:
         while True:
             self._renew_if_due()
             can_claim = not (self.lost or self.inactive)
-            turn_over = time.monotonic() >= self.turn_ends
+            turn_over = self._turn_over()
             if can_claim and not turn_over:
                 can_claim = self._read_endpoint()
             if can_claim and not turn_over and time.monotonic() >= self.hold_until:
@@ -244,6 +249,15 @@ class _Owner:
                 time.sleep(max(min(wait, self.renew_every), 0.01))
                 continue
             self._wait_and_record(can_claim and not turn_over)
+
+    def _turn_over(self) -> bool:
+        now = time.monotonic()
+        if now < self.turn_ends:
+            return False
+        if now - self.turn_started < MAX_TURN_SECONDS and not tasks_wait_for_a_slot():
+            self.turn_ends = now + conf.get().batch_seconds
+            return False
+        return True
 
     def _read_endpoint(self) -> bool:
         age = time.monotonic() - self.read_at

@@ -7,6 +7,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, OuterRef, Subquery, Value
@@ -227,19 +228,37 @@ def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
         pass  # nothing worth a write to a row that every batch of the endpoint touches
     elif True in succeeded:
         trailing = succeeded[::-1].index(True)
-        Endpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=trailing,
-            last_success_at=now,
-            failing_since=now if trailing else None,
+        written: dict[str, Any] = {
+            "consecutive_failures": trailing,
+            "last_success_at": now,
+            "failing_since": now if trailing else None,
             **({"last_failure_at": now} if trailing else {}),
-        )
+        }
+        Endpoint.objects.filter(pk=endpoint.pk).update(**written)
+        _remember(endpoint, written)
     else:
         Endpoint.objects.filter(pk=endpoint.pk).update(
             consecutive_failures=F("consecutive_failures") + failures,
             last_failure_at=now,
             failing_since=Coalesce("failing_since", Value(now)),
         )
+        _remember(
+            endpoint,
+            {
+                "consecutive_failures": endpoint.consecutive_failures + failures,
+                "last_failure_at": now,
+                "failing_since": endpoint.failing_since or now,
+            },
+        )
     endpoint_record_attempts(endpoint=endpoint, attempts=len(sent), failures=failures)
+
+
+def _remember(endpoint: Endpoint, written: dict[str, Any]) -> None:
+    """Keep the owner's copy of the endpoint as just written, so that its next round
+    judges "written recently" by our own write (else every round after the first second
+    would write the row again)."""
+    for name, value in written.items():
+        setattr(endpoint, name, value)
 
 
 def _defer(claim: Claim, deferral: Deferral) -> None:

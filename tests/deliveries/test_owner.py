@@ -207,6 +207,55 @@ def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Recei
     assert Delivery.objects.get(pk=other.pk).status == DeliveryStatus.PENDING
 
 
+def test_the_owner_s_own_health_writes_are_no_new_version(receiver: Receiver) -> None:
+    # Recording writes the endpoint's health columns about once a second: were they part of
+    # the version, every such round would send the owner back to read the endpoint again.
+    endpoint, _ = make_endpoint(receiver)
+    version = claims.endpoint_version(endpoint_id=endpoint.pk)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        consecutive_failures=3,
+        last_success_at=timezone.now(),
+        last_failure_at=timezone.now(),
+        failing_since=timezone.now(),
+    )
+    assert claims.endpoint_version(endpoint_id=endpoint.pk) == version
+    # What a round sends with is versioned: the circuit, a header, the URL.
+    Endpoint.objects.filter(pk=endpoint.pk).update(circuit_state=CircuitState.OPEN)
+    opened = claims.endpoint_version(endpoint_id=endpoint.pk)
+    assert opened != version
+    Endpoint.objects.filter(pk=endpoint.pk).update(url=endpoint.url + "/other")
+    assert claims.endpoint_version(endpoint_id=endpoint.pk) not in (version, opened)
+
+
+def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Receiver) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    from deliveries.retry_policy import Decision, Verdict
+    from deliveries.services.recording import Result, _record_endpoint_health
+
+    endpoint, _ = make_endpoint(receiver)
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    attempt = Attempt(delivery=delivery, number=1, started_at=timezone.now(), duration_ms=1)
+
+    def sent(verdict: Verdict) -> list[Result]:
+        return [Result(delivery, Decision(verdict), status_code=200, attempt=attempt)]
+
+    _record_endpoint_health(endpoint, sent(Verdict.RETRY))
+    stored = Endpoint.objects.get(pk=endpoint.pk)
+    assert stored.consecutive_failures == endpoint.consecutive_failures == 1
+    assert stored.failing_since == endpoint.failing_since is not None
+    _record_endpoint_health(endpoint, sent(Verdict.SUCCEEDED))
+    stored = Endpoint.objects.get(pk=endpoint.pk)
+    assert stored.last_success_at == endpoint.last_success_at is not None
+    assert endpoint.consecutive_failures == stored.consecutive_failures == 0
+    assert endpoint.failing_since is None
+    # The next success within the precision writes nothing: the copy says it was just now.
+    with CaptureQueriesContext(connection) as queries:
+        _record_endpoint_health(endpoint, sent(Verdict.SUCCEEDED))
+    assert not [q for q in queries if q["sql"].startswith("UPDATE")]
+
+
 def test_duplicate_wakes_are_folded_into_one_message(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
     before = published_wakes()
@@ -276,6 +325,47 @@ def test_many_endpoints_share_the_process_cap_on_open_requests(
         what="all delivered",
     )
     assert most[0] <= 2
+
+
+@pytest.mark.parametrize(
+    ("pool", "task_waits", "hands_on"),
+    [("gevent", False, False), ("gevent", True, True), ("prefork", False, True)],
+)
+def test_an_owner_hands_its_endpoint_on_only_when_a_task_waits_for_the_pool(
+    receiver: Receiver,
+    settings: SettingsWrapper,
+    pool: str,
+    task_waits: bool,
+    hands_on: bool,
+) -> None:
+    # Each hand-on costs a new turn's set-up (take, read, mark, release): a turn ends only
+    # when another task message waits for this worker's pool, or when the worker cannot
+    # tell (a prefork child).
+    from celery.worker import state as worker_state
+
+    from deliveries.services import lanes
+
+    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 0.2
+    receiver.default = Reply(delay_seconds=0.05)
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    with transaction.atomic():
+        for n in range(12):
+            services.emit("order.created", {"n": n})
+    waiting = mock.Mock(name="a task message waiting for a slot")
+    before = published_wakes()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(lanes, "_pool_name", pool))
+        if task_waits:
+            worker_state.reserved_requests.add(waiting)
+            stack.callback(worker_state.reserved_requests.discard, waiting)
+        result = services.endpoint_work(endpoint_id=endpoint.pk)
+    if hands_on:
+        assert result.sent < 12
+        assert published_wakes() - before == 1
+    else:
+        assert result.sent == 12
+        assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+        assert published_wakes() == before
 
 
 def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
