@@ -162,7 +162,8 @@ def _version_sql(endpoint_alias: str) -> str:
     secrets, keys = EndpointSecret._meta.db_table, EndpointSigningKey._meta.db_table
     rows = "COALESCE(string_agg(r::text, ',' ORDER BY r.id), '')"
     of_endpoint = f"r WHERE r.endpoint_id = {endpoint_alias}.id"
-    columns = [Endpoint._meta.get_field(name).column for name in UNVERSIONED_FIELDS]
+    column_of = {f.name: f.column for f in Endpoint._meta.concrete_fields}
+    columns = [column_of[name] for name in UNVERSIONED_FIELDS]
     unversioned = "ARRAY[" + ", ".join(f"'{column}'" for column in columns) + "]"
     return (
         f"md5((to_jsonb({endpoint_alias}) - {unversioned})::text) || '/' || "  # noqa: S608 (names from the models)
