@@ -309,7 +309,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     @admin.display(description="signing secrets")
     def signing_secrets(self, endpoint: Endpoint) -> SafeString:
-        active = selectors.signing_secrets(endpoint=endpoint, now=timezone.now()).count()
+        active = selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now()).count()
         url = reverse("admin:deliveries_endpoint_reveal_secret", args=[endpoint.pk])
         return format_html(
             '{} signing now. <a href="{}">Reveal…</a> (needs the "reveal" permission)',
@@ -552,7 +552,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             "endpoint": endpoint,
         }
         if request.method == "POST":
-            secrets = list(selectors.signing_secrets(endpoint=endpoint, now=timezone.now()))
+            secrets = list(
+                selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now())
+            )
             audit(request, [endpoint], "Revealed the signing secrets")
             return self._secrets_page(
                 request,

@@ -369,7 +369,7 @@ def endpoint_secret(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
         )
         secrets = [
             (secret.value, secret.expires_at)
-            for secret in selectors.signing_secrets(endpoint=endpoint, now=timezone.now())
+            for secret in selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now())
         ]
         return _page(
             request,

@@ -27,11 +27,11 @@ from .deliveries import (
     tenant_deliveries,
 )
 from .endpoints import (
+    endpoint_signing_secrets,
     endpoints_with_stats,
     held_deliveries_count,
     known_tenants,
     replayable_endpoints,
-    signing_secrets,
     success_rate,
     tenant_endpoints,
 )
@@ -41,6 +41,7 @@ __all__ = [
     "deliveries_filtered",
     "delivery_details",
     "endpoint_recent_deliveries",
+    "endpoint_signing_secrets",
     "endpoints_with_stats",
     "event_timeline",
     "event_types_seen",
@@ -50,7 +51,6 @@ __all__ = [
     "known_tenants",
     "recent_test_deliveries",
     "replayable_endpoints",
-    "signing_secrets",
     "success_rate",
     "tenant_deliveries",
     "tenant_endpoints",

@@ -43,7 +43,7 @@ def held_deliveries_count(*, endpoint: Endpoint) -> int:
     return endpoint.deliveries.filter(status=DeliveryStatus.HELD).count()
 
 
-def signing_secrets(*, endpoint: Endpoint, now: datetime) -> QuerySet[EndpointSecret]:
+def endpoint_signing_secrets(*, endpoint: Endpoint, now: datetime) -> QuerySet[EndpointSecret]:
     """The secrets that sign the endpoint's requests at ``now``, newest first."""
     return endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")
 
