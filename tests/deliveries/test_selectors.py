@@ -7,7 +7,9 @@ import pytest
 from django.utils import timezone
 
 from deliveries import selectors
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.models import DeliveryStatus, Endpoint, EndpointState
+
+from .portal.test_pages import delivery_to
 
 pytestmark = pytest.mark.django_db
 
@@ -16,17 +18,6 @@ def endpoint_of(tenant: str | None, **fields: object) -> Endpoint:
     return Endpoint.objects.create(
         url=f"https://{tenant or 'none'}.example.com/hook", tenant=tenant, **fields
     )
-
-
-def delivery_to(endpoint: Endpoint, status: str = DeliveryStatus.DEAD_LETTERED) -> Delivery:
-    event = Event.objects.create(
-        type="invoice.paid",
-        data={},
-        occurred_at=timezone.now(),
-        fanned_out_at=timezone.now(),
-        tenant=endpoint.tenant,
-    )
-    return Delivery.objects.create(event=event, endpoint=endpoint, status=status, attempts=3)
 
 
 def test_tenant_scopes_hold_only_the_tenants_rows() -> None:
