@@ -3,6 +3,8 @@
 from collections.abc import Iterable
 
 WILDCARD = "*"
+#: The harmless event an operator or a tenant sends to check one endpoint end to end.
+TEST_EVENT_TYPE = "webhook.test"
 
 
 def validate_filter(pattern: str) -> str | None:

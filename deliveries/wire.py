@@ -8,9 +8,6 @@ from . import conf, handshake, rendering, signing
 from .headers import MASK, is_credential
 from .models import Delivery, Endpoint, Event
 
-# The placeholder stored attempts show for a credential header: the one of every read.
-REDACTED = MASK
-
 
 def render_body(event: Event, endpoint: Endpoint | None = None) -> bytes:
     version, data = rendering.versioned_payload(event, endpoint)

@@ -20,10 +20,9 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from .. import auth_forms, headers, services
+from .. import auth_forms, headers, selectors, services
 from ..models import (
     CircuitTransition,
-    DeliveryStatus,
     Endpoint,
     EndpointState,
     EnvelopeKind,
@@ -31,8 +30,6 @@ from ..models import (
     StateSetBy,
     Validation,
 )
-from ..services.endpoint_check import recent_test_deliveries
-from ..services.endpoint_stats import endpoints_with_stats, success_rate
 from ..services.endpoints import CREATE_ONLY, DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
 from ..url_fields import EndpointURLFormField
 from .audit import audit
@@ -287,11 +284,11 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     # --- list: health figures in the same SELECT -----------------------------------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
-        return endpoints_with_stats(super().get_queryset(request), now=timezone.now())
+        return selectors.endpoints_with_stats(super().get_queryset(request), now=timezone.now())
 
     @admin.display(description="success 24h", ordering="successes_24h")
     def success_rate_24h(self, endpoint: Any) -> str:
-        rate = success_rate(endpoint.attempts_24h, endpoint.successes_24h)
+        rate = selectors.success_rate(endpoint.attempts_24h, endpoint.successes_24h)
         if rate is None:
             return "-"
         return f"{rate:.0%} of {endpoint.attempts_24h}"
@@ -312,8 +309,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     @admin.display(description="signing secrets")
     def signing_secrets(self, endpoint: Endpoint) -> SafeString:
-        now = timezone.now()
-        active = endpoint.secrets.unexpired(now).count()
+        active = selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now()).count()
         url = reverse("admin:deliveries_endpoint_reveal_secret", args=[endpoint.pk])
         return format_html(
             '{} signing now. <a href="{}">Reveal…</a> (needs the "reveal" permission)',
@@ -328,7 +324,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     @admin.display(description="test events (webhook.test)")
     def test_events(self, endpoint: Endpoint) -> SafeString | str:
-        rows = recent_test_deliveries(endpoint_id=endpoint.pk)
+        rows = selectors.recent_test_deliveries(endpoint_id=endpoint.pk)
         if not rows:
             return "none sent yet"
         lines = []
@@ -388,7 +384,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     ) -> HttpResponse | None:
         form = ResumeForm(request.POST if "confirm" in request.POST else None)
         if not form.is_valid():
-            held = {e.pk: e.deliveries.filter(status=DeliveryStatus.HELD).count() for e in queryset}
+            held = {e.pk: selectors.held_deliveries_count(endpoint=e) for e in queryset}
             return self._intermediate(
                 request,
                 queryset,
@@ -556,8 +552,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             "endpoint": endpoint,
         }
         if request.method == "POST":
-            now = timezone.now()
-            secrets = list(endpoint.secrets.unexpired(now).order_by("-created_at"))
+            secrets = list(
+                selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now())
+            )
             audit(request, [endpoint], "Revealed the signing secrets")
             return self._secrets_page(
                 request,

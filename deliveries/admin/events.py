@@ -3,13 +3,12 @@
 import json
 
 from django.contrib import admin
-from django.db.models import Prefetch
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from .. import payloads
-from ..models import Attempt, Delivery, Event
+from .. import payloads, selectors
+from ..models import Event
 from .filters import TenantFilter, TimeRangeFilter
 
 
@@ -50,12 +49,7 @@ class EventAdmin(admin.ModelAdmin[Event]):
 
     @admin.display(description="deliveries and attempts")
     def delivery_timeline(self, event: Event) -> SafeString:
-        deliveries = (
-            Delivery.objects.filter(event=event)
-            .select_related("endpoint")
-            .prefetch_related(Prefetch("attempt_set", queryset=Attempt.objects.order_by("number")))
-            .order_by("created_at", "id")
-        )
+        deliveries = selectors.event_timeline(event=event)
         return SafeString(
             render_to_string("admin/deliveries/event/timeline.html", {"deliveries": deliveries})
         )

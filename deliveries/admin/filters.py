@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..models import DeliveryStatus, Endpoint, Event
+from .. import selectors
+from ..models import DeliveryStatus
 
 
 def _aware(value: Any) -> Any:
@@ -99,10 +100,7 @@ class EventTypeFilter(admin.SimpleListFilter):
     MAX_CHOICES = 200
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        types = (Event.objects.order_by("type").values_list("type", flat=True).distinct())[
-            : self.MAX_CHOICES
-        ]
-        return [(t, t) for t in types]
+        return [(t, t) for t in selectors.event_types_seen(limit=self.MAX_CHOICES)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value():
@@ -121,12 +119,7 @@ class TenantFilter(admin.SimpleListFilter):
     field_path = "tenant"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        known = list(
-            Endpoint.objects.filter(tenant__isnull=False)
-            .order_by("tenant")
-            .values_list("tenant", flat=True)
-            .distinct()[: self.MAX_CHOICES]
-        )
+        known = selectors.known_tenants(limit=self.MAX_CHOICES)
         return [(self.NONE, "No tenant"), *((t, t) for t in known if t is not None)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -140,4 +133,4 @@ class TenantFilter(admin.SimpleListFilter):
 
 class DeliveryTenantFilter(TenantFilter):
     # A delivery's event and endpoint always share a tenant (fan-out matches them).
-    field_path = "endpoint__tenant"
+    field_path = selectors.TENANT_FIELD

@@ -11,8 +11,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import event_types, services, tenants
-from ..models import Endpoint, EndpointState, Replay
+from .. import event_types, selectors, services, tenants
+from ..models import Replay
 from .audit import audit
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
@@ -32,7 +32,7 @@ class ReplayForm(forms.Form):
         help_text="Optional: only this tenant's events and endpoints.",
     )
     endpoints = forms.ModelMultipleChoiceField(
-        queryset=Endpoint.objects.exclude(state=EndpointState.DISABLED),
+        queryset=selectors.replayable_endpoints(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="Optional: only these endpoints (each still gets only what it subscribes to).",

@@ -13,7 +13,7 @@ from rest_framework.serializers import BaseSerializer
 
 from webhooks_core.api.actions import retry_response
 
-from .. import services, tracing
+from .. import selectors, services, tracing
 from ..models import Delivery, Endpoint, Event
 from . import scoping
 from . import serializers as s
@@ -159,7 +159,7 @@ class EventViewSet(
 
     def get_queryset(self) -> QuerySet[Event]:
         # Every event shows its deliveries, in the list too: one query for all of them.
-        queryset = scoping.scoped(self.request, Event.objects.prefetch_related("deliveries"))
+        queryset = scoping.scoped(self.request, selectors.events_with_deliveries())
         return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
     @extend_schema(
@@ -209,27 +209,22 @@ class DeliveryViewSet(
     serializer_class = s.DeliverySummarySerializer
 
     def get_queryset(self) -> QuerySet[Delivery]:
+        queryset = scoping.scoped(self.request, Delivery.objects.all(), selectors.TENANT_FIELD)
         if self.action == "retrieve":
-            return scoping.scoped(
-                self.request,
-                Delivery.objects.select_related("event").prefetch_related("attempt_set"),
-                "endpoint__tenant",
-            )
-        queryset = scoping.scoped(self.request, Delivery.objects.all(), "endpoint__tenant")
+            return selectors.delivery_details(queryset)
         if self.action == "list":
+            # Every filter the serializer let through is a value (none is blank or null).
             wanted = validated_filters(s.DeliveryFilterSerializer, self.request)
-            if "status" in wanted:
-                queryset = queryset.filter(status=wanted["status"])
-            if "endpoint" in wanted:
-                queryset = queryset.filter(endpoint_id=wanted["endpoint"])
-            if "event" in wanted:
-                queryset = queryset.filter(event_id=wanted["event"])
-            if "event_type" in wanted:
-                queryset = queryset.filter(event__type=wanted["event_type"])
             if "tenant" in wanted:
                 scoping.check_named_tenant(self.request, wanted["tenant"])
-                # Fan-out gives an event's deliveries to its own tenant's endpoints only.
-                queryset = queryset.filter(endpoint__tenant=wanted["tenant"])
+            queryset = selectors.deliveries_filtered(
+                queryset,
+                status=wanted.get("status"),
+                endpoint_id=wanted.get("endpoint"),
+                event_id=wanted.get("event"),
+                event_type=wanted.get("event_type"),
+                tenant=wanted.get("tenant"),
+            )
         return queryset
 
     def get_serializer_class(self) -> type[BaseSerializer[Delivery]]:

@@ -13,9 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 
+from ..selectors.dashboard import PERCENTILES, WINDOWS, DashboardData, dashboard_data
 from ..urlmask import masked_url
 from .charts import Series, bar_chart, hbar_chart, line_chart
-from .data import PERCENTILES, WINDOWS, DashboardData, dashboard_data
 
 
 def build_charts(data: DashboardData) -> dict[str, str]:

@@ -7,7 +7,6 @@ from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -18,8 +17,8 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import auth_forms, catalogue, payloads, services
-from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, StateSetBy
+from .. import auth_forms, catalogue, payloads, selectors, services
+from ..models import DeliveryStatus, Endpoint, EndpointState, StateSetBy
 from ..rendering import versioned_payload
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from . import access
@@ -84,18 +83,9 @@ def _note(tenant: str, action: str, target: object) -> None:
     logger.info("portal: tenant %s %s %s", tenant, action, target)
 
 
-def _endpoints(tenant: str) -> QuerySet[Endpoint]:
-    return Endpoint.objects.filter(tenant=tenant)
-
-
 def _endpoint(tenant: str, pk: UUID) -> Endpoint:
     # Another tenant's endpoint is a 404, exactly like one that does not exist.
-    return get_object_or_404(_endpoints(tenant), pk=pk)
-
-
-def _deliveries(tenant: str) -> QuerySet[Delivery]:
-    # Fan-out gives an event only to endpoints of its own tenant.
-    return Delivery.objects.filter(endpoint__tenant=tenant)
+    return get_object_or_404(selectors.tenant_endpoints(tenant=tenant), pk=pk)
 
 
 def _catalogue() -> list[dict[str, Any]]:
@@ -187,7 +177,7 @@ def home(request: HttpRequest, tenant: str) -> HttpResponse:
         "endpoints.html",
         {
             "tenant": tenant,
-            "endpoints": list(_endpoints(tenant).order_by("created_at")),
+            "endpoints": list(selectors.tenant_endpoints(tenant=tenant)),
             "retention": services.tenant_retention(tenant=tenant),
         },
     )
@@ -258,11 +248,8 @@ def _endpoint_page(
     status: int = 200,
     notice_key: str = "",
 ) -> HttpResponse:
-    recent = list(
-        _deliveries(tenant)
-        .filter(endpoint=endpoint)
-        .select_related("event")
-        .order_by("-created_at", "-id")[:10]
+    recent = selectors.endpoint_recent_deliveries(
+        selectors.tenant_deliveries(tenant=tenant), endpoint_id=endpoint.pk
     )
     page = _page(
         request,
@@ -376,14 +363,13 @@ def endpoint_delete(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
 def endpoint_secret(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
     if request.method == "POST":
-        now = timezone.now()
         _note(tenant, "revealed the signing secret of endpoint", endpoint.pk)
         services.portal_secret_revealed(
             tenant=tenant, session_id=access.session_id(request), endpoint_id=endpoint.pk
         )
         secrets = [
             (secret.value, secret.expires_at)
-            for secret in endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")
+            for secret in selectors.endpoint_signing_secrets(endpoint=endpoint, now=timezone.now())
         ]
         return _page(
             request,
@@ -474,19 +460,19 @@ def endpoint_validate(request: HttpRequest, tenant: str, pk: UUID) -> HttpRespon
 @require_GET
 @portal_view
 def delivery_list(request: HttpRequest, tenant: str) -> HttpResponse:
-    endpoints = list(_endpoints(tenant).order_by("created_at"))
+    endpoints = list(selectors.tenant_endpoints(tenant=tenant))
     filters = DeliveryFilterForm(request.GET or None, endpoints=endpoints)
-    deliveries = _deliveries(tenant).select_related("event", "endpoint")
+    deliveries = selectors.tenant_deliveries(tenant=tenant).select_related("event", "endpoint")
     if filters.is_valid():
         wanted = filters.cleaned_data
-        if wanted["status"]:
-            deliveries = deliveries.filter(status=wanted["status"])
-        if wanted["endpoint"]:
-            deliveries = deliveries.filter(endpoint_id=wanted["endpoint"])
-        if wanted["event_type"]:
-            deliveries = deliveries.filter(event__type=wanted["event_type"])
-        if wanted["since"]:
-            deliveries = deliveries.filter(created_at__gte=wanted["since"])
+        # The form's "any" is blank: not a filter.
+        deliveries = selectors.deliveries_filtered(
+            deliveries,
+            status=wanted["status"] or None,
+            endpoint_id=wanted["endpoint"] or None,
+            event_type=wanted["event_type"] or None,
+            since=wanted["since"] or None,
+        )
     page = Paginator(deliveries.order_by("-created_at", "-id"), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
@@ -503,7 +489,9 @@ def delivery_list(request: HttpRequest, tenant: str) -> HttpResponse:
 @require_GET
 @portal_view
 def delivery_detail(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
-    delivery = get_object_or_404(_deliveries(tenant).select_related("event", "endpoint"), pk=pk)
+    delivery = get_object_or_404(
+        selectors.delivery_details(selectors.tenant_deliveries(tenant=tenant)), pk=pk
+    )
     attempts = [
         {
             "number": attempt.number,
@@ -540,7 +528,7 @@ def delivery_detail(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
 @require_POST
 @portal_view
 def delivery_retry(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
-    delivery = get_object_or_404(_deliveries(tenant), pk=pk)
+    delivery = get_object_or_404(selectors.tenant_deliveries(tenant=tenant), pk=pk)
     try:
         services.delivery_retry(delivery_id=delivery.pk)
     except services.DeliveryNotRetryable:
@@ -553,7 +541,7 @@ def delivery_retry(request: HttpRequest, tenant: str, pk: int) -> HttpResponse:
 @portal_view
 def recover(request: HttpRequest, tenant: str) -> HttpResponse:
     """Send again what failed since a time: a preview of how many, then a confirmation."""
-    endpoints = list(_endpoints(tenant).order_by("created_at"))
+    endpoints = list(selectors.tenant_endpoints(tenant=tenant))
     form = RecoverForm(request.POST if request.method == "POST" else None, endpoints=endpoints)
     context: dict[str, Any] = {"tenant": tenant, "form": form}
     if request.method == "POST" and form.is_valid():
@@ -566,7 +554,7 @@ def recover(request: HttpRequest, tenant: str) -> HttpResponse:
             context["queued"] = queued
             _note(tenant, "recovered failed deliveries since", f"{since.isoformat()}: {queued}")
         else:
-            context["preview"] = services.failed_deliveries(
+            context["preview"] = selectors.failed_deliveries(
                 tenant=tenant, since=since, endpoint_id=endpoint_id
             ).count()
     return _page(request, "recover.html", context)

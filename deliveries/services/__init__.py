@@ -65,7 +65,7 @@ from .portal import (
     portal_session_find,
     portal_session_tenant,
 )
-from .recovery import deliveries_recover, failed_deliveries
+from .recovery import deliveries_recover
 from .replay import (
     ReplayFilters,
     ReplayInvalid,
@@ -136,7 +136,6 @@ __all__ = [
     "endpoint_work",
     "event_fan_out",
     "events_fan_out",
-    "failed_deliveries",
     "portal_link_create",
     "portal_link_open",
     "portal_link_peek",

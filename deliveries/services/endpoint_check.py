@@ -15,12 +15,11 @@ from django.utils import timezone
 
 from .. import broker_urls, deadlines, destinations
 from ..destinations.base import Credentials, Kind
+from ..event_types import TEST_EVENT_TYPE
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from ..wire import signing_keys
 from .dispatch import dispatch_wakes
 from .validation import ready as validation_ready
-
-TEST_EVENT_TYPE = "webhook.test"
 
 
 class EndpointNotActive(Exception):
@@ -54,14 +53,6 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
         )
         transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
     return delivery
-
-
-def recent_test_deliveries(*, endpoint_id: UUID, limit: int = 5) -> list[Delivery]:
-    return list(
-        Delivery.objects.filter(endpoint_id=endpoint_id, event__type=TEST_EVENT_TYPE)
-        .prefetch_related("attempt_set")
-        .order_by("-created_at")[:limit]
-    )
 
 
 @dataclass(frozen=True)

@@ -3,26 +3,8 @@
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import QuerySet
-
-from ..models import Delivery, DeliveryStatus, EndpointState
+from ..selectors.deliveries import failed_deliveries
 from .retry import DeliveryNotRetryable, delivery_retry
-
-
-def failed_deliveries(
-    *, tenant: str, since: datetime, endpoint_id: UUID | None = None
-) -> QuerySet[Delivery]:
-    """The tenant's dead-lettered deliveries created since ``since``, to active endpoints
-    (a suspended or disabled endpoint would refuse the retry)."""
-    failed = Delivery.objects.filter(
-        endpoint__tenant=tenant,
-        endpoint__state=EndpointState.ACTIVE,
-        status=DeliveryStatus.DEAD_LETTERED,
-        created_at__gte=since,
-    )
-    if endpoint_id is not None:
-        failed = failed.filter(endpoint_id=endpoint_id)
-    return failed
 
 
 def deliveries_recover(*, tenant: str, since: datetime, endpoint_id: UUID | None = None) -> int:

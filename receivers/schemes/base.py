@@ -357,7 +357,9 @@ def split_signature_list(header: str) -> tuple[list[str], str]:
 # --- small parsing helpers shared by the schemes -----------------------------------------
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
+def _parsed_json(body: bytes | str, expected: type[dict[str, Any]] | type[list[Any]]) -> Any:
+    """The JSON document in ``body``, of the type expected, under the rules every scheme's
+    body follows: no NaN, no infinity, at most ``MAX_DEPTH`` levels, storable text."""
     too_deep_error = f"body is nested more than {MAX_DEPTH} levels deep"
     try:
         data = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -365,33 +367,31 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise MalformedEnvelope("body is not valid JSON") from None
     except RecursionError:
         raise MalformedEnvelope(too_deep_error) from None
-    if not isinstance(data, dict):
-        raise MalformedEnvelope("body must be a JSON object")
+    if not isinstance(data, expected):
+        kind = "object" if expected is dict else "array"
+        raise MalformedEnvelope(f"body must be a JSON {kind}")
     if too_deep(data):
         raise MalformedEnvelope(too_deep_error)
     # Only an escape can smuggle these in; most bodies have none and skip the check.
-    if b"\\u" in body and not _storable_text(data):
+    escaped = b"\\u" in body if isinstance(body, bytes) else "\\u" in body
+    if escaped and not _storable_text(data):
         raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")
+    return data
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    data: dict[str, Any] = _parsed_json(body, dict)
     return data
 
 
 def parse_json_array(body: bytes) -> list[tuple[dict[str, Any], bytes]]:
     """A JSON array of objects, each with its own exact bytes as sent, under the same
     rules as ``parse_json_object`` (no NaN, no infinity, depth, storable text)."""
-    too_deep_error = f"body is nested more than {MAX_DEPTH} levels deep"
     try:
         text = body.decode("utf-8")
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except (UnicodeDecodeError, ValueError):
+    except UnicodeDecodeError:
         raise MalformedEnvelope("body is not valid JSON") from None
-    except RecursionError:
-        raise MalformedEnvelope(too_deep_error) from None
-    if not isinstance(data, list):
-        raise MalformedEnvelope("body must be a JSON array")
-    if too_deep(data):
-        raise MalformedEnvelope(too_deep_error)
-    if "\\u" in text and not _storable_text(data):
-        raise MalformedEnvelope("body contains \\u0000 or an unpaired surrogate")
+    data: list[Any] = _parsed_json(text, list)
     items = []
     for index, (item, raw) in enumerate(zip(data, _array_items(text), strict=True)):
         if not isinstance(item, dict):

@@ -8,7 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from deliveries.dashboard import charts
-from deliveries.dashboard.data import WINDOWS, dashboard_data
+from deliveries.selectors.dashboard import WINDOWS, dashboard_data
 
 from .dashboard_data import seed_dashboard
 

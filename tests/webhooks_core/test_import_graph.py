@@ -22,7 +22,7 @@ PACKAGES = ("deliveries", "receivers", "webhooks_core")
 ACROSS = {
     ("deliveries.api.urls", "receivers.api"),
     ("deliveries.api.urls", "receivers.api.urls"),
-    ("deliveries.dashboard.data", "receivers.models"),
+    ("deliveries.selectors.dashboard", "receivers.models"),
 }
 
 

@@ -1,13 +1,51 @@
-"""Health figures for the endpoint change list, as subqueries of one SELECT (no N+1)."""
+"""Reads of endpoints for the pages (admin, portal, API): scoping, health figures, secrets."""
 
 from datetime import datetime, timedelta
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint
+from ..models import (
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointSecret,
+    EndpointState,
+)
 
 STATS_WINDOW = timedelta(hours=24)
+
+
+def tenant_endpoints(*, tenant: str) -> QuerySet[Endpoint]:
+    """One tenant's endpoints, oldest first (the portal's scope: another tenant's endpoint
+    is not in it, so it is a 404 like one that does not exist)."""
+    return Endpoint.objects.filter(tenant=tenant).order_by("created_at")
+
+
+def replayable_endpoints() -> QuerySet[Endpoint]:
+    """The endpoints a replay may choose (a disabled one receives nothing)."""
+    return Endpoint.objects.exclude(state=EndpointState.DISABLED)
+
+
+def known_tenants(*, limit: int) -> list[str | None]:
+    """The tenants that have an endpoint, in order, at most ``limit`` of them."""
+    return list(
+        Endpoint.objects.filter(tenant__isnull=False)
+        .order_by("tenant")
+        .values_list("tenant", flat=True)
+        .distinct()[:limit]
+    )
+
+
+def held_deliveries_count(*, endpoint: Endpoint) -> int:
+    """The deliveries held while the endpoint was not active (its backlog on resume)."""
+    return endpoint.deliveries.filter(status=DeliveryStatus.HELD).count()
+
+
+def endpoint_signing_secrets(*, endpoint: Endpoint, now: datetime) -> QuerySet[EndpointSecret]:
+    """The secrets that sign the endpoint's requests at ``now``, newest first."""
+    return endpoint.secrets.unexpired(now).order_by("-created_at", "-pk")
 
 
 def _count(queryset: QuerySet[Delivery] | QuerySet[Attempt], group_by: str) -> Coalesce:
@@ -16,7 +54,8 @@ def _count(queryset: QuerySet[Delivery] | QuerySet[Attempt], group_by: str) -> C
 
 
 def endpoints_with_stats(queryset: QuerySet[Endpoint], *, now: datetime) -> QuerySet[Endpoint]:
-    """Annotate attempts_24h, successes_24h, pending_count and dead_lettered_count.
+    """Annotate attempts_24h, successes_24h, pending_count and dead_lettered_count, as
+    subqueries of one SELECT (no N+1).
 
     Separate subqueries rather than joined COUNTs, which would multiply each other's rows.
     """
