@@ -123,7 +123,7 @@ def delivery_attempt(*, delivery_id: int) -> str:
 def hand_back(
     *, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0
 ) -> tuple[uuid.UUID | None, float | None]:
-    """An owner with nothing left stops: it clears its wake mark (the next wake publishes
+    """An owner with nothing left stops: it clears its wake mark (the next wake dispatches
     a message), releases its lease, then looks once more. A row that became due before
     the mark was cleared had its wake folded into our work, so it is seen here: the owner
     takes the lease back and goes on (returns the new token). One that became due after
@@ -517,7 +517,7 @@ class _Owner:
     # -- wake marks ----------------------------------------------------------------------
 
     def _mark_working(self) -> None:
-        # On a Redis error wakes publish messages that find us working: more, never fewer.
+        # On a Redis error wakes dispatch messages that find us working: more, never fewer.
         with contextlib.suppress(redis.RedisError):
             wake_book().working(self.endpoint_id, self.lease)
 

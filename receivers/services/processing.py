@@ -30,7 +30,7 @@ from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
 from ..idempotency import MissingPredecessor
 from ..models import InboxEvent, InboxStatus
-from .enqueue import enqueue_processing
+from .dispatch import dispatch_processing
 
 logger = logging.getLogger(__name__)
 
@@ -196,12 +196,12 @@ def _failure(claim: Claim, exc: Exception) -> str:
             error=error,
             tb=tb,
             next_attempt_at=now + timedelta(seconds=delay),
-            # Long waits have no message out: the sweeper enqueues them when due.
+            # Long waits have no message out: the sweeper dispatches them when due.
             enqueued_at=now if short_wait else None,
         )
         if marked and short_wait:
             transaction.on_commit(
-                lambda: enqueue_processing([event.pk], countdown=delay), robust=True
+                lambda: dispatch_processing([event.pk], countdown=delay), robust=True
             )
     return Outcome.RETRY_SCHEDULED if marked else Outcome.LEASE_LOST
 
@@ -227,5 +227,5 @@ def inbox_retry(*, inbox_id: uuid.UUID | str) -> InboxEvent:
         event.enqueued_at = now
         event.processed_at = None
         event.save()
-        transaction.on_commit(lambda: enqueue_processing([event.pk]), robust=True)
+        transaction.on_commit(lambda: dispatch_processing([event.pk]), robust=True)
     return event

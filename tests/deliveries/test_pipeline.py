@@ -282,7 +282,7 @@ def test_sweeper_fans_out_events_whose_message_was_lost(
     celery_worker: object, receiver: Receiver, fast_sweeps: None
 ) -> None:
     make_endpoint(receiver)
-    # As if the broker lost the fan-out message: the row exists, nothing was enqueued.
+    # As if the broker lost the fan-out message: the row exists, nothing was dispatched.
     event = Event.objects.create(type="order.created", data={"id": 1}, occurred_at=timezone.now())
     Event.objects.filter(pk=event.pk).update(created_at=timezone.now() - timedelta(seconds=5))
 
@@ -292,7 +292,7 @@ def test_sweeper_fans_out_events_whose_message_was_lost(
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
 
 
-def test_long_waits_stay_in_the_database_until_the_sweeper_enqueues_them(
+def test_long_waits_stay_in_the_database_until_the_sweeper_wakes_them(
     celery_worker: object, receiver: Receiver, settings: Any, fast_sweeps: None
 ) -> None:
     settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 0.01

@@ -260,8 +260,8 @@ def test_a_host_that_only_receives(
     # Reconciliation runs there too (no source has a provider API: nothing to ask).
     out = run(
         venv, project / "manage.py", "shell", "-c",
-        "from receivers.reconciliation import enqueue_reconciliations\n"
-        "print(enqueue_reconciliations())",
+        "from receivers.reconciliation import dispatch_reconciliations\n"
+        "print(dispatch_reconciliations())",
         cwd=project, env=env,
     )  # fmt: skip
     assert out.split()[-1] == "0"

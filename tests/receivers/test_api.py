@@ -1,7 +1,7 @@
 """The receiving side's HTTP API (issue 7): sources and the inbox, under the same token auth,
 pagination and error handling as the sending API.
 
-Plain ``django_db`` tests (nothing commits, so no task is enqueued), except the last one,
+Plain ``django_db`` tests (nothing commits, so no task message is dispatched), except the last one,
 which proves on the real stack that a retry through the API gets the event processed.
 """
 
