@@ -39,8 +39,7 @@ from django.db import DatabaseError, IntegrityError, connection
 from django.utils import timezone
 
 from .. import conf, deadlines, destinations, metrics
-from ..destinations import Credentials, Kind
-from ..destinations import Outcome as SendOutcome
+from ..destinations import Credentials, Kind, Outcome
 from ..headers import MASK
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
@@ -49,9 +48,9 @@ from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire_one, release, try_acquire
-from .outcomes import Outcome
+from .outcomes import DeliveryOutcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
-from .recording import Claim, Deferral, Result, record
+from .recording import Deferral, DeliveryClaim, Result, record
 from .validation import ready as validation_ready
 
 logger = logging.getLogger(__name__)
@@ -107,17 +106,17 @@ def endpoint_work(*, endpoint_id: UUID | str) -> WorkResult:
 
 def delivery_attempt(*, delivery_id: int) -> str:
     """Work the delivery's endpoint now, in this thread (a shell's or a test's synchronous
-    path); returns that delivery's outcome (an `Outcome` string)."""
+    path); returns that delivery's outcome (a `DeliveryOutcome` string)."""
     endpoint_id = (
         Delivery.objects.filter(pk=delivery_id).values_list("endpoint_id", flat=True).first()
     )
     if endpoint_id is None:
-        return Outcome.NOT_CLAIMED
+        return DeliveryOutcome.NOT_CLAIMED
     result = endpoint_work(endpoint_id=endpoint_id)
     if delivery_id in result.outcomes:
         return result.outcomes[delivery_id]
     status = Delivery.objects.filter(pk=delivery_id).values_list("status", flat=True).first()
-    return Outcome.HELD if status == DeliveryStatus.HELD else Outcome.NOT_CLAIMED
+    return DeliveryOutcome.HELD if status == DeliveryStatus.HELD else DeliveryOutcome.NOT_CLAIMED
 
 
 def hand_back(
@@ -156,7 +155,7 @@ class _Owner:
         self.lease = lease_seconds()
         self.renew_every = self.lease / 3
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
-        self.finished: queue.Queue[tuple[Delivery, SendOutcome, Credentials]] = queue.Queue()
+        self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
         self.endpoint: Endpoint | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
@@ -391,7 +390,7 @@ class _Owner:
             try:
                 outcome = destination.send(delivery, deadline, credentials)
             except Exception as exc:
-                outcome = SendOutcome(
+                outcome = Outcome(
                     Kind.RETRY,
                     error=f"not sent, error on our side: {type(exc).__name__}: {exc}",
                     started_at=timezone.now(),
@@ -449,7 +448,7 @@ class _Owner:
         endpoint = self.endpoint
         if endpoint is None or not (results or deferral.deliveries):
             return
-        claim = Claim(
+        claim = DeliveryClaim(
             deliveries=[r.delivery for r in results] + deferral.deliveries,
             token=self.token,
             now=timezone.now(),
@@ -531,7 +530,7 @@ def _unexpired(values: list[tuple[str, Any]], now: Any) -> list[str]:
     return [value for value, expires_at in values if expires_at is None or expires_at > now]
 
 
-def _result(delivery: Delivery, outcome: SendOutcome, credentials: Credentials) -> Result:
+def _result(delivery: Delivery, outcome: Outcome, credentials: Credentials) -> Result:
     """A destination's outcome as the record it makes, decided by the retry policy."""
     endpoint = delivery.endpoint
     now = timezone.now()

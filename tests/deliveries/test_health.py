@@ -321,7 +321,7 @@ def test_connect_time_refusal_for_a_name_resolving_to_loopback(
 
     outcome = services.delivery_attempt(delivery_id=delivery.pk)
 
-    assert outcome == services.Outcome.RETRY_SCHEDULED
+    assert outcome == services.DeliveryOutcome.RETRY_SCHEDULED
     assert receiver.requests == []
     attempt = Attempt.objects.get(delivery=delivery)
     assert attempt.response_status is None

@@ -412,9 +412,9 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
     failed = Outcome(Kind.RETRY, error="not sent, error on our side", local_failure=True)
     result = _result(claimed, failed, Credentials(["s"], [], 0))
 
-    from deliveries.services.recording import Claim, Deferral, record
+    from deliveries.services.recording import Deferral, DeliveryClaim, record
 
-    claim = Claim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
+    claim = DeliveryClaim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
     record(claim, endpoint, [result], Deferral([]))
 
     endpoint.refresh_from_db()
