@@ -1,4 +1,4 @@
-"""Schemathesis against the served OpenAPI schema (issue 18): bounded and deterministic.
+"""Schemathesis against the served OpenAPI schema: bounded and deterministic.
 
 Every operation of ``GET /api/v1/schema`` is called in-process through the WSGI
 application, with a valid token, with the default checks: no 5xx, only documented

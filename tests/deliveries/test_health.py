@@ -1,4 +1,4 @@
-"""Endpoint health and isolation on the real stack (issue 6): auto-suspension with its
+"""Endpoint health and isolation on the real stack: auto-suspension with its
 notifications, the circuit breaker, rate and in-flight limits across workers, the SSRF
 guard at creation and at connect time."""
 

@@ -1,6 +1,6 @@
 """The sending engine's owner protocol on the real stack: one owner per endpoint, wakes that
-name no rows, a total deadline per request, and the findings of the engine issue (#22),
-each with a test that failed on the engine before it."""
+name no rows, a total deadline per request, and the defects found in the engine before
+this one, each with a test that failed on that engine."""
 
 import contextlib
 import json
@@ -281,7 +281,7 @@ def test_many_endpoints_share_the_process_cap_on_open_requests(
 def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
     celery_worker: object, receiver: Receiver, settings: SettingsWrapper
 ) -> None:
-    # Finding 4's family: nothing in Redis may stall an endpoint (no slot to leak).
+    # Nothing in Redis may stall an endpoint (there is no slot to leak).
     settings.WEBHOOKS_HEALTH_REDIS_URL = "redis://127.0.0.1:9/0"
     endpoint, _ = make_endpoint(receiver)
     for n in range(5):
@@ -299,8 +299,8 @@ def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
 def test_a_disable_cancels_every_waiting_row_in_flight_ones_included(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    # Finding 6: rows in flight at the disable came back pending, were parked held, and
-    # stayed so for ever.
+    # Rows in flight at the disable once came back pending, were parked held, and stayed
+    # so for ever.
     endpoint, _ = make_endpoint(receiver, max_in_flight=2)
     receiver.default = Reply(status=500, delay_seconds=0.5)
     with transaction.atomic():
@@ -343,7 +343,7 @@ def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
 def test_a_header_change_applies_to_the_owner_s_next_round(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    # Finding 6: take-along rounds used the endpoint as read at the batch's start.
+    # Take-along rounds once used the endpoint as read at the batch's start.
     endpoint, _ = make_endpoint(receiver, max_in_flight=1, custom_headers={"X-Version": "old"})
     changed = threading.Event()
 
@@ -398,7 +398,7 @@ def test_a_secret_rotated_or_expired_while_the_owner_works_applies_to_its_next_r
 
 
 def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Receiver) -> None:
-    # Finding 8: a probe with no request sent closed a half-open breaker.
+    # A probe with no request sent once closed a half-open breaker.
     endpoint, _ = make_endpoint(receiver)
     Endpoint.objects.filter(pk=endpoint.pk).update(
         circuit_state=CircuitState.HALF_OPEN, circuit_changed_at=timezone.now()
@@ -423,7 +423,7 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
 
 
 def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Receiver) -> None:
-    # Finding 8: a retried cancelled head could be sent beside a successor in flight.
+    # A retried cancelled head could once be sent beside a successor in flight.
     endpoint, _ = make_endpoint(receiver, ordered_delivery=True)
     now = timezone.now()
     rows = []
@@ -456,8 +456,8 @@ def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Re
 def test_the_sweeper_wakes_an_idle_endpoint_beside_a_saturated_one_in_a_few_queries(
     receiver: Receiver, django_assert_max_num_queries: Any, redis_client: Any
 ) -> None:
-    # Finding 7: one saturated endpoint's backlog filled every sweep (oldest rows first)
-    # and another endpoint's truly lost rows waited behind it.
+    # One saturated endpoint's backlog once filled every sweep (oldest rows first) and
+    # another endpoint's truly lost rows waited behind it.
     redis_client.flushdb()
     saturated, _ = make_endpoint(receiver)
     lost, _ = make_endpoint(receiver)
@@ -556,7 +556,7 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
 
 
 def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiver) -> None:
-    # Finding 3: the task's time limit killed the task only; its lanes kept their sockets,
+    # The task's time limit once killed the task only; its lanes kept their sockets,
     # nothing was recorded, and the sweeper sent again while the first request was open.
     from celery.exceptions import SoftTimeLimitExceeded
 

@@ -49,7 +49,7 @@ def settled(event: Event, status: str) -> bool:
 
 
 def verify_v1_independently(secret: str, headers: dict[str, str], body: bytes) -> bool:
-    """Article 000's recipe, written from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
+    """The recipe of docs/wire-format.md, from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
     parts = [p.split("=", 1) for p in headers["X-Webhook-Signature"].split(",")]
     timestamp = next(v for k, v in parts if k == "t")
     expected = hmac.new(
@@ -388,7 +388,7 @@ def test_one_transaction_of_many_events_is_fanned_out_completely(
 def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sending(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    """Issue 13 item 7: a header value outside Latin-1 (written past the services, which
+    """A header value outside Latin-1 (written past the services, which
     refuse it) made `deliver_batch` raise: no attempt, the rows stuck in `sending`, the same
     crash after every lease expiry. Now each delivery records the error and retries."""
     endpoint, _ = make_endpoint(receiver, max_attempts=2)

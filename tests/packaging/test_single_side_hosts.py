@@ -1,4 +1,4 @@
-"""Issue 24: a host that only receives, and one that only sends, each installed from the
+"""A host that only receives, and one that only sends, each installed from the
 built wheel into a ``django-admin startproject`` project with only the lines the install
 page names (docs/install.md): each migrates without the other side's tables, makes an API
 token with ``create_api_token`` and does its side's work through the HTTP API, a worker and

@@ -1,4 +1,4 @@
-"""The accept path kept lean (issue 9): few statements, exact source and secret state,
+"""The accept path kept lean (docs/receiving.md): few statements, exact source and secret state,
 batched processing messages, and no 500 for a signed body the database cannot store."""
 
 import json

@@ -1,4 +1,4 @@
-"""Replays (issue 5): preview, batches, API, management command. No worker needed here;
+"""Replays: preview, batches, API, management command. No worker needed here;
 the end-to-end replay over HTTP is in test_console_pipeline.py."""
 
 import json
