@@ -1,4 +1,5 @@
-"""Benchmarks of issue 9, ours beside the peer django-webhook: `make bench` (`python -m bench`).
+"""Benchmarks, ours beside the peer django-webhook: `make bench` (`python -m bench`); the
+results and what they mean are in docs/performance/benchmarks.md.
 
 Starts what it needs on 127.0.0.1 (fresh PostgreSQL databases, a Redis database, the fast
 receiver `bench.peer`, Celery workers), runs the chosen scenarios against our project and,
@@ -39,7 +40,7 @@ SCENARIOS = (
     "memory",
 )
 EXTERNAL = ("isolation", "receiving", "filters")
-# The issue's sizes, and a smoke run's.
+# A full run's sizes (those the published figures were measured with), and a smoke run's.
 FULL = {
     "events": 10_000,
     "rate": 100.0,
@@ -78,7 +79,7 @@ def parse_args() -> argparse.Namespace:
         "--peer", dest="peer", action="store_true", default=True, help="run the peer (default)"
     )
     peer.add_argument("--no-peer", dest="peer", action="store_false", help="ours only")
-    sizes = parser.add_argument_group("sizes [the issue's; --quick]")
+    sizes = parser.add_argument_group("sizes [full run; --quick]")
     for name, kind, what in (
         ("events", int, "throughput: events"),
         ("rate", float, "latency: events/s offered"),

@@ -1,13 +1,13 @@
-"""Payload-filter cost at fan-out: `python -m bench.filters` (issue 17: <= 1.2x).
+"""Payload-filter cost at fan-out: `python -m bench.filters` (target: filtered <= 1.2x).
 
 100 endpoints subscribed to one event type fan out the same events twice over: once
 without payload filters, once with a three-condition filter on every endpoint (a range, a
-membership and an existence test, as in the issue's example) that every event matches, so
-both create the same deliveries and the difference is the filters' own cost. The two modes
-alternate event by event (in pairs, in alternating order, so that drift in the machine's
-load hits both alike) and each figure is a median of `event_fan_out` per event, taken
-twice: the transaction alone (lock the event, read the endpoints, match, bulk-create 100
-deliveries), and the whole call, publishing the 100 task messages after commit included.
+membership and an existence test) that every event matches, so both create the same
+deliveries and the difference is the filters' own cost. The two modes alternate event by
+event (in pairs, in alternating order, so that drift in the machine's load hits both
+alike) and each figure is a median of `event_fan_out` per event, taken twice: the
+transaction alone (lock the event, read the endpoints, match, bulk-create 100
+deliveries), and the whole call, dispatching the 100 task messages after commit included.
 No worker runs: nothing is sent.
 
 Same set-up as `python -m bench`: a fresh PostgreSQL database and its Redis database.

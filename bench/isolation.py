@@ -3,8 +3,9 @@
 One healthy endpoint and, in the second phase, one that never answers (every request runs
 into the read timeout), both subscribed to the same steady stream of events. The table
 compares the healthy endpoint's commit->arrival latency alone and beside the dead one; the
-bound (issue 6) is a p99 within 2x. What keeps it: at most `max_in_flight` requests per
-endpoint across the workers, and the circuit breaker that stops sending to the dead one.
+bound is a p99 within 2x (a dead endpoint must not slow the healthy ones much). What keeps
+it: at most `max_in_flight` requests per endpoint across the workers, and the circuit
+breaker that stops sending to the dead one.
 
 Same set-up as `python -m bench` (its database, Redis database and helpers): a fresh
 PostgreSQL database, the fast receiver, a `celery worker` process; all on 127.0.0.1,

@@ -1,7 +1,8 @@
-"""The issue's scenarios, written once for both systems (`bench.ours.OurSystem` and
-`bench.peer_side.PeerSystem`): each subscribes one endpoint/webhook on the shared receiver
-(`bench.peer`, one path per system and scenario), drives load and reads what arrived from the
-receiver's log. Every wait is bounded by `timeout`; what has not arrived by then is lost."""
+"""The benchmark's scenarios (docs/performance/benchmarks.md), written once for both systems
+(`bench.ours.OurSystem` and `bench.peer_side.PeerSystem`): each subscribes one
+endpoint/webhook on the shared receiver (`bench.peer`, one path per system and scenario),
+drives load and reads what arrived from the receiver's log. Every wait is bounded by
+`timeout`; what has not arrived by then is lost."""
 
 import contextlib
 import threading

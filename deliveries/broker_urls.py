@@ -1,4 +1,4 @@
-"""Broker endpoint URLs (issue 26): which ones may receive webhooks, and their credentials.
+"""Broker endpoint URLs: which ones may receive webhooks, and their credentials.
 
 Pure logic, no Django, no sockets unless the policy's resolver is used. An endpoint's
 URL scheme picks its destination kind; besides http(s) these schemes name a broker:

@@ -27,7 +27,7 @@ from webhooks_core.tasking import QUEUE_MAINTENANCE
 from . import schemes
 from .models import Source
 
-# Published by its registered name: the task module imports this one.
+# Dispatched by its registered name: the task module imports this one.
 RECONCILE_SOURCE_TASK = "receivers.tasks.reconcile_source"
 
 MAX_PAGES = 20
@@ -116,7 +116,7 @@ def reconciler_for(scheme: str) -> Reconciler | None:
     return None
 
 
-def enqueue_reconciliations() -> int:
+def dispatch_reconciliations() -> int:
     reconciled = [name for name in {*schemes.SCHEMES, *_reconcilers} if reconciler_for(name)]
     ids = list(
         Source.objects.filter(enabled=True, scheme__in=reconciled)

@@ -7,7 +7,7 @@ from webhooks_core.conf import value as core_value
 from webhooks_core.tasking import QUEUE_INBOX, QUEUE_MAINTENANCE, every, periodic, webhook_task
 
 from . import conf, services
-from .reconciliation import enqueue_reconciliations, source_reconcile
+from .reconciliation import dispatch_reconciliations, source_reconcile
 
 
 @webhook_task("receivers.tasks.process_inbox_event", queue=QUEUE_INBOX)
@@ -29,7 +29,7 @@ def sweep() -> dict[str, int]:
 
 @webhook_task("receivers.tasks.reconcile_all", queue=QUEUE_MAINTENANCE)
 def reconcile_all() -> int:
-    return enqueue_reconciliations()
+    return dispatch_reconciliations()
 
 
 @webhook_task("receivers.tasks.reconcile_source", queue=QUEUE_MAINTENANCE)

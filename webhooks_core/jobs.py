@@ -23,7 +23,7 @@ class LeasedJob(models.Model):
     attempts_before_cycle = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # When a task message was last sent for this row; NULL means none is out, so the
-    # sweeper enqueues the row as soon as it is due.
+    # sweeper dispatches the row as soon as it is due.
     enqueued_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True, editable=False)

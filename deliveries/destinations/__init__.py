@@ -23,7 +23,7 @@ def for_url(url: str) -> Destination:
 
 register("http", HttpDestination())
 register("https", _KINDS["http"])
-# Broker destinations (issue 26); their URLs are checked by `broker_urls`. SQS,
+# Broker destinations; their URLs are checked by `broker_urls`. SQS,
 # EventBridge, Pub/Sub or Kafka would register here the same way (docs/destinations/).
 register("amqp", AmqpDestination())
 register("amqps", _KINDS["amqp"])

@@ -2,13 +2,13 @@
 
 A mark per endpoint holds when the next wake is due (Redis's clock, seconds): a message
 queued for then, or 0 while an owner works the endpoint (it looks at the database again
-before it stops, so a wake then would only duplicate it). A wake publishes a message only
+before it stops, so a wake then would only duplicate it). A wake dispatches a message only
 when it would come sooner than the one already marked, so one busy endpoint costs one
 message per owner's turn, not one per event. Every mark expires: a lost message or a dead
 owner is forgotten after a while, and the sweeper overrides a mark gone stale.
 
 The marks are an optimisation of the message count, never a guarantee: the database says
-what is due, the owner's lease who sends it. On a Redis error the caller publishes anyway.
+what is due, the owner's lease who sends it. On a Redis error the caller dispatches anyway.
 """
 
 import threading
@@ -24,7 +24,7 @@ WORKING = 0.0
 # KEYS[1] the mark; ARGV[1] seconds from now the wake is for, ARGV[2] how long the mark
 # lives past that, ARGV[3] a mark older than this many seconds past its due time is
 # overridden (the sweeper's check for a lost message), or -1 never.
-# Returns 1 when the caller should publish.
+# Returns 1 when the caller should dispatch.
 MARK = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -50,7 +50,7 @@ return 1
 
 class WakeBook(Protocol):
     def mark(self, endpoint: str, in_seconds: float, ttl: float, stale_after: float) -> bool:
-        """Note a wake due `in_seconds` from now; True when a message should be published
+        """Note a wake due `in_seconds` from now; True when a message should be dispatched
         (no sooner wake or working owner is marked, or the mark is stale)."""
         ...
 
@@ -59,7 +59,7 @@ class WakeBook(Protocol):
         ...
 
     def clear(self, endpoint: str) -> None:
-        """The owner is about to stop: the next wake publishes a message."""
+        """The owner is about to stop: the next wake dispatches a message."""
         ...
 
     def due_at(self, endpoint: str) -> float | None:

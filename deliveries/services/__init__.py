@@ -50,7 +50,7 @@ from .erasure import (
 )
 from .events import EventValidationError, emit
 from .fanout import event_fan_out, events_fan_out
-from .outcomes import Outcome
+from .outcomes import DeliveryOutcome
 from .owner import WorkResult, delivery_attempt, endpoint_work
 from .portal import (
     PortalLinkForbidden,
@@ -90,12 +90,12 @@ from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",
+    "DeliveryOutcome",
     "EndpointInvalid",
     "EndpointNotActive",
     "EndpointNotEnableable",
     "ErasureInvalid",
     "EventValidationError",
-    "Outcome",
     "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PortalSession",

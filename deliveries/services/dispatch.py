@@ -3,7 +3,7 @@
 A delivery's message says only "endpoint E has work" (`deliveries.tasks.work_endpoint`)
 and names no rows: the endpoint's owner claims whatever is due when it runs. At most one
 such message is out per endpoint (see `health.wakes`), so the messages of a busy
-endpoint do not grow with its events. Messages are published by the tasks' registered
+endpoint do not grow with its events. Messages are dispatched by the tasks' registered
 names: no service imports the tasks module.
 """
 
@@ -49,12 +49,12 @@ def dispatch_wakes(
     endpoint_ids: Iterable[UUID | str], countdown: float = 0.0, *, stale_after: float = -1.0
 ) -> int:
     """Tell each endpoint's owner-to-be that it has work (due now, or in `countdown`
-    seconds); returns how many messages were published. A wake folded into one already
-    out, or into a working owner's next look, publishes nothing. With `stale_after`, a
+    seconds); returns how many messages were dispatched. A wake folded into one already
+    out, or into a working owner's next look, dispatches nothing. With `stale_after`, a
     mark older than that many seconds past its due time is taken as a lost message (the
     sweeper's case)."""
     book = wake_book()
-    published: list[str] = []
+    dispatched: list[str] = []
     for endpoint_id in dict.fromkeys(str(e) for e in endpoint_ids):
         try:
             fresh = book.mark(endpoint_id, countdown, MARK_SECONDS, stale_after)
@@ -62,18 +62,18 @@ def dispatch_wakes(
             fresh = True  # the marks only save messages; the database keeps the truth
         metrics.wakes_total.labels(result="published" if fresh else "deduplicated").inc()
         if fresh:
-            published.append(endpoint_id)
-    if published:
+            dispatched.append(endpoint_id)
+    if dispatched:
         options: dict[str, Any] = {"queue": QUEUE_DELIVERY}
         if countdown > 0:
             options["countdown"] = countdown
         # One producer (and broker connection) for all the messages.
         with celery_app.producer_or_acquire() as producer:
-            for endpoint_id in published:
+            for endpoint_id in dispatched:
                 celery_app.send_task(
                     WORK_ENDPOINT_TASK, (endpoint_id,), producer=producer, **options
                 )
-    return len(published)
+    return len(dispatched)
 
 
 def dispatch_deliveries(delivery_ids: Iterable[int]) -> int:
@@ -130,7 +130,7 @@ def emit_batch() -> EmitBatch:
     """The current transaction's batch, flushed once it commits.
 
     A product transaction that emits many events sends a few broker messages, not one per
-    event (publishing dominates the cost of `emit`). The batch lives on the connection for
+    event (dispatching dominates the cost of `emit`). The batch lives on the connection for
     as long as its flush is still registered; a rolled-back savepoint drops the flush
     (Django discards its on-commit callbacks), and the next event starts a new batch. If
     the broker is down at commit nothing is lost: the sweeper fans the events out and

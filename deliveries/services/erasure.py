@@ -69,7 +69,7 @@ class Actor:
 def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
     """Start erasing ``tenant`` (the running erasure, if one is already under way).
 
-    The run is enqueued once this commits; beat resumes it if that message is lost.
+    The run is dispatched once this commits; beat resumes it if that message is lost.
     """
     problem = tenants.problem(tenant)
     if tenant is None or problem:
@@ -98,14 +98,14 @@ def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
                 user_id=actor.user_id,
                 target=f"erasure #{erasure.pk}",
             )
-            transaction.on_commit(lambda: _enqueue_run(erasure.pk), robust=True)
+            transaction.on_commit(lambda: _dispatch_run(erasure.pk), robust=True)
     except IntegrityError:
         # Another request started it between the look-up and the insert.
         return TenantErasure.objects.get(tenant=tenant, status=ErasureStatus.RUNNING)
     return erasure
 
 
-def _enqueue_run(erasure_id: int) -> None:
+def _dispatch_run(erasure_id: int) -> None:
     from celery import current_app
 
     current_app.send_task("deliveries.erasure.run", args=[erasure_id])

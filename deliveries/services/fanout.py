@@ -94,14 +94,14 @@ def event_fan_out(*, event_id: UUID | str) -> int:
 
 
 def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -> int:
-    """Create the events' deliveries and enqueue them after commit. Safe to run again.
+    """Create the events' deliveries and wake their endpoints after commit. Safe to run again.
 
     All the events go in one transaction, so a product transaction that emitted many
     events costs a few statements, and each endpoint gets one wake for all of them.
     With `top_up` (the message waited in a backlog) other events waiting for their
     fan-out come along. Endpoints that are suspended get a held delivery, so resuming them
     delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
-    were enqueued.
+    were created.
     """
     now = timezone.now()
     with transaction.atomic():

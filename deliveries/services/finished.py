@@ -6,14 +6,14 @@ from django.db import transaction
 
 from ..models import Delivery
 from ..signals import delivery_dead_lettered, delivery_succeeded, send_logged
-from .outcomes import Outcome
+from .outcomes import DeliveryOutcome
 
 
 def on_delivery_outcome(delivery: Delivery, outcome: str) -> None:
     """Call inside the transaction that recorded ``outcome`` for ``delivery``."""
-    if outcome not in (Outcome.SUCCEEDED, Outcome.DEAD_LETTERED):
+    if outcome not in (DeliveryOutcome.SUCCEEDED, DeliveryOutcome.DEAD_LETTERED):
         return  # a retry keeps its key's line waiting
-    signal = delivery_succeeded if outcome == Outcome.SUCCEEDED else delivery_dead_lettered
+    signal = delivery_succeeded if outcome == DeliveryOutcome.SUCCEEDED else delivery_dead_lettered
     if not signal.has_listeners(Delivery):
         return  # nothing to do after commit (the common case, on the hot path)
     delivery_id = delivery.pk

@@ -1,8 +1,9 @@
 """What a delivery's turn with its owner came to."""
 
 
-class Outcome:
-    """What an attempt did; tests and logs assert on these strings."""
+class DeliveryOutcome:
+    """What became of a delivery once its turn was recorded (not the destination's answer
+    to an attempt: that is `destinations.Outcome`); tests and logs assert on these strings."""
 
     NOT_CLAIMED = "not_claimed"
     HELD = "held"

@@ -41,8 +41,7 @@ from django.db import DatabaseError, IntegrityError, connection
 from django.utils import timezone
 
 from .. import conf, deadlines, destinations, metrics
-from ..destinations import Credentials, Kind
-from ..destinations import Outcome as SendOutcome
+from ..destinations import Credentials, Kind, Outcome
 from ..headers import MASK
 from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
@@ -51,9 +50,9 @@ from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire_one, release, tasks_wait_for_a_slot, try_acquire
-from .outcomes import Outcome
+from .outcomes import DeliveryOutcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
-from .recording import Claim, Deferral, Result, record
+from .recording import Deferral, DeliveryClaim, Result, record
 from .validation import ready as validation_ready
 
 logger = logging.getLogger(__name__)
@@ -112,23 +111,23 @@ def endpoint_work(*, endpoint_id: UUID | str) -> WorkResult:
 
 def delivery_attempt(*, delivery_id: int) -> str:
     """Work the delivery's endpoint now, in this thread (a shell's or a test's synchronous
-    path); returns that delivery's outcome (an `Outcome` string)."""
+    path); returns that delivery's outcome (a `DeliveryOutcome` string)."""
     endpoint_id = (
         Delivery.objects.filter(pk=delivery_id).values_list("endpoint_id", flat=True).first()
     )
     if endpoint_id is None:
-        return Outcome.NOT_CLAIMED
+        return DeliveryOutcome.NOT_CLAIMED
     result = endpoint_work(endpoint_id=endpoint_id)
     if delivery_id in result.outcomes:
         return result.outcomes[delivery_id]
     status = Delivery.objects.filter(pk=delivery_id).values_list("status", flat=True).first()
-    return Outcome.HELD if status == DeliveryStatus.HELD else Outcome.NOT_CLAIMED
+    return DeliveryOutcome.HELD if status == DeliveryStatus.HELD else DeliveryOutcome.NOT_CLAIMED
 
 
 def hand_back(
     *, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0
 ) -> tuple[uuid.UUID | None, float | None]:
-    """An owner with nothing left stops: it clears its wake mark (the next wake publishes
+    """An owner with nothing left stops: it clears its wake mark (the next wake dispatches
     a message), releases its lease, then looks once more. A row that became due before
     the mark was cleared had its wake folded into our work, so it is seen here: the owner
     takes the lease back and goes on (returns the new token). One that became due after
@@ -161,7 +160,7 @@ class _Owner:
         self.lease = lease_seconds()
         self.renew_every = self.lease / 3
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
-        self.finished: queue.Queue[tuple[Delivery, SendOutcome, Credentials]] = queue.Queue()
+        self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
         self.endpoint: Endpoint | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
@@ -405,7 +404,7 @@ class _Owner:
             try:
                 outcome = destination.send(delivery, deadline, credentials)
             except Exception as exc:
-                outcome = SendOutcome(
+                outcome = Outcome(
                     Kind.RETRY,
                     error=f"not sent, error on our side: {type(exc).__name__}: {exc}",
                     started_at=timezone.now(),
@@ -463,7 +462,7 @@ class _Owner:
         endpoint = self.endpoint
         if endpoint is None or not (results or deferral.deliveries):
             return
-        claim = Claim(
+        claim = DeliveryClaim(
             deliveries=[r.delivery for r in results] + deferral.deliveries,
             token=self.token,
             now=timezone.now(),
@@ -531,7 +530,7 @@ class _Owner:
     # -- wake marks ----------------------------------------------------------------------
 
     def _mark_working(self) -> None:
-        # On a Redis error wakes publish messages that find us working: more, never fewer.
+        # On a Redis error wakes dispatch messages that find us working: more, never fewer.
         with contextlib.suppress(redis.RedisError):
             wake_book().working(self.endpoint_id, self.lease)
 
@@ -545,7 +544,7 @@ def _unexpired(values: list[tuple[str, Any]], now: Any) -> list[str]:
     return [value for value, expires_at in values if expires_at is None or expires_at > now]
 
 
-def _result(delivery: Delivery, outcome: SendOutcome, credentials: Credentials) -> Result:
+def _result(delivery: Delivery, outcome: Outcome, credentials: Credentials) -> Result:
     """A destination's outcome as the record it makes, decided by the retry policy."""
     endpoint = delivery.endpoint
     now = timezone.now()

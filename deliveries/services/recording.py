@@ -19,7 +19,7 @@ from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
 from .breaker import circuit_transition, endpoint_record_attempts
 from .finished import on_delivery_outcome
-from .outcomes import Outcome
+from .outcomes import DeliveryOutcome
 from .suspension import endpoint_suspend_automatically
 
 # The retry window runs from the first request actually made in the current cycle (a
@@ -55,7 +55,7 @@ def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
 
 
 @dataclass(frozen=True)
-class Claim:
+class DeliveryClaim:
     """Deliveries taken by one claim, ordered by endpoint, all under one lease token."""
 
     deliveries: list[Delivery]
@@ -79,7 +79,7 @@ class Result:
 
 
 def release_claim(
-    claim: Claim, deliveries: list[Delivery], *, status: str, **fields: object
+    claim: DeliveryClaim, deliveries: list[Delivery], *, status: str, **fields: object
 ) -> int:
     """Release claimed deliveries unsent, returning the attempt the claim counted (and
     setting `fields`); returns how many were still this claim's."""
@@ -105,7 +105,7 @@ class Deferral:
 
 
 def record(
-    claim: Claim, endpoint: Endpoint, results: list[Result], deferral: Deferral
+    claim: DeliveryClaim, endpoint: Endpoint, results: list[Result], deferral: Deferral
 ) -> dict[int, str]:
     """Record one endpoint's results and defer the deliveries that were not sent.
 
@@ -131,11 +131,11 @@ def record(
         for result in results:
             delivery = result.delivery
             if delivery.pk not in owned:
-                outcomes[delivery.pk] = Outcome.LEASE_LOST
+                outcomes[delivery.pk] = DeliveryOutcome.LEASE_LOST
                 continue
             if result.decision.verdict == Verdict.SUCCEEDED:
                 # The common case: one statement for all of them (per status code).
-                outcome = Outcome.SUCCEEDED
+                outcome = DeliveryOutcome.SUCCEEDED
                 succeeded[result.status_code].append(result)
             else:
                 outcome = _record_failure(claim, result, now)
@@ -175,7 +175,9 @@ def record(
             )
         if deferral.deliveries:
             _defer(claim, deferral)
-            outcomes.update((delivery.pk, Outcome.DEFERRED) for delivery in deferral.deliveries)
+            outcomes.update(
+                (delivery.pk, DeliveryOutcome.DEFERRED) for delivery in deferral.deliveries
+            )
     for result in results:
         observability.attempt_recorded(
             delivery=result.delivery,
@@ -187,7 +189,7 @@ def record(
     return outcomes
 
 
-def _record_failure(claim: Claim, result: Result, now: datetime) -> str:
+def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     """Record a retry or a dead letter; returns the outcome."""
     decision = result.decision
     reason = f" ({decision.reason})" if decision.reason else ""
@@ -205,14 +207,14 @@ def _record_failure(claim: Claim, result: Result, now: datetime) -> str:
             status=DeliveryStatus.PENDING,
             next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
         )
-        outcome = Outcome.RETRY_SCHEDULED
+        outcome = DeliveryOutcome.RETRY_SCHEDULED
     else:
         fields.update(status=DeliveryStatus.DEAD_LETTERED, completed_at=now, next_attempt_at=None)
-        outcome = Outcome.DEAD_LETTERED
+        outcome = DeliveryOutcome.DEAD_LETTERED
     updated = Delivery.objects.filter(pk=result.delivery.pk, lease_token=claim.token).update(
         **fields
     )
-    return outcome if updated else Outcome.LEASE_LOST
+    return outcome if updated else DeliveryOutcome.LEASE_LOST
 
 
 def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
@@ -261,7 +263,7 @@ def _remember(endpoint: Endpoint, written: dict[str, Any]) -> None:
         setattr(endpoint, name, value)
 
 
-def _defer(claim: Claim, deferral: Deferral) -> None:
+def _defer(claim: DeliveryClaim, deferral: Deferral) -> None:
     """Release claimed deliveries without spending an attempt, due after `seconds`; their
     owner (or the next) sends them then."""
     release_claim(

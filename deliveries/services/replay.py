@@ -180,11 +180,11 @@ def replay_create(
             expected_deliveries=preview.deliveries,
         )
         if start_task:
-            transaction.on_commit(lambda: _enqueue_step(replay.pk), robust=True)
+            transaction.on_commit(lambda: _dispatch_step(replay.pk), robust=True)
     return replay, preview
 
 
-def _enqueue_step(replay_id: int) -> None:
+def _dispatch_step(replay_id: int) -> None:
     dispatch_task(RUN_REPLAY_TASK, replay_id)
 
 
@@ -198,7 +198,7 @@ def filters_of(replay: Replay) -> ReplayFilters:
     )
 
 
-def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
+def replay_step(*, replay_id: int, dispatch_next: bool = True) -> bool:
     """Create the deliveries of the next batch of events. True while more remain.
 
     The row lock makes two workers on the same replay take turns instead of doubling a
@@ -247,14 +247,14 @@ def replay_step(*, replay_id: int, enqueue_next: bool = True) -> bool:
             if d.status == DeliveryStatus.PENDING and d.next_attempt_at and d.next_attempt_at <= now
         }
         transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
-        if more and enqueue_next:
-            transaction.on_commit(lambda: _enqueue_step(replay_id), robust=True)
+        if more and dispatch_next:
+            transaction.on_commit(lambda: _dispatch_step(replay_id), robust=True)
     return more
 
 
 def replay_run_inline(*, replay_id: int) -> Replay:
     """Run every batch in this process (the management command); same steps as the task."""
-    while replay_step(replay_id=replay_id, enqueue_next=False):
+    while replay_step(replay_id=replay_id, dispatch_next=False):
         pass
     return Replay.objects.get(pk=replay_id)
 
@@ -270,5 +270,5 @@ def replays_resume_stalled() -> int:
     for replay_id in stalled:
         # Touch the row so the next sweep gives this message time to be consumed.
         Replay.objects.filter(pk=replay_id).update(updated_at=timezone.now())
-        _enqueue_step(replay_id)
+        _dispatch_step(replay_id)
     return len(stalled)

@@ -27,7 +27,7 @@ from .validation import not_ready as validation_not_ready
 @dataclass
 class SweepResult:
     events_fanned_out: int = 0
-    # Endpoints with due work and nobody working them, woken (their messages published).
+    # Endpoints with due work and nobody working them, woken (their messages dispatched).
     deliveries_due: int = 0
     # Of those, endpoints whose rows' sender died (their leases ran out).
     leases_expired: int = 0
@@ -39,8 +39,8 @@ def sweep() -> SweepResult:
     result.events_fanned_out = _fan_out_stuck_events()
     grace = conf.get().requeue_grace_seconds
     due, expired = _endpoints_with_unowned_work()
-    published = dispatch_wakes(due + expired, stale_after=grace) if due or expired else 0
-    result.deliveries_due = published
+    dispatched = dispatch_wakes(due + expired, stale_after=grace) if due or expired else 0
+    result.deliveries_due = dispatched
     result.leases_expired = len(expired)
     result.endpoints_settled = _settle_inactive()
     return result

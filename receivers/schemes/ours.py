@@ -1,4 +1,4 @@
-"""Our own sender's scheme (article 000): ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=...]``.
+"""Our own sender's scheme (docs/wire-format.md): ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=...]``.
 
 The hex is HMAC-SHA256 keyed with the secret string as shown (``whsec_...``, UTF-8) over
 ``"<ts>.<raw body>"``: exactly ``webhooks_core.signing.sign_v1``, reused here.

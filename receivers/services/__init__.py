@@ -1,7 +1,7 @@
 """Services of the receiving side: the only place where its business rules live."""
 
 from .arrival import Arrival, expectation_mismatch, inbox_record, inbox_record_batch
-from .processing import InboxNotRetryable, Outcome, inbox_claim, inbox_process, inbox_retry
+from .processing import InboxNotRetryable, InboxOutcome, inbox_claim, inbox_process, inbox_retry
 from .sources import (
     InvalidSecret,
     SecretRequired,
@@ -19,9 +19,9 @@ from .sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
 __all__ = [
     "Arrival",
     "InboxNotRetryable",
+    "InboxOutcome",
     "InboxSweepResult",
     "InvalidSecret",
-    "Outcome",
     "SecretRequired",
     "SourceDeletion",
     "SourceInUse",

@@ -8,7 +8,7 @@ so there is exactly one row and neither request fails.
 
 Outside a transaction (the receiving view) the statement commits by itself, so the row is
 durable when it returns, without a BEGIN/COMMIT round trip each. Inside a caller's
-transaction it is part of that transaction, and processing is enqueued on its commit.
+transaction it is part of that transaction, and processing is dispatched on its commit.
 """
 
 import logging
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from ..models import InboxEvent, InboxStatus, Source
 from ..schemes import Envelope
-from .enqueue import enqueue_processing_soon
+from .dispatch import dispatch_processing_soon
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def expectation_mismatch(source: Source, envelope: Envelope) -> str:
 def inbox_record(
     *, source: Source, envelope: Envelope, headers: Mapping[str, str], raw_body: bytes
 ) -> Arrival:
-    """Store the event unless it is already stored; enqueue processing once it commits.
+    """Store the event unless it is already stored; dispatch processing once it commits.
 
     An event from the wrong account or mode is stored as ``ignored`` with the reason, so
     it is acknowledged (the provider stops retrying) and visible, but never processed.
@@ -75,8 +75,8 @@ def inbox_record(
     if created:
         stored_id, status = row.id, row.status
         if not mismatch:
-            # robust: the row is safe even if the broker is down; the sweeper enqueues it.
-            transaction.on_commit(lambda: enqueue_processing_soon(row.id), robust=True)
+            # robust: the row is safe even if the broker is down; the sweeper dispatches it.
+            transaction.on_commit(lambda: dispatch_processing_soon(row.id), robust=True)
     else:
         stored_id, status = InboxEvent.objects.values_list("id", "status").get(
             source=source, event_id=envelope.event_id
@@ -104,7 +104,7 @@ def inbox_record_batch(
     own bytes (``Envelope.raw_body``) when the scheme gives them, else the request's body.
     Rows are inserted in event-id order: two concurrent batches sharing events lock them
     in the same order, so they wait for each other instead of deadlocking. Processing of
-    every new row is enqueued when the transaction commits; the arrivals come back in the
+    every new row is dispatched when the transaction commits; the arrivals come back in the
     order of ``envelopes``.
     """
     order = sorted(range(len(envelopes)), key=lambda index: envelopes[index].event_id)

@@ -30,7 +30,7 @@ from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
 from ..idempotency import MissingPredecessor
 from ..models import InboxEvent, InboxStatus
-from .enqueue import enqueue_processing
+from .dispatch import dispatch_processing
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ ERROR_LIMIT = 2000
 TRACEBACK_LIMIT = 20000
 
 
-class Outcome:
+class InboxOutcome:
     """What `inbox_process` did; tests and logs assert on these strings."""
 
     NOT_CLAIMED = "not_claimed"
@@ -54,13 +54,15 @@ class LeaseLost(Exception):
 
 
 @dataclass(frozen=True)
-class Claim:
+class InboxClaim:
+    """An inbox row taken by `inbox_claim`, under the lease token only its claimant holds."""
+
     event: InboxEvent
     token: uuid.UUID
     now: datetime
 
 
-def inbox_claim(*, inbox_id: uuid.UUID | str) -> Claim | None:
+def inbox_claim(*, inbox_id: uuid.UUID | str) -> InboxClaim | None:
     now = timezone.now()
     due = jobs.claimable(
         waiting=[InboxStatus.RECEIVED, InboxStatus.RETRYING], busy=InboxStatus.PROCESSING, now=now
@@ -73,14 +75,14 @@ def inbox_claim(*, inbox_id: uuid.UUID | str) -> Claim | None:
         return None
     # None if the row went in between: its source was deleted with force (source_delete).
     event = InboxEvent.objects.select_related("source").filter(pk=inbox_id).first()
-    return None if event is None else Claim(event=event, token=token, now=now)
+    return None if event is None else InboxClaim(event=event, token=token, now=now)
 
 
 def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
-    """Process one inbox row if it can be claimed. Returns an `Outcome` string."""
+    """Process one inbox row if it can be claimed. Returns an `InboxOutcome` string."""
     claim = inbox_claim(inbox_id=inbox_id)
     if claim is None:
-        return Outcome.NOT_CLAIMED
+        return InboxOutcome.NOT_CLAIMED
     event = claim.event
     with tracing.span(
         "webhooks process",
@@ -95,7 +97,7 @@ def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
     ) as span:
         outcome = _process(claim)
         tracing.set_attributes(span, {"webhooks.outcome": str(outcome)})
-        if outcome in (Outcome.FAILED, Outcome.RETRY_SCHEDULED):
+        if outcome in (InboxOutcome.FAILED, InboxOutcome.RETRY_SCHEDULED):
             tracing.mark_error(span, str(outcome))
         return outcome
 
@@ -107,7 +109,7 @@ def _traceparent_of(event: InboxEvent) -> str | None:
     return tracing.from_header(value if isinstance(value, str) else None)
 
 
-def _process(claim: Claim) -> str:
+def _process(claim: InboxClaim) -> str:
     event = claim.event
     handler = registry.resolve(event.source.slug, event.type)
     if handler is None:
@@ -119,15 +121,15 @@ def _process(claim: Claim) -> str:
             if not _mark(claim, status=InboxStatus.PROCESSED, error="", tb=""):
                 raise LeaseLost
     except LeaseLost:
-        return _counted(event, Outcome.LEASE_LOST)
+        return _counted(event, InboxOutcome.LEASE_LOST)
     except Exception as exc:
         return _counted(event, _failure(claim, exc))
-    return _counted(event, Outcome.PROCESSED)
+    return _counted(event, InboxOutcome.PROCESSED)
 
 
 def _counted(event: InboxEvent, outcome: str) -> str:
     metrics.count_processing(event.source.slug, outcome)
-    if outcome == Outcome.PROCESSED:
+    if outcome == InboxOutcome.PROCESSED:
         metrics.observe_processing_latency(event.source.slug, event.received_at)
     logger.info(
         "inbox event %s",
@@ -142,7 +144,7 @@ def _counted(event: InboxEvent, outcome: str) -> str:
     return outcome
 
 
-def _mark(claim: Claim, *, status: str, error: str, tb: str, **fields: object) -> bool:
+def _mark(claim: InboxClaim, *, status: str, error: str, tb: str, **fields: object) -> bool:
     now = timezone.now()
     done = status in (InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED)
     values: dict[str, object] = {
@@ -160,13 +162,13 @@ def _mark(claim: Claim, *, status: str, error: str, tb: str, **fields: object) -
     )
 
 
-def _finish(claim: Claim, status: str, *, error: str) -> str:
+def _finish(claim: InboxClaim, status: str, *, error: str) -> str:
     if not _mark(claim, status=status, error=error, tb=""):
-        return Outcome.LEASE_LOST
-    return Outcome.IGNORED if status == InboxStatus.IGNORED else Outcome.PROCESSED
+        return InboxOutcome.LEASE_LOST
+    return InboxOutcome.IGNORED if status == InboxStatus.IGNORED else InboxOutcome.PROCESSED
 
 
-def _failure(claim: Claim, exc: Exception) -> str:
+def _failure(claim: InboxClaim, exc: Exception) -> str:
     settings = conf.get()
     event = claim.event
     error = f"{type(exc).__name__}: {exc}"
@@ -174,12 +176,12 @@ def _failure(claim: Claim, exc: Exception) -> str:
     attempt_in_cycle = event.attempts - event.attempts_before_cycle
     if isinstance(exc, PermanentFailure) or attempt_in_cycle >= settings.max_attempts:
         if not _mark(claim, status=InboxStatus.FAILED, error=error, tb=tb):
-            return Outcome.LEASE_LOST
+            return InboxOutcome.LEASE_LOST
         logger.error(
             "inbox event failed for good",
             extra={"source": event.source.slug, "event_id": event.event_id, "error": error},
         )
-        return Outcome.FAILED
+        return InboxOutcome.FAILED
     policy = RetryPolicy(
         base_backoff_seconds=settings.backoff_base_seconds,
         max_backoff_seconds=settings.backoff_max_seconds,
@@ -196,14 +198,14 @@ def _failure(claim: Claim, exc: Exception) -> str:
             error=error,
             tb=tb,
             next_attempt_at=now + timedelta(seconds=delay),
-            # Long waits have no message out: the sweeper enqueues them when due.
+            # Long waits have no message out: the sweeper dispatches them when due.
             enqueued_at=now if short_wait else None,
         )
         if marked and short_wait:
             transaction.on_commit(
-                lambda: enqueue_processing([event.pk], countdown=delay), robust=True
+                lambda: dispatch_processing([event.pk], countdown=delay), robust=True
             )
-    return Outcome.RETRY_SCHEDULED if marked else Outcome.LEASE_LOST
+    return InboxOutcome.RETRY_SCHEDULED if marked else InboxOutcome.LEASE_LOST
 
 
 class InboxNotRetryable(Exception):
@@ -227,5 +229,5 @@ def inbox_retry(*, inbox_id: uuid.UUID | str) -> InboxEvent:
         event.enqueued_at = now
         event.processed_at = None
         event.save()
-        transaction.on_commit(lambda: enqueue_processing([event.pk]), robust=True)
+        transaction.on_commit(lambda: dispatch_processing([event.pk]), robust=True)
     return event

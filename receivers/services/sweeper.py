@@ -1,7 +1,7 @@
 """The inbox sweeper: the database, not the broker, says which events still need work.
 
 Redis may lose the message sent on commit, and a worker may die mid-handler. Every few
-seconds (Celery beat) the sweeper enqueues rows that are due but have no message out
+seconds (Celery beat) the sweeper dispatches rows that are due but have no message out
 (``received``/``retrying``), and rows whose processing lease expired (``processing``). It
 takes rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` and marks them before sending, so two
 sweepers never send the same row; a duplicate message is harmless anyway (the claim).
@@ -19,11 +19,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from webhooks_core.batches import run_in_batches
-from webhooks_core.requeue import requeue_in_batches
+from webhooks_core.redispatch import redispatch_in_batches
 
 from .. import conf
 from ..models import InboxEvent, InboxStatus
-from .enqueue import enqueue_processing
+from .dispatch import dispatch_processing
 
 MAX_BATCHES_PER_RUN = 20
 
@@ -47,17 +47,17 @@ def inbox_sweep() -> InboxSweepResult:
     expired = Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now) & (
         Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace_cutoff)
     )
-    result = InboxSweepResult(due=_requeue(due), leases_expired=_requeue(expired))
+    result = InboxSweepResult(due=_redispatch(due), leases_expired=_redispatch(expired))
     result.bodies_purged, result.rows_deleted = inbox_apply_retention()
     return result
 
 
-def _requeue(condition: Q) -> int:
-    return requeue_in_batches(
+def _redispatch(condition: Q) -> int:
+    return redispatch_in_batches(
         InboxEvent.objects.all(),
         condition,
         order_by="received_at",
-        enqueue=enqueue_processing,
+        dispatch=dispatch_processing,
         batch_size=conf.get().sweep_batch_size,
         max_batches=MAX_BATCHES_PER_RUN,
     )

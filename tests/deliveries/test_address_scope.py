@@ -1,4 +1,4 @@
-"""Issue 23, defect 8: every address that is not globally routable is refused, and the
+"""Every address that is not globally routable is refused, and the
 operators' allowances (`WEBHOOKS_ALLOWED_NETWORKS`, DEBUG's loopback) never reach the
 endpoints a tenant makes in the portal; `WEBHOOKS_PORTAL_ALLOWED_NETWORKS` may."""
 

@@ -1,4 +1,4 @@
-"""What the OpenAPI schema says about errors, and that the server answers as it says (issue 18)."""
+"""What the OpenAPI schema says about errors, and that the server answers as it says."""
 
 import json
 from typing import Any
@@ -152,7 +152,7 @@ def endpoint_id(api: APIClient) -> str:
 def test_rotating_with_a_body_that_is_not_the_documented_object_is_400(
     api: APIClient, endpoint_id: str, raw: str
 ) -> None:
-    # Issue 18: `null` and `[]` rotated the secret.
+    # `null` and `[]` once rotated the secret.
     response = post(api, f"/endpoints/{endpoint_id}/rotate-secret", raw)
     assert response.status_code == 400, response.content
     assert json.loads(response.content)
@@ -208,7 +208,7 @@ def test_event_type_and_data_say_what_emit_enforces(schema: dict[str, Any]) -> N
 
 
 def test_endpoint_event_types_say_they_need_one_filter(schema: dict[str, Any]) -> None:
-    # Issue 18: `event_types: []` is refused, and the schema had no minItems.
+    # `event_types: []` is refused, and the schema once had no minItems.
     for name in ("EndpointRequest", "PatchedEndpointRequest"):
         event_types = schema["components"]["schemas"][name]["properties"]["event_types"]
         assert event_types["minItems"] == 1, name

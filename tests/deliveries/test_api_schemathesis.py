@@ -1,4 +1,4 @@
-"""Schemathesis against the served OpenAPI schema (issue 18): bounded and deterministic.
+"""Schemathesis against the served OpenAPI schema: bounded and deterministic.
 
 Every operation of ``GET /api/v1/schema`` is called in-process through the WSGI
 application, with a valid token, with the default checks: no 5xx, only documented
@@ -197,7 +197,7 @@ def stored(
 ) -> Iterator[dict[str, str]]:
     """One row of every kind the API serves, by the first segment of its path.
 
-    Commits are real, so emitted events enqueue their fan-out; no worker takes them, and
+    Commits are real, so emitted events dispatch their fan-out; no worker takes them, and
     the broker is emptied afterwards.
     """
     # Generated URLs name made-up hosts: resolve them to a public address, never via DNS.

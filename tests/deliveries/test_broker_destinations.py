@@ -1,4 +1,4 @@
-"""Broker destinations end to end (issue 26): an endpoint whose URL names RabbitMQ, NATS
+"""Broker destinations end to end: an endpoint whose URL names RabbitMQ, NATS
 JetStream or a Redis stream, made through the API, gets its events from the real Celery
 worker; a consumer on the real server reads the message and verifies it with the
 official `standardwebhooks` library over exactly the bytes and headers it got.

@@ -1,4 +1,4 @@
-"""Issue 23, defect 6 (sending side): credentials never follow an endpoint to a new origin.
+"""Credentials (sending side) never follow an endpoint to a new origin.
 
 Changing an endpoint's `url` to another origin (scheme, host or port) drops its stored
 secret headers unless the same request gives them again, and the answer says so; a

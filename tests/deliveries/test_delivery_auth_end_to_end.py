@@ -1,4 +1,4 @@
-"""Issue 26 end to end: an endpoint made through the API with OAuth2 client credentials
+"""Delivery auth end to end: an endpoint made through the API with OAuth2 client credentials
 and mutual TLS, an event posted through the API, a real Celery worker delivering it to a
 TLS receiver that demands the client certificate and checks the bearer token."""
 

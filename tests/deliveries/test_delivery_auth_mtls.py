@@ -1,4 +1,4 @@
-"""Issue 26, delivery auth: mutual TLS per endpoint, against a real TLS server on
+"""Delivery auth: mutual TLS per endpoint, against a real TLS server on
 127.0.0.1 that demands a client certificate of a private CA (made in the test)."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 26, delivery auth: OAuth2 client credentials (RFC 6749 §4.4) per endpoint.
+"""Delivery auth: OAuth2 client credentials (RFC 6749 §4.4) per endpoint.
 
 Against real peers on 127.0.0.1: a token server that counts its fetches, an endpoint that
 takes only the token server's current token (401 otherwise), a real Celery worker, Redis

@@ -1,4 +1,4 @@
-"""Issue 26, delivery auth: every delivery (and token request) through the egress proxy
+"""Delivery auth: every delivery (and token request) through the egress proxy
 (``WEBHOOKS_EGRESS_PROXY_URL``), a real forward proxy on 127.0.0.1; the SSRF guard still
 judges the target before the proxy is asked."""
 

@@ -1,4 +1,4 @@
-"""Erasing a tenant (issue 23, privacy): the API, the command, batches resumed after a
+"""Erasing a tenant: the API, the command, batches resumed after a
 crash, an audit row with who, when and how many rows, and no personal data left."""
 
 import json

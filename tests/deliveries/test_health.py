@@ -1,4 +1,4 @@
-"""Endpoint health and isolation on the real stack (issue 6): auto-suspension with its
+"""Endpoint health and isolation on the real stack: auto-suspension with its
 notifications, the circuit breaker, rate and in-flight limits across workers, the SSRF
 guard at creation and at connect time."""
 
@@ -321,7 +321,7 @@ def test_connect_time_refusal_for_a_name_resolving_to_loopback(
 
     outcome = services.delivery_attempt(delivery_id=delivery.pk)
 
-    assert outcome == services.Outcome.RETRY_SCHEDULED
+    assert outcome == services.DeliveryOutcome.RETRY_SCHEDULED
     assert receiver.requests == []
     attempt = Attempt.objects.get(delivery=delivery)
     assert attempt.response_status is None

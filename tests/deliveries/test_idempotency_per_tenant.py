@@ -1,5 +1,5 @@
-"""Idempotency keys are unique per tenant (issue 23, defect 2): the events without a tenant
-are one scope of their own, each tenant another."""
+"""Idempotency keys are unique per tenant (so one tenant's key never hides another's
+event): the events without a tenant are one scope of their own, each tenant another."""
 
 import json
 from typing import Any

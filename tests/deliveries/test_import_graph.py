@@ -1,6 +1,6 @@
 """The sending side's modules form no import cycle, function-local imports counted
 (`TYPE_CHECKING` blocks aside): a package's own modules import each other, not the
-package's re-exporting `__init__`, and services publish tasks by their registered names."""
+package's re-exporting `__init__`, and services dispatch tasks by their registered names."""
 
 import ast
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Fan-out by the emitting process: an event of a tenant with few endpoints gets its
 deliveries right after the product's transaction commits, without a fan-out task, and
-nothing of ours runs inside that transaction (finding 5 of the engine issue)."""
+nothing of ours runs inside that transaction (a library must never fail or slow its
+host's transaction)."""
 
 import threading
 from collections.abc import Callable

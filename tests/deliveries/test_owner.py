@@ -1,6 +1,6 @@
 """The sending engine's owner protocol on the real stack: one owner per endpoint, wakes that
-name no rows, a total deadline per request, and the findings of the engine issue (#22),
-each with a test that failed on the engine before it."""
+name no rows, a total deadline per request, and the defects found in the engine before
+this one, each with a test that failed on that engine."""
 
 import contextlib
 import json
@@ -267,8 +267,8 @@ def test_duplicate_wakes_are_folded_into_one_message(receiver: Receiver) -> None
 def test_an_ordered_endpoint_kept_busy_sends_in_order_with_few_messages(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    # Finding 1: refused ordered messages re-published themselves with countdowns, heads
-    # and non-heads alike (1,807 task messages for 60 deliveries).
+    # Refused ordered messages must not dispatch themselves again with countdowns: when
+    # they did, heads and non-heads alike, 60 deliveries took 1,807 task messages.
     endpoint, _ = make_endpoint(receiver, ordered_delivery=True, max_in_flight=1)
     receiver.default = Reply(delay_seconds=0.02)
     before = published_wakes()
@@ -371,7 +371,7 @@ def test_an_owner_hands_its_endpoint_on_only_when_a_task_waits_for_the_pool(
 def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
     celery_worker: object, receiver: Receiver, settings: SettingsWrapper
 ) -> None:
-    # Finding 4's family: nothing in Redis may stall an endpoint (no slot to leak).
+    # Nothing in Redis may stall an endpoint (there is no slot to leak).
     settings.WEBHOOKS_HEALTH_REDIS_URL = "redis://127.0.0.1:9/0"
     endpoint, _ = make_endpoint(receiver)
     for n in range(5):
@@ -389,8 +389,8 @@ def test_deliveries_go_on_when_the_shared_counters_are_unreachable(
 def test_a_disable_cancels_every_waiting_row_in_flight_ones_included(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    # Finding 6: rows in flight at the disable came back pending, were parked held, and
-    # stayed so for ever.
+    # Rows in flight at the disable once came back pending, were parked held, and stayed
+    # so for ever.
     endpoint, _ = make_endpoint(receiver, max_in_flight=2)
     receiver.default = Reply(status=500, delay_seconds=0.5)
     with transaction.atomic():
@@ -433,7 +433,7 @@ def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
 def test_a_header_change_applies_to_the_owner_s_next_round(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    # Finding 6: take-along rounds used the endpoint as read at the batch's start.
+    # Take-along rounds once used the endpoint as read at the batch's start.
     endpoint, _ = make_endpoint(receiver, max_in_flight=1, custom_headers={"X-Version": "old"})
     changed = threading.Event()
 
@@ -488,7 +488,7 @@ def test_a_secret_rotated_or_expired_while_the_owner_works_applies_to_its_next_r
 
 
 def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Receiver) -> None:
-    # Finding 8: a probe with no request sent closed a half-open breaker.
+    # A probe with no request sent once closed a half-open breaker.
     endpoint, _ = make_endpoint(receiver)
     Endpoint.objects.filter(pk=endpoint.pk).update(
         circuit_state=CircuitState.HALF_OPEN, circuit_changed_at=timezone.now()
@@ -502,9 +502,9 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
     failed = Outcome(Kind.RETRY, error="not sent, error on our side", local_failure=True)
     result = _result(claimed, failed, Credentials(["s"], [], 0))
 
-    from deliveries.services.recording import Claim, Deferral, record
+    from deliveries.services.recording import Deferral, DeliveryClaim, record
 
-    claim = Claim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
+    claim = DeliveryClaim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
     record(claim, endpoint, [result], Deferral([]))
 
     endpoint.refresh_from_db()
@@ -513,7 +513,7 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
 
 
 def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Receiver) -> None:
-    # Finding 8: a retried cancelled head could be sent beside a successor in flight.
+    # A retried cancelled head could once be sent beside a successor in flight.
     endpoint, _ = make_endpoint(receiver, ordered_delivery=True)
     now = timezone.now()
     rows = []
@@ -546,8 +546,8 @@ def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Re
 def test_the_sweeper_wakes_an_idle_endpoint_beside_a_saturated_one_in_a_few_queries(
     receiver: Receiver, django_assert_max_num_queries: Any, redis_client: Any
 ) -> None:
-    # Finding 7: one saturated endpoint's backlog filled every sweep (oldest rows first)
-    # and another endpoint's truly lost rows waited behind it.
+    # One saturated endpoint's backlog once filled every sweep (oldest rows first) and
+    # another endpoint's truly lost rows waited behind it.
     redis_client.flushdb()
     saturated, _ = make_endpoint(receiver)
     lost, _ = make_endpoint(receiver)
@@ -646,7 +646,7 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
 
 
 def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiver) -> None:
-    # Finding 3: the task's time limit killed the task only; its lanes kept their sockets,
+    # The task's time limit once killed the task only; its lanes kept their sockets,
     # nothing was recorded, and the sweeper sent again while the first request was open.
     from celery.exceptions import SoftTimeLimitExceeded
 

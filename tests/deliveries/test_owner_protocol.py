@@ -42,7 +42,7 @@ class Worker:
 
 
 class FakeBroker:
-    """Stands in for Celery's publishing only: the messages land in a list the state
+    """Stands in for Celery's dispatching only: the messages land in a list the state
     machine hands to workers in any order (or loses)."""
 
     def __init__(self) -> None:

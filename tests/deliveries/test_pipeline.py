@@ -49,7 +49,7 @@ def settled(event: Event, status: str) -> bool:
 
 
 def verify_v1_independently(secret: str, headers: dict[str, str], body: bytes) -> bool:
-    """Article 000's recipe, written from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
+    """The recipe of docs/wire-format.md, from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
     parts = [p.split("=", 1) for p in headers["X-Webhook-Signature"].split(",")]
     timestamp = next(v for k, v in parts if k == "t")
     expected = hmac.new(
@@ -282,7 +282,7 @@ def test_sweeper_fans_out_events_whose_message_was_lost(
     celery_worker: object, receiver: Receiver, fast_sweeps: None
 ) -> None:
     make_endpoint(receiver)
-    # As if the broker lost the fan-out message: the row exists, nothing was enqueued.
+    # As if the broker lost the fan-out message: the row exists, nothing was dispatched.
     event = Event.objects.create(type="order.created", data={"id": 1}, occurred_at=timezone.now())
     Event.objects.filter(pk=event.pk).update(created_at=timezone.now() - timedelta(seconds=5))
 
@@ -292,7 +292,7 @@ def test_sweeper_fans_out_events_whose_message_was_lost(
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
 
 
-def test_long_waits_stay_in_the_database_until_the_sweeper_enqueues_them(
+def test_long_waits_stay_in_the_database_until_the_sweeper_wakes_them(
     celery_worker: object, receiver: Receiver, settings: Any, fast_sweeps: None
 ) -> None:
     settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 0.01
@@ -361,7 +361,7 @@ def test_a_held_delivery_spends_neither_attempts_nor_its_retry_window(
         event=event, endpoint=endpoint, next_attempt_at=timezone.now()
     )
 
-    assert services.delivery_attempt(delivery_id=delivery.pk) == services.Outcome.HELD
+    assert services.delivery_attempt(delivery_id=delivery.pk) == services.DeliveryOutcome.HELD
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.first_attempt_at) == ("held", 0, None)
@@ -388,7 +388,7 @@ def test_one_transaction_of_many_events_is_fanned_out_completely(
 def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sending(
     celery_worker: object, receiver: Receiver
 ) -> None:
-    """Issue 13 item 7: a header value outside Latin-1 (written past the services, which
+    """A header value outside Latin-1 (written past the services, which
     refuse it) made `deliver_batch` raise: no attempt, the rows stuck in `sending`, the same
     crash after every lease expiry. Now each delivery records the error and retries."""
     endpoint, _ = make_endpoint(receiver, max_attempts=2)

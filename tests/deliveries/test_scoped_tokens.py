@@ -1,4 +1,4 @@
-"""Tenant-scoped API tokens (issue 23, defect 4): a token limited to tenant T reaches T's
+"""Tenant-scoped API tokens: a token limited to tenant T reaches T's
 endpoints, events, deliveries, replays and portal only; portal sessions and revealed
 secrets are audit-logged."""
 

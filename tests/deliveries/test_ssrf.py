@@ -137,7 +137,7 @@ def test_connect_time_refuses_http_when_https_is_required() -> None:
         assert receiver.requests == []
 
 
-# --- issue 13 item 5: ambiguous URL forms are refused outright --------------------------
+# --- ambiguous URL forms are refused outright -------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def test_plain_url_forms_stay_accepted(url: str) -> None:
 
 
 def test_endpoint_clean_does_no_dns_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Item 4: the rules (and the save-time check) are the services'; a model form's
+    """The rules (and the save-time check) are the services'; a model form's
     full_clean no longer resolves names (the connect-time guard does)."""
     from deliveries.models import Endpoint
 

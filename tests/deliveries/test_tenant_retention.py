@@ -1,4 +1,4 @@
-"""Retention per tenant (issue 23, privacy): ``PUT /api/v1/tenants/{tenant}/settings``
+"""Retention per tenant: ``PUT /api/v1/tenants/{tenant}/settings``
 keeps that tenant's events and attempts for fewer days than the global setting; the
 portal shows it."""
 

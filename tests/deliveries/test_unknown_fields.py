@@ -1,6 +1,6 @@
-"""Unknown fields are refused (issue 23, defect 11): a 400 naming each one, on every write
-of the API, nested objects included; the schema says ``additionalProperties: false``;
-read-only fields sent back unchanged are accepted."""
+"""Unknown fields are refused (a misspelt field must not be dropped silently): a 400 naming
+each one, on every write of the API, nested objects included; the schema says
+``additionalProperties: false``; read-only fields sent back unchanged are accepted."""
 
 import json
 from datetime import timedelta

@@ -46,7 +46,7 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-# Issue 13: nesting beyond what json (or the rest of the stack) can walk.
+# Nesting beyond what json (or the rest of the stack) can walk.
 HOSTILE_BODIES = [
     b"[" * 10_000 + b"]" * 10_000,
     b'{"id": "x", "type": "t", "data": ' + b"[" * 990 + b"]" * 990 + b"}",
@@ -152,7 +152,7 @@ def test_the_api_answers_garbage_with_4xx(client: Client) -> None:
     assert all(isinstance(e.type, str) and e.type for e in Event.objects.all())
 
 
-# --- issue 13: NUL in admin list filters, unknown charsets -------------------------------
+# --- oversized bodies, NUL in list filters, unknown charsets -----------------------------
 
 
 def test_the_api_answers_a_body_over_the_upload_limit_with_413(
@@ -274,7 +274,7 @@ def test_the_api_answers_nul_in_its_filters_without_a_500(client: Client, path: 
         assert response.status_code in (200, 400), (path, name, response.content[:200])
 
 
-# Issue 13: endpoint settings the services refuse, whichever door they come through.
+# Endpoint settings the services refuse, whichever door they come through.
 bad_header_names = st.sampled_from(
     [
         "Host",

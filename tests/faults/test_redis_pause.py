@@ -1,8 +1,8 @@
 """Redis stops taking writes for 3 s (`CLIENT PAUSE 3000 WRITE`) in the middle of 150 events
 to 5 endpoints: wakes, marks and rate counters block or fail meanwhile, and once Redis
-writes again every delivery arrives within 60 s of the last emit (the engine issue's
-recovery target). A private redis-server is the broker and the counters' store, so the
-pause touches nothing else on the machine."""
+writes again every delivery arrives within 60 s of the last emit (the database holds
+every delivery, so a stalled Redis may only delay them). A private redis-server is the
+broker and the counters' store, so the pause touches nothing else on the machine."""
 
 import threading
 import time

@@ -4,7 +4,7 @@ A private redis-server is the broker and the health-counter store of a worker pr
 of the process playing product code and beat. When it dies, every queued, reserved and
 countdown message dies with it; events emitted during the outage are committed but their
 messages cannot be sent. PostgreSQL has the truth, so once Redis is back the sweeper
-enqueues what is left and every event arrives.
+dispatches what is left and every event arrives.
 
 The worker runs under a supervisor, as in production: on a lost broker connection Celery's
 consumer sometimes dies with "Unrecoverable error" inside kombu's Redis transport (it

@@ -1,6 +1,6 @@
 """Scenario 5: a rolled-back product transaction sends nothing (0 phantom events).
 
-Events are rows written in the product's own transaction and enqueued on commit, so a
+Events are rows written in the product's own transaction and dispatched on commit, so a
 rollback takes the event with it; the events committed around it still go out.
 """
 

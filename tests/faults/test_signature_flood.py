@@ -1,4 +1,4 @@
-"""Issue 23, defect 3, through the `web` process as the Procfile starts it (gunicorn).
+"""Signature floods, through the `web` process as the Procfile starts it (gunicorn).
 
 Forged ed25519 (`v1a`) candidates each cost a verification over the whole body, and
 gunicorn joins repeated header lines into one value, so a request could carry thousands:

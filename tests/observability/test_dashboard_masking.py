@@ -1,4 +1,4 @@
-"""Issue 23, defect 9: the dashboard shows endpoint URLs with their userinfo and query
+"""The dashboard shows endpoint URLs with their userinfo and query
 values masked to staff who may not change endpoints; whoever may sees them whole."""
 
 import pytest

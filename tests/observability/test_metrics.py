@@ -218,7 +218,7 @@ def test_circuit_breaker_gauges_are_served_in_both_modes(
     monkeypatch: pytest.MonkeyPatch,
     multiprocess: bool,
 ) -> None:
-    # Issue 13, item 13: they vanished when PROMETHEUS_MULTIPROC_DIR was set.
+    # They once vanished when PROMETHEUS_MULTIPROC_DIR was set.
     from deliveries.models import CircuitState, Endpoint
 
     tripped, _ = services.endpoint_create(url="http://127.0.0.1:9/open", event_types=["*"])

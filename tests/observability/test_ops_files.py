@@ -46,7 +46,8 @@ def test_alert_rules_are_well_formed_and_use_exported_metrics(
         used = set(METRIC_NAME.findall(rule["expr"]))
         assert used, rule["alert"]
         assert used <= names, (rule["alert"], used - names)
-    # The alerts the issue asks for.
+    # The alerts an operator needs: dead letters, an old backlog, signature failures,
+    # suspended endpoints and no success at all.
     exprs = " ".join(rule["expr"] for rule in rules)
     for needed in (
         'outcome="dead_lettered"',

@@ -1,4 +1,4 @@
-"""Issue 14: the distribution, installed into a fresh virtual environment, in a project made
+"""The distribution, installed into a fresh virtual environment, in a project made
 by ``django-admin startproject`` plus only the lines the README's "Add to an existing Django
 project" names, sends and receives webhooks end to end.
 

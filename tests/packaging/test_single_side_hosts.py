@@ -1,4 +1,4 @@
-"""Issue 24: a host that only receives, and one that only sends, each installed from the
+"""A host that only receives, and one that only sends, each installed from the
 built wheel into a ``django-admin startproject`` project with only the lines the install
 page names (docs/install.md): each migrates without the other side's tables, makes an API
 token with ``create_api_token`` and does its side's work through the HTTP API, a worker and
@@ -260,8 +260,8 @@ def test_a_host_that_only_receives(
     # Reconciliation runs there too (no source has a provider API: nothing to ask).
     out = run(
         venv, project / "manage.py", "shell", "-c",
-        "from receivers.reconciliation import enqueue_reconciliations\n"
-        "print(enqueue_reconciliations())",
+        "from receivers.reconciliation import dispatch_reconciliations\n"
+        "print(dispatch_reconciliations())",
         cwd=project, env=env,
     )  # fmt: skip
     assert out.split()[-1] == "0"

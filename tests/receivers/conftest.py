@@ -8,7 +8,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from deliveries.signing import generate_secret
 from receivers import services
 from receivers.models import Source
-from receivers.services import enqueue
+from receivers.services import dispatch
 
 MakeSource = Callable[..., tuple[Source, str]]
 
@@ -50,4 +50,4 @@ def post(client: Client, slug: str, body: bytes, headers: dict[str, str], **kw: 
 def _previous_messages_sent() -> None:
     """The view's processing messages go out from a thread; the ones of the test before
     are sent before this test's worker fixture empties the broker, not into this test."""
-    enqueue.flush_pending()
+    dispatch.flush_pending()

@@ -1,4 +1,5 @@
-"""The six providers of issue 25, each signing requests the way the provider does.
+"""Six providers (Slack, Twilio, Paddle, Square, SendGrid, Shopify), each signing requests
+the way the provider does.
 
 Where the provider's SDK signs (Slack's ``SignatureVerifier.generate_signature``, Twilio's
 ``RequestValidator.compute_signature``) the SDK signs; where it only verifies (Paddle,

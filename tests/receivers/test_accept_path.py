@@ -1,4 +1,4 @@
-"""The accept path kept lean (issue 9): few statements, exact source and secret state,
+"""The accept path kept lean (docs/receiving.md): few statements, exact source and secret state,
 batched processing messages, and no 500 for a signed body the database cannot store."""
 
 import json
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from deliveries.signing import generate_secret
 from receivers import schemes, services
 from receivers.models import InboxEvent, InboxStatus, SourceSecret
-from receivers.services import enqueue
+from receivers.services import dispatch
 from tests.conftest import wait_until
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
@@ -139,16 +139,16 @@ def test_batch_message_processes_each_row(celery_worker: object, make_source: Ma
             services.inbox_record(source=source, envelope=envelope, headers={}, raw_body=b"")
         )
     # One more message for the same rows, as after a redelivery: claims keep it harmless.
-    enqueue.publish_batch([str(arrival.inbox_id) for arrival in ids])
+    dispatch.dispatch_batch([str(arrival.inbox_id) for arrival in ids])
     rows = InboxEvent.objects.filter(source=source)
     wait_until(lambda: set(rows.values_list("status", flat=True)) == {InboxStatus.IGNORED})
     time.sleep(0.5)  # room for the second message to run, if it could
     assert set(rows.values_list("attempts", flat=True)) == {1}
 
 
-def test_flush_pending_waits_until_the_sender_thread_has_published() -> None:
-    sender = enqueue.BatchSender()
-    assert sender.flush(0.1)  # nothing handed over yet
+def test_flush_pending_waits_until_the_sender_thread_has_dispatched() -> None:
+    sender = dispatch.BatchSender()
+    assert sender.flush(0.1)  # nothing submitted yet
     for _ in range(3):  # ids of no row: a worker that gets them finds nothing to claim
         sender.submit(str(uuid.uuid4()))
     assert sender.flush(5.0)

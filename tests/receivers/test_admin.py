@@ -139,7 +139,7 @@ def test_rotate_secret_page_generates_for_our_scheme_and_refuses_bad_secrets(
     assert staff.get("/admin/receivers/source/999999/rotate-secret/").status_code == 404
 
 
-# --- issue 13 -----------------------------------------------------------------------------
+# --- secrets and tokens in the admin; the SSRF guard at save time -------------------------
 
 
 def _staff_in(group: str) -> Client:
@@ -154,7 +154,7 @@ def _staff_in(group: str) -> Client:
 def test_view_only_users_never_see_the_reconciliation_token(
     make_source: MakeSource, group: str
 ) -> None:
-    """Item 1: the decrypted api_token was a read-only field for viewers and operators."""
+    """The decrypted api_token was once a read-only field for viewers and operators."""
     source, _ = make_source(api_base_url="https://api.provider.example")
     source.api_token = "tok_live_s3cr3t_value"
     source.save()
@@ -210,7 +210,7 @@ def test_admin_add_source_gives_it_a_secret_shown_once(staff: Client) -> None:
 def test_reconciliation_url_gets_the_ssrf_guard_at_save_time(
     staff: Client, make_source: MakeSource, settings: Any, url: str
 ) -> None:
-    """Item 3: a source's api_base_url is refused like an endpoint URL, everywhere."""
+    """A source's api_base_url is refused like an endpoint URL, everywhere."""
     settings.WEBHOOKS_ALLOWED_NETWORKS = []
     with pytest.raises(services.SourceInvalid) as refused:
         services.source_create(slug="api", scheme="ours", api_base_url=url)
@@ -231,7 +231,7 @@ def test_reconciliation_url_gets_the_ssrf_guard_at_save_time(
 def test_views_that_take_secrets_hide_them_from_error_reports(
     staff: Client, make_source: MakeSource
 ) -> None:
-    """Item 9: sensitive_post_parameters on every view that takes a secret by POST."""
+    """sensitive_post_parameters on every view that takes a secret by POST."""
     source, _ = make_source("github", secret="old github secret")
     for url, data in [
         (f"/admin/receivers/source/{source.pk}/rotate-secret/", {"secret": "", "grace_hours": "x"}),

@@ -1,8 +1,9 @@
-"""The receiving side's HTTP API (issue 7): sources and the inbox, under the same token auth,
+"""The receiving side's HTTP API: sources and the inbox, under the same token auth,
 pagination and error handling as the sending API.
 
-Plain ``django_db`` tests (nothing commits, so no task is enqueued), except the last one,
-which proves on the real stack that a retry through the API gets the event processed.
+Plain ``django_db`` tests (nothing commits, so no task message is dispatched), except the
+last one, which proves on the real stack that a retry through the API gets the event
+processed.
 """
 
 import base64
@@ -157,7 +158,7 @@ def test_generated_standard_secret_verifies_the_official_library(api: APIClient)
 def test_a_standard_secret_without_base64_padding_is_accepted_and_verifies(
     api: APIClient,
 ) -> None:
-    # Issue 13, item 12: the reference libraries accept it, so do we.
+    # The Standard Webhooks reference libraries accept it, so do we.
     unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
     created = create_source(api, slug="std-unpadded", scheme="standard", secret=unpadded)
     assert created["secret"] == unpadded
@@ -194,7 +195,7 @@ def test_create_source_with_the_providers_secret_and_options(api: APIClient) -> 
 
 @pytest.mark.parametrize("given", [{}, {"expected_mode": None}, {"expected_mode": ""}])
 def test_a_source_without_an_expected_mode_is_served_with_null(api: APIClient, given: Json) -> None:
-    # Issue 18: it was served as "", which the schema's enum (live, test) does not allow.
+    # It was once served as "", which the schema's enum (live, test) does not allow.
     created = create_source(api, **given)
     assert created["expected_mode"] is None
     assert Source.objects.get().expected_mode == ""
@@ -242,7 +243,7 @@ def test_provider_schemes_need_the_providers_secret(
         ({"max_body_bytes": 10 * 1024 * 1024 + 1}, "max_body_bytes"),
         ({"max_body_bytes": -1}, "max_body_bytes"),
         ({"expected_mode": "production"}, "expected_mode"),
-        # Issue 18: the wrong JSON type was converted ("expected_account": 0 stored as "0").
+        # The wrong JSON type was once converted ("expected_account": 0 stored as "0").
         ({"expected_account": 0}, "expected_account"),
         ({"expected_account": True}, "expected_account"),
         ({"tolerance_seconds": "300"}, "tolerance_seconds"),
@@ -422,7 +423,7 @@ def test_inbox_list_is_newest_first_without_bodies(api: APIClient, inbox: dict[s
         ({"status": "done"}, "status"),
         ({"type": "t" * 201}, "type"),
         ({"source": "s" * 101}, "source"),
-        # Issue 18: empty values were taken for "no filter", though the schema says
+        # Empty values were once taken for "no filter", though the schema says
         # minLength 1.
         ({"type": ""}, "type"),
         ({"source": ""}, "source"),

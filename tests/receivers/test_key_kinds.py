@@ -1,4 +1,4 @@
-"""Issue 23, defect 7: a `whpk_` public key is never an HMAC secret.
+"""A `whpk_` public key is never an HMAC secret.
 
 Anyone can read a public key, so an HMAC scheme keyed with one accepts signatures anyone
 can make. Every HMAC scheme (ours, stripe, github, and any added later: the rule lives in

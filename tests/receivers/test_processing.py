@@ -21,7 +21,7 @@ from examples.payments.models import Order, OrderStatus, Payment, PaymentStatus,
 from receivers import services
 from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source
-from receivers.services import enqueue
+from receivers.services import dispatch
 from tests.conftest import wait_until
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
@@ -180,7 +180,7 @@ def test_crash_after_inbox_commit_is_processed_after_restart(
     event_id = send(Client(), source, secret, "payment.created", **payment_data(1))
     assert status_of(source, event_id) == InboxStatus.RECEIVED
     # ...its task message is sent (from the view's sender thread)...
-    assert enqueue.flush_pending()
+    assert dispatch.flush_pending()
     # ...and then the worker dies and Redis loses the task message with it.
     redis_client.flushdb()
 

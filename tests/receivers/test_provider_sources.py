@@ -1,4 +1,4 @@
-"""Issue 25: sources of the six providers, created through the API and the admin, then
+"""Sources of the six providers, created through the API and the admin, then
 receiving a signed request; secrets and public URLs that could never work are refused."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 25: Slack, Twilio, Shopify, Paddle, Square and SendGrid through the receiving view.
+"""Slack, Twilio, Shopify, Paddle, Square and SendGrid through the receiving view.
 
 Every case runs for every provider (``PROVIDERS``): a valid request, a tampered body, a
 stale time where the provider signs one, a wrong key, a missing signature, a malformed

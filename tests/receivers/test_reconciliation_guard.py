@@ -1,4 +1,4 @@
-"""Issue 13 item 3: reconciliation requests carry a bearer token, so they get the SSRF
+"""Reconciliation requests carry a bearer token, so they get the SSRF
 guard at connect time and follow `next` links on the base URL's origin only. Real HTTP
 servers on 127.0.0.1 (two ports: two origins)."""
 

@@ -1,4 +1,4 @@
-"""Issue 23, defect 6 (receiving side): a source's stored API token never follows a change
+"""A source's stored API token never follows a change
 of `api_base_url` to another origin (scheme, host or port), in the service, so the admin
 and every other caller get the rule; the admin says so."""
 

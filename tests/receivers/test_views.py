@@ -388,7 +388,7 @@ def test_insert_failing_after_verification_is_503(make_source: MakeSource) -> No
     assert InboxEvent.objects.count() == 1
 
 
-# --- issue 13: deep nesting, credential-like headers --------------------------------------
+# --- deep nesting, credential-like headers ------------------------------------------------
 
 
 def signed_headers(secret: str, body: bytes, msg_id: str) -> dict[str, str]:
@@ -458,7 +458,7 @@ def test_credential_like_headers_are_never_stored(client: Client, make_source: M
         assert stored[name.lower()] == value
 
 
-# --- Transfer-Encoding: chunked (issue 13) ------------------------------------------------
+# --- Transfer-Encoding: chunked -----------------------------------------------------------
 
 
 def chunked_request(slug: str, body: bytes, headers: dict[str, str], terminated: bool) -> Any:

@@ -1,4 +1,4 @@
-"""The library's import graph (issue 24): no cycle among the modules of ``deliveries``,
+"""The library's import graph: no cycle among the modules of ``deliveries``,
 ``receivers`` and ``webhooks_core``, counting function-local imports (those under ``if
 TYPE_CHECKING:`` aside); ``webhooks_core`` imports neither app; ``receivers`` imports nothing
 of ``deliveries``; and no module reaches its own package's names through the package's

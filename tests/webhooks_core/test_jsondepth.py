@@ -1,4 +1,4 @@
-"""The nesting limit on JSON documents, a pure function (issue 13, item 8)."""
+"""The nesting limit on JSON documents, a pure function ."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Issue 14: what the apps bring along so a host needs none of this repository's settings.
+"""What the apps bring along so a host needs none of this repository's settings.
 
 The end-to-end proof is tests/packaging/test_installable.py; these pin the parts one by one.
 """

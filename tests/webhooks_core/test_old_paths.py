@@ -1,4 +1,4 @@
-"""The modules that moved to webhooks_core (issue 24) are still importable from their old
+"""The modules that moved to webhooks_core are still importable from their old
 paths, as the very same module objects: code and tests written against ``deliveries.ssrf``
 or ``deliveries.api.strict`` keep working, private names and monkeypatching included."""
 

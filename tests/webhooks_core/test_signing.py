@@ -31,7 +31,7 @@ MSG_ID = "0b0e7f0e-4a51-4bb4-9d8b-3e0f1c1d2e3f"
 
 
 def recipe_v1(secret: str, timestamp: int, body: bytes) -> str:
-    """Article 000's recipe, written from the spec, not from our code."""
+    """The recipe of docs/wire-format.md, written from the spec, not from our code."""
     message = f"{timestamp}.".encode() + body
     return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
@@ -229,7 +229,7 @@ def test_verify_v1_rejects_malformed_headers_without_raising(header: str) -> Non
     assert signing.verify_v1(signing.generate_secret(), header, BODY, now=1_700_000_000) is False
 
 
-# --- secrets without base64 padding, empty secrets (issue 13, item 12) -------------------
+# --- secrets without base64 padding, empty secrets ---------------------------------------
 
 UNPADDED = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
 

@@ -1,4 +1,4 @@
-"""API tokens and the audit log move from ``deliveries`` to ``webhooks_core`` (issue 24):
+"""API tokens and the audit log move from ``deliveries`` to ``webhooks_core``:
 ``webhooks_core.0001`` renames the tables where they exist and creates them elsewhere,
 ``deliveries.0020`` forgets them. Each order a host can reach is driven here with
 ``manage.py migrate`` on a database of its own: an upgrade keeps its rows, and a host that

@@ -1,7 +1,7 @@
-"""Bodies are read only for callers who are known (issue 23, defect 10): the web process's
-body buffering (webhooks_project/bodies.py) reads an API request's body only after its
-token checked out, and a receiver's up to its source's own limit (nothing for an unknown
-slug)."""
+"""Bodies are read only for callers who are known (an unknown one must not make us buffer
+megabytes): the web process's body buffering (webhooks_project/bodies.py) reads an API
+request's body only after its token checked out, and a receiver's up to its source's own
+limit (nothing for an unknown slug)."""
 
 import io
 from typing import Any

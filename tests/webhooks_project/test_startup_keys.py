@@ -1,4 +1,4 @@
-"""Issue 23, defect 1: with DEBUG off no process starts with a key an attacker can know.
+"""With DEBUG off no process starts with a key an attacker can know.
 
 Each start is the real one (the image's CMD, the Procfile's Celery and Flower lines,
 `manage.py`), in a fresh process with the environment a deployment would give it; each

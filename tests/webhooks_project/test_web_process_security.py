@@ -1,4 +1,4 @@
-"""Issue 23, defect 5, in the web process as the Procfile starts it (gunicorn, gevent,
+"""Secrets and transport in the web process as the Procfile starts it (gunicorn, gevent,
 its access log on stdout, Django's logs on stderr): a portal link's token reaches no log
 line, a scanner's GET leaves the link usable, and with DEBUG off plain http is redirected
 to https and HSTS is sent, unless the environment turns them off."""

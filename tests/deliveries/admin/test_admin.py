@@ -1,4 +1,4 @@
-"""The operator console in the admin: permissions, audit, DLQ, stats, events (issue 5).
+"""The operator console in the admin: permissions, audit, DLQ, stats, events.
 
 Plain ``django_db`` tests through Django's test client; the ones that need a worker and a
 real receiver are in test_console_pipeline.py.
@@ -368,7 +368,7 @@ def test_replay_console_previews_then_confirms(operator: Client) -> None:
     assert "must be after since" in backwards.content.decode()
 
 
-# --- issue 13: the admin's forms go through the services; secrets on their own page ------
+# --- the admin's forms go through the services; secrets on their own page ----------------
 
 
 def endpoint_form(**overrides: str) -> dict[str, str]:

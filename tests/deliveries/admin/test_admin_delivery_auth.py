@@ -1,4 +1,4 @@
-"""Issue 26: the admin's endpoint form carries the delivery-auth fields (OAuth2 client
+"""The admin's endpoint form carries the delivery-auth fields (OAuth2 client
 credentials, mutual TLS); the secrets are write-only and the services' rules apply."""
 
 import logging

@@ -1,4 +1,4 @@
-"""Issue 26: the admin's endpoint form with the delivery-auth fields, in a real headless
+"""The admin's endpoint form with the delivery-auth fields, in a real headless
 Chromium (Debian's `chromium`; skipped when it is missing). The screenshot lands in
 var/screenshots/endpoint-delivery-auth.png."""
 

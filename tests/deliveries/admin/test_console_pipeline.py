@@ -1,4 +1,4 @@
-"""The console's actions on the real stack: worker on Redis, receiver on 127.0.0.1 (issue 5)."""
+"""The console's actions on the real stack: worker on Redis, receiver on 127.0.0.1."""
 
 import time
 from typing import Any

@@ -1,4 +1,4 @@
-"""The admin's side of issue 23: the token form's tenant, starting an erasure, tenant
+"""The admin's side of tenant privacy: the token form's tenant, starting an erasure, tenant
 settings and the audit log."""
 
 from typing import Any

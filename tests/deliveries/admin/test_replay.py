@@ -1,4 +1,4 @@
-"""Replays (issue 5): preview, batches, API, management command. No worker needed here;
+"""Replays: preview, batches, API, management command. No worker needed here;
 the end-to-end replay over HTTP is in test_console_pipeline.py."""
 
 import json
@@ -76,17 +76,17 @@ def test_replay_runs_in_batches_with_a_cursor(
     assert replay.status == ReplayStatus.PENDING
     assert replay.expected_deliveries == preview.deliveries == 5
 
-    assert services.replay_step(replay_id=replay.pk, enqueue_next=False) is True
+    assert services.replay_step(replay_id=replay.pk, dispatch_next=False) is True
     replay.refresh_from_db()
     assert replay.status == ReplayStatus.RUNNING
     assert replay.events_done == 2
-    assert services.replay_step(replay_id=replay.pk, enqueue_next=False) is False
+    assert services.replay_step(replay_id=replay.pk, dispatch_next=False) is False
     replay.refresh_from_db()
     assert replay.status == ReplayStatus.DONE
     assert replay.deliveries_created == 5
     assert replay.completed_at is not None
     # A late duplicate task message changes nothing.
-    assert services.replay_step(replay_id=replay.pk, enqueue_next=False) is False
+    assert services.replay_step(replay_id=replay.pk, dispatch_next=False) is False
     assert Delivery.objects.count() == 5
 
     rows = Delivery.objects.filter(replay=replay)

@@ -1,6 +1,6 @@
 """The API clients of the HTTP API's tests: with a token, and without.
 
-The tests are plain ``django_db`` ones: nothing commits, so ``on_commit`` enqueues never
+The tests are plain ``django_db`` ones: nothing commits, so ``on_commit`` dispatches never
 fire and no broker is needed. Delivery and Attempt rows are created directly where a test
 needs them."""
 

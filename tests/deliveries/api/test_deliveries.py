@@ -156,7 +156,7 @@ def test_pagination_keeps_filters_in_next_links(api: APIClient) -> None:
     "limit", ["0", "000", "-1", "-5", "abc", "", "null", "1.5", "+3", " 3", "3 ", "٣", "1_0"]
 )
 def test_a_limit_that_is_not_a_whole_number_from_1_is_400(api: APIClient, limit: str) -> None:
-    # Issue 18: these fell back silently to the default page size.
+    # These once fell back silently to the default page size.
     assert_field_error(api.get(f"{API}/deliveries", {"limit": limit}), "limit")
 
 
@@ -311,7 +311,7 @@ def test_retry_of_in_flight_or_held_delivery_is_409(api: APIClient, status: str)
 
 
 def test_retry_of_a_succeeded_delivery_is_409_and_points_to_replay(api: APIClient) -> None:
-    """Issue 13 item 14: a retry must not send a delivered event again (replay does)."""
+    """A retry must not send a delivered event again (replay does)."""
     done = timezone.now()
     delivery = make_delivery(
         make_event(),

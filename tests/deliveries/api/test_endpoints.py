@@ -56,7 +56,7 @@ def test_create_endpoint_returns_id_and_secret(api: APIClient) -> None:
     assert created["state"] == "active"
     assert created["description"] == "billing"
     assert created["owner_email"] == "ops@example.com"
-    # Defaults from the issue.
+    # The defaults a new endpoint gets (docs/configuration.md).
     assert created["max_attempts"] == 12
     assert created["backoff_base_seconds"] == 10.0
     assert created["backoff_max_seconds"] == 900.0
@@ -511,7 +511,7 @@ def test_during_rotation_both_secrets_verify_and_after_only_the_new(api: APIClie
 
 # Inputs the rules refuse, with the field the error is reported under.
 ENDPOINT_RULE_CASES: list[tuple[Json, str]] = [
-    ({"custom_headers": {"X-Price": "price €5"}}, "custom_headers"),  # not Latin-1 (item 7)
+    ({"custom_headers": {"X-Price": "price €5"}}, "custom_headers"),  # headers go out as Latin-1
     ({"custom_headers": {"X-Emoji": "\U0001f600"}}, "custom_headers"),
     ({"custom_headers": {"Connection": "close"}}, "custom_headers"),
     ({"custom_headers": {"Keep-Alive": "timeout=5"}}, "custom_headers"),
@@ -526,7 +526,7 @@ ENDPOINT_RULE_CASES: list[tuple[Json, str]] = [
     ({"event_types": ["nosuchprefix.*"]}, "event_types"),
     ({"version_pins": {"invoice.paid": 99}}, "version_pins"),
     ({"version_pins": {"undeclared.type": 1}}, "version_pins"),
-    ({"url": "http://127.0.0.1:18291\\@example.com/x"}, "url"),  # item 5
+    ({"url": "http://127.0.0.1:18291\\@example.com/x"}, "url"),  # a "\\" before "@": ambiguous
 ]
 
 
@@ -583,7 +583,7 @@ def test_patch_goes_through_endpoint_update(api: APIClient) -> None:
     ],
 )
 def test_ambiguous_urls_are_refused_outright(api: APIClient, url: str) -> None:
-    """Item 5: forms that urlsplit and urllib3 read differently never reach the database."""
+    """Forms that urlsplit and urllib3 read differently never reach the database."""
     response = post_json(api, f"{API}/endpoints", {**GOOD_ENDPOINT, "url": url})
     assert response.status_code == 400, response.content
     assert "url" in body(response)
@@ -644,7 +644,7 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     assert redacted["X-Partner"] == "<redacted>"
     assert redacted["X-Tenant"] == "globex"
 
-    # Unmarking a name needs its value in the same request (issue 23, defect 6): the
+    # Unmarking a name needs its value in the same request: the
     # masked value sent back would unmask the stored one.
     response = patch_json(
         api,

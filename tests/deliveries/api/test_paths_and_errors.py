@@ -174,7 +174,7 @@ def test_a_body_over_the_upload_limit_is_a_413_with_a_json_error(
 
 @pytest.mark.parametrize("depth", [257, 990, 10_000])
 def test_event_data_nested_too_deep_is_a_400(api: APIClient, depth: int) -> None:
-    # Issue 13, item 8, the API's side: refused where it arrives, never a 500 later.
+    # Too deep, the API's side: refused where it arrives, never a 500 later.
     nested = "[" * depth + "]" * depth
     raw = '{"type": "order.created", "data": {"x": ' + nested + "}}"
     response = post_raw(api, "/api/v1/events", raw, "application/json")

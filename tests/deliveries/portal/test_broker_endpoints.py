@@ -1,4 +1,4 @@
-"""A tenant names its own broker in the portal (issue 26): the password is stored
+"""A tenant names its own broker in the portal: the password is stored
 encrypted and never shown again, and the portal's address rules apply to the broker."""
 
 from typing import Any

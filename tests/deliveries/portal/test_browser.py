@@ -81,7 +81,7 @@ def test_a_tenant_manages_its_webhooks_in_a_real_browser(
     celery_worker: object, receiver: Receiver, live_server: Any, browser: Any, settings: Any
 ) -> None:
     # The receiver is on loopback: tenants may reach it only when this setting says so
-    # (WEBHOOKS_ALLOWED_NETWORKS is for operators' endpoints; issue 23, defect 8).
+    # (WEBHOOKS_ALLOWED_NETWORKS is for operators' endpoints, never a tenant's).
     settings.WEBHOOKS_PORTAL_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1"]
     # Another tenant, with an endpoint and a delivery the first must never see.
     theirs, _ = services.endpoint_create(
@@ -209,7 +209,7 @@ def test_a_tenant_manages_its_webhooks_in_a_real_browser(
 def test_a_scanners_get_leaves_the_link_usable_and_the_button_works_without_javascript(
     live_server: Any, browser: Any
 ) -> None:
-    """Issue 23: link scanners GET links first; the person's click still opens the portal,
+    """Link scanners GET links first; the person's click still opens the portal,
     with JavaScript off; a live session for another tenant is named before the switch."""
     link = portal_link(live_server, "acme")
     for _ in range(3):  # an e-mail scanner, a chat unfurler, a preview bot

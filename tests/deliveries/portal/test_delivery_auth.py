@@ -1,4 +1,4 @@
-"""Issue 26: a tenant sets its endpoint's delivery auth in the portal, under the same rules
+"""A tenant sets its endpoint's delivery auth in the portal, under the same rules
 (and the portal's SSRF policy for the token URL); the secrets are write-only."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 23, defect 9: what a tenant may make active again in the portal, and what the
+"""What a tenant may make active again in the portal, and what the
 portal says about why an endpoint is not active.
 
 Only what the failures suspended, after a test event its receiver answered with 2xx, or

@@ -248,7 +248,7 @@ def test_an_operator_ends_sessions_and_unused_links_in_the_admin() -> None:
 
 
 def test_knowing_secret_key_does_not_forge_a_session() -> None:
-    """Issue 23: the cookie was a signed row id, so SECRET_KEY alone forged any session.
+    """The cookie was once a signed row id, so SECRET_KEY alone forged any session.
     Now it carries the session's random secret, and the database keeps only its hash."""
     from django.core import signing
 

@@ -11,7 +11,7 @@ from deliveries.models import ApiToken
 from examples.payments import reconcile
 from examples.payments.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 from receivers import services
-from receivers.reconciliation import enqueue_reconciliations, source_reconcile
+from receivers.reconciliation import dispatch_reconciliations, source_reconcile
 
 
 @pytest.mark.django_db(transaction=True)
@@ -51,4 +51,4 @@ def test_stuck_payment_is_settled_from_the_provider_api(
 def test_only_sources_with_an_api_are_reconciled() -> None:
     services.source_create(slug="no-api", scheme="ours")
     services.source_create(slug="github", scheme="github", secret="s", api_base_url="https://x")
-    assert enqueue_reconciliations() == 0
+    assert dispatch_reconciliations() == 0

@@ -1,4 +1,4 @@
-"""Issue 25's schemes under issue 23's screening and key-kind rules.
+"""The provider schemes under the screening and key-kind rules.
 
 The six provider schemes go through the same `schemes.screen` as the first four: a signed
 time outside the window, a missing signature or timestamp and too many candidates are

@@ -1,4 +1,4 @@
-"""Issue 25's schemes without Django: each provider's SDK agrees with our recipe, malformed
+"""The provider schemes without Django: each provider's SDK agrees with our recipe, malformed
 headers are told apart from bad signatures, and secrets that could never verify are refused.
 """
 

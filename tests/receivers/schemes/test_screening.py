@@ -1,4 +1,4 @@
-"""Issue 23, defect 3: what a request's signature headers can cost before they are trusted.
+"""What a request's signature headers can cost before they are trusted.
 
 The count, the form and the timestamp window of the signatures are checked before any key
 touches the body (`schemes.screen`), so a flood of forged candidates costs no cryptography.

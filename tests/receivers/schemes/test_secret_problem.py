@@ -34,6 +34,6 @@ def test_standard_webhooks_secret_without_prefix_is_fine() -> None:
 
 
 def test_standard_webhooks_secret_without_padding_is_fine() -> None:
-    # Issue 13, item 12: 32 bytes shown without the trailing "=", as some providers do.
+    # 32 bytes shown without the trailing "=", as some providers do.
     unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
     assert SCHEMES["standard"].secret_problem(unpadded) is None

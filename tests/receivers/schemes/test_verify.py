@@ -90,7 +90,7 @@ def test_stale_timestamp_is_a_replay(scheme: str) -> None:
 def test_stale_timestamp_is_refused_before_any_signature_is_computed(
     scheme: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 23, defect 3: the window comes before the cryptography, so a stale forged
+    # The window comes before the cryptography, so a stale forged
     # request costs nothing. (The view answers 401 to both, so the caller learns nothing.)
     body = ours_event()
     old = int(time.time()) - 3600
@@ -215,7 +215,7 @@ def test_malformed_envelopes(body: bytes, message: str) -> None:
 
 
 def test_standard_verifies_a_secret_without_base64_padding() -> None:
-    # As shown by some providers; both reference libraries accept it (issue 13, item 12).
+    # As shown by some providers; both reference libraries accept it.
     unpadded = "whsec_enp6enp6enp6enp6enp6enp6enp6enp6enp6enp6eno"
     body = ours_event()
     check("standard", signed("standard", body, secret=unpadded), body, [unpadded])

@@ -27,7 +27,7 @@ def row(source: Source, status: str, age_days: float = 0, **fields: Any) -> Inbo
     )
 
 
-def test_due_rows_without_a_message_are_enqueued_once(make_source: MakeSource) -> None:
+def test_due_rows_without_a_message_are_dispatched_once(make_source: MakeSource) -> None:
     source, _ = make_source()
     lost = row(source, InboxStatus.RECEIVED, enqueued_at=None)
     in_flight = row(source, InboxStatus.RECEIVED, enqueued_at=timezone.now())
@@ -48,7 +48,7 @@ def test_due_rows_without_a_message_are_enqueued_once(make_source: MakeSource) -
         assert untouched.enqueued_at == enqueued_at
 
 
-def test_expired_leases_are_enqueued(make_source: MakeSource) -> None:
+def test_expired_leases_are_dispatched_again(make_source: MakeSource) -> None:
     source, _ = make_source()
     past = timezone.now() - timedelta(minutes=10)
     row(source, InboxStatus.PROCESSING, lease_expires_at=past, enqueued_at=past)

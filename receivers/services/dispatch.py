@@ -1,14 +1,14 @@
-"""Sending task messages for inbox rows. Only ids travel; the task re-reads the row.
+"""Dispatch: the processing messages of inbox rows. Only ids travel; the task re-reads the row.
 
-The receiving view does not publish itself: ``enqueue_processing_soon`` hands the id of a
-committed row to one sender thread per process, which publishes the ids that arrive within
-``LINGER_SECONDS`` of the first as one message (``process_inbox_events``, at most
-``RECEIVERS_ENQUEUE_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). A Celery
-publish costs one to two milliseconds of CPU (kombu builds a Redis client for each one):
-under a burst, one publish per accepted webhook was the largest single cost of the view.
-Publishing from the request threads whenever no publish was in progress batched little
-(the publishing thread holds the GIL, so the others queue few ids meanwhile); a short
-linger in a thread of its own makes batches of several ids at any load.
+The receiving view does not dispatch itself: ``dispatch_processing_soon`` passes the id of
+a committed row to one sender thread per process, which dispatches the ids that arrive
+within ``LINGER_SECONDS`` of the first as one message (``process_inbox_events``, at most
+``RECEIVERS_ENQUEUE_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). Sending
+one Celery message costs one to two milliseconds of CPU (kombu builds a Redis client for
+each one): under a burst, one message per accepted webhook was the largest single cost of
+the view. Dispatching from the request threads whenever no dispatch was in progress
+batched little (the dispatching thread holds the GIL, so the others queue few ids
+meanwhile); a short linger in a thread of its own makes batches of several ids at any load.
 
 If the broker refuses a message, or the process dies before the thread sent it, the row is
 safe: it was committed with ``enqueued_at`` set, so the sweeper sends it again after
@@ -39,13 +39,13 @@ logger = logging.getLogger(__name__)
 LINGER_SECONDS = 0.02
 #: How long an exiting process waits for its queued ids to be sent.
 EXIT_FLUSH_SECONDS = 5.0
-# The tasks, by their registered names: a service publishes a task's message without
+# The tasks, by their registered names: a service dispatches a task's message without
 # importing the task module (which imports the services).
 PROCESS_TASK = "receivers.tasks.process_inbox_event"
 PROCESS_BATCH_TASK = "receivers.tasks.process_inbox_events"
 
 
-def enqueue_processing(inbox_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
+def dispatch_processing(inbox_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
     options: dict[str, Any] = {"queue": QUEUE_INBOX}
     if countdown:
         options["countdown"] = countdown
@@ -54,17 +54,17 @@ def enqueue_processing(inbox_ids: Iterable[UUID | str], countdown: float | None 
             celery_app.send_task(PROCESS_TASK, (str(inbox_id),), producer=producer, **options)
 
 
-def enqueue_processing_soon(inbox_id: UUID | str) -> None:
+def dispatch_processing_soon(inbox_id: UUID | str) -> None:
     """Have the row processed: its message goes out from the sender thread, batched."""
     _sender.submit(str(inbox_id))
 
 
 def flush_pending(timeout: float = 5.0) -> bool:
-    """Wait until every id handed over so far is published (or refused by the broker)."""
+    """Wait until every id submitted so far is dispatched (or refused by the broker)."""
     return _sender.flush(timeout)
 
 
-def publish_batch(inbox_ids: list[str]) -> None:
+def dispatch_batch(inbox_ids: list[str]) -> None:
     if len(inbox_ids) == 1:
         celery_app.send_task(PROCESS_TASK, (inbox_ids[0],), queue=QUEUE_INBOX)
     else:
@@ -72,7 +72,7 @@ def publish_batch(inbox_ids: list[str]) -> None:
 
 
 class BatchSender:
-    """One daemon thread per process that publishes the ids handed to it, in batches."""
+    """One daemon thread per process that dispatches the ids submitted to it, in batches."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -102,7 +102,7 @@ class BatchSender:
             self._progress = threading.Condition()
             self._submitted = self._handled = 0
             thread = threading.Thread(
-                target=self._run, args=(self._queue,), name="inbox-enqueue", daemon=True
+                target=self._run, args=(self._queue,), name="inbox-dispatch", daemon=True
             )
             thread.start()
             if self._pid is None:
@@ -120,7 +120,7 @@ class BatchSender:
                 except queue.Empty:
                     break
             try:
-                publish_batch(batch)
+                dispatch_batch(batch)
             except Exception:
                 logger.warning(
                     "processing messages not sent; the sweeper will send them",

@@ -1,4 +1,4 @@
-"""Re-enqueueing rows that the broker may have lost; shared by both sides' sweepers."""
+"""Dispatching again the rows whose message the broker may have lost (both sides' sweepers)."""
 
 import time
 from collections.abc import Callable
@@ -9,17 +9,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 
-def requeue_in_batches(
+def redispatch_in_batches(
     queryset: "models.QuerySet[Any]",
     condition: Q,
     *,
     order_by: str,
-    enqueue: Callable[[list[Any]], None],
+    dispatch: Callable[[list[Any]], None],
     batch_size: int,
     max_batches: int,
     deadline: float | None = None,
 ) -> int:
-    """Mark matching rows as enqueued now and send their task messages, batch by batch.
+    """Mark matching rows dispatched now (``enqueued_at``) and dispatch their messages, in batches.
 
     Each batch is taken with ``SELECT ... FOR UPDATE SKIP LOCKED`` (a no-op on SQLite), so
     two sweepers never take the same row; its ``enqueued_at`` is set before its messages
@@ -38,7 +38,7 @@ def requeue_in_batches(
             if not ids:
                 break
             queryset.filter(pk__in=ids).update(enqueued_at=timezone.now())
-            transaction.on_commit(lambda ids=ids: enqueue(ids), robust=True)  # type: ignore[misc]
+            transaction.on_commit(lambda ids=ids: dispatch(ids), robust=True)  # type: ignore[misc]
         total += len(ids)
         if len(ids) < batch_size or (deadline is not None and time.monotonic() > deadline):
             break
