@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from .endpoint_fields import TLS_FIELDS
 from .models import Endpoint
 from .oauth2 import AUTH_TYPE
 
@@ -18,7 +19,6 @@ OAUTH2_FIELDS = (
     "oauth2_scope",
     "oauth2_audience",
 )
-TLS_FIELDS = ("client_certificate", "client_key", "ca_certificates")
 #: Form fields whose values are secrets (`sensitive_post_parameters`).
 SECRET_FIELDS = ("oauth2_client_secret", "client_key")
 PEM_WIDGET = {"rows": 4, "cols": 64, "spellcheck": "false", "autocomplete": "off"}

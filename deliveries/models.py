@@ -16,13 +16,15 @@ from webhooks_core.models import AuditEntry as AuditEntry
 from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.secrets import RotatingSecret
 
-from . import signing
+from . import endpoint_fields, signing
 from .headers import MASK
 from .retry_policy import RetryPolicy
 
 if TYPE_CHECKING:
     from .client_tls import ClientTLS
     from .oauth2 import ClientCredentials
+
+_DEFAULTS = endpoint_fields.DEFAULTS
 
 
 class EndpointState(models.TextChoices):
@@ -76,7 +78,7 @@ class StateSetBy(models.TextChoices):
 
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    url = models.URLField(max_length=2048)
+    url = models.URLField(max_length=endpoint_fields.URL_MAX_LENGTH)
     # Whether a tenant chose `url` in the portal: then the SSRF guard admits public
     # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
     # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
@@ -84,7 +86,7 @@ class Endpoint(models.Model):
     # A broker URL's password (deliveries/broker_urls.py), encrypted; `url` carries
     # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
     url_password = models.TextField(blank=True, default="", editable=False)
-    description = models.CharField(max_length=500, blank=True)
+    description = models.CharField(max_length=endpoint_fields.DESCRIPTION_MAX_LENGTH, blank=True)
     # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
         max_length=100, null=True, blank=True, db_index=True
@@ -105,12 +107,13 @@ class Endpoint(models.Model):
     # "test, then resume"); a tenant may resume a suspension only after one.
     probe_succeeded_at = models.DateTimeField(null=True, blank=True)
 
-    max_attempts = models.PositiveIntegerField(default=12)
-    backoff_base_seconds = models.FloatField(default=10.0)
-    backoff_max_seconds = models.FloatField(default=900.0)
-    retry_window_seconds = models.FloatField(default=24 * 3600.0)
-    connect_timeout_seconds = models.FloatField(default=3.0)
-    read_timeout_seconds = models.FloatField(default=10.0)
+    # Defaults and bounds: deliveries/endpoint_fields.py.
+    max_attempts = models.PositiveIntegerField(default=_DEFAULTS["max_attempts"])
+    backoff_base_seconds = models.FloatField(default=_DEFAULTS["backoff_base_seconds"])
+    backoff_max_seconds = models.FloatField(default=_DEFAULTS["backoff_max_seconds"])
+    retry_window_seconds = models.FloatField(default=_DEFAULTS["retry_window_seconds"])
+    connect_timeout_seconds = models.FloatField(default=_DEFAULTS["connect_timeout_seconds"])
+    read_timeout_seconds = models.FloatField(default=_DEFAULTS["read_timeout_seconds"])
     # Custom headers in clear; the credentials among them (see headers.is_credential, or
     # marked secret by the operator) are in `secret_custom_headers`, each value encrypted.
     # Both are written through services.endpoint_create / endpoint_update only.

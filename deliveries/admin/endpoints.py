@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
+from django.contrib.admin import helpers, widgets
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import QuerySet
@@ -20,7 +20,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from .. import auth_forms, headers, selectors, services
+from .. import auth_forms, endpoint_fields, headers, selectors, services
+from ..endpoint_fields import CREATE_ONLY, EDITABLE
 from ..models import (
     CircuitTransition,
     Endpoint,
@@ -30,7 +31,7 @@ from ..models import (
     StateSetBy,
     Validation,
 )
-from ..services.endpoints import CREATE_ONLY, DEFAULT_ROTATION_GRACE_SECONDS, EDITABLE
+from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..url_fields import EndpointURLFormField
 from .audit import audit
 from .filters import TenantFilter
@@ -51,17 +52,35 @@ class ResumeForm(forms.Form):
 class RotateForm(forms.Form):
     grace_seconds = forms.IntegerField(
         min_value=0,
-        max_value=30 * 24 * 3600,
+        max_value=endpoint_fields.MAX_ROTATION_GRACE_SECONDS,
         initial=DEFAULT_ROTATION_GRACE_SECONDS,
         help_text="How long the current secrets keep signing next to the new one.",
     )
+
+
+def _bounded(name: str) -> forms.Field:
+    """The model's form field for a numeric setting, with the bounds of `endpoint_fields`
+    and the service's words for a value beyond them."""
+    rule = endpoint_fields.BY_NAME[name]
+    model_field = Endpoint._meta.get_field(name)
+    assert isinstance(model_field, models.Field)
+    # The admin's own widget for integers, as its ModelAdmin gives the fields it makes.
+    extra: dict[str, Any] = {"widget": widgets.AdminIntegerFieldWidget} if rule.kind is int else {}
+    field = model_field.formfield(
+        min_value=rule.kind(rule.low),
+        max_value=rule.kind(rule.high),
+        error_messages={"min_value": rule.refusal, "max_value": rule.refusal},
+        **extra,
+    )
+    assert field is not None
+    return field
 
 
 class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
-    url = EndpointURLFormField(max_length=2048, assume_scheme="https")
+    url = EndpointURLFormField(max_length=endpoint_fields.URL_MAX_LENGTH, assume_scheme="https")
     secret_headers = forms.CharField(
         required=False,
         help_text="Comma-separated names of custom headers to store encrypted and mask on "
@@ -83,6 +102,17 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
         help_text="CloudEvents: nothing is sent until the target consents to an OPTIONS "
         "handshake, asked again after every change of the URL.",
     )
+
+    max_attempts = _bounded("max_attempts")
+    backoff_base_seconds = _bounded("backoff_base_seconds")
+    backoff_max_seconds = _bounded("backoff_max_seconds")
+    retry_window_seconds = _bounded("retry_window_seconds")
+    connect_timeout_seconds = _bounded("connect_timeout_seconds")
+    read_timeout_seconds = _bounded("read_timeout_seconds")
+    suspend_after_failures = _bounded("suspend_after_failures")
+    suspend_window_seconds = _bounded("suspend_window_seconds")
+    max_in_flight = _bounded("max_in_flight")
+    rate_limit_per_second = _bounded("rate_limit_per_second")
 
     class Meta:
         model = Endpoint
@@ -137,7 +167,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
         names = [
             n
             for n in self.fields
-            if (n in EDITABLE or n in CREATE_ONLY) and n not in auth_forms.TLS_FIELDS
+            if (n in EDITABLE or n in CREATE_ONLY) and n not in endpoint_fields.TLS_FIELDS
         ]
         if not adding:
             names = [n for n in names if n in self.changed_data and n not in CREATE_ONLY]
@@ -238,7 +268,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
         fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "tenant"] if obj is not None else fields
+        return [*fields, *sorted(CREATE_ONLY)] if obj is not None else fields
 
     @method_decorator(sensitive_post_parameters("custom_headers", *auth_forms.SECRET_FIELDS))
     def changeform_view(self, *args: Any, **kwargs: Any) -> HttpResponse:

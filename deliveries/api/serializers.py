@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from webhooks_core.jsontext import unstorable_text
 
-from .. import broker_urls, client_tls, headers, payloads, tenants
+from .. import broker_urls, client_tls, endpoint_fields, headers, payloads, tenants
 from ..models import (
     Attempt,
     Delivery,
@@ -22,21 +22,24 @@ from ..models import (
     ValidationState,
 )
 from ..services import endpoint_auth, endpoint_options
-from ..services.endpoints import BOUNDS
 from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
 from .strict import StrictTypes
 
 
-def _bounded(
-    field: type[serializers.IntegerField] | type[serializers.FloatField], name: str, **kwargs: Any
-) -> Any:
-    # The bounds are the service's rule; here they only shape the schema and the message.
-    low, high = BOUNDS[name]
-    if field is serializers.IntegerField:
+def _bounded(name: str) -> Any:
+    # The bounds are endpoint_fields' (the service checks them too); here they only shape
+    # the schema and the message.
+    rule = endpoint_fields.BY_NAME[name]
+    if rule.kind is int:
         return serializers.IntegerField(
-            min_value=int(low), max_value=int(high), required=False, **kwargs
+            min_value=int(rule.low),
+            max_value=int(rule.high),
+            required=False,
+            allow_null=rule.nullable,
         )
-    return serializers.FloatField(min_value=low, max_value=high, required=False, **kwargs)
+    return serializers.FloatField(
+        min_value=rule.low, max_value=rule.high, required=False, allow_null=rule.nullable
+    )
 
 
 def validate_tenant(value: str) -> None:
@@ -68,7 +71,7 @@ def tenant_field() -> serializers.CharField:
     {
         "type": "string",
         "format": "uri",
-        "maxLength": 2048,
+        "maxLength": endpoint_fields.URL_MAX_LENGTH,
         "pattern": "^([Hh][Tt][Tt][Pp][Ss]?|[Aa][Mm][Qq][Pp][Ss]?|[Nn][Aa][Tt][Ss]"
         "|[Rr][Ee][Dd][Ii][Ss][Ss]?)://",
         "description": "An http(s) URL as Django's URLValidator takes it (a host name with a "
@@ -174,22 +177,26 @@ class EndpointAuthField(serializers.JSONField):
 
 
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
-    url = EndpointURLField(max_length=2048)
+    url = EndpointURLField(max_length=endpoint_fields.URL_MAX_LENGTH)
     # Set on creation only (the service refuses a change).
     tenant = tenant_field()
     event_types = serializers.ListField(
-        child=serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=False),
+        child=serializers.CharField(
+            max_length=endpoint_fields.FILTER_MAX_LENGTH,
+            allow_blank=False,
+            trim_whitespace=False,
+        ),
         allow_empty=False,
         min_length=1,  # what allow_empty says, in a form the schema shows (minItems)
-        max_length=100,
+        max_length=endpoint_fields.MAX_FILTERS,
     )
     state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
-    max_attempts = _bounded(serializers.IntegerField, "max_attempts")
-    backoff_base_seconds = _bounded(serializers.FloatField, "backoff_base_seconds")
-    backoff_max_seconds = _bounded(serializers.FloatField, "backoff_max_seconds")
-    retry_window_seconds = _bounded(serializers.FloatField, "retry_window_seconds")
-    connect_timeout_seconds = _bounded(serializers.FloatField, "connect_timeout_seconds")
-    read_timeout_seconds = _bounded(serializers.FloatField, "read_timeout_seconds")
+    max_attempts = _bounded("max_attempts")
+    backoff_base_seconds = _bounded("backoff_base_seconds")
+    backoff_max_seconds = _bounded("backoff_max_seconds")
+    retry_window_seconds = _bounded("retry_window_seconds")
+    connect_timeout_seconds = _bounded("connect_timeout_seconds")
+    read_timeout_seconds = _bounded("read_timeout_seconds")
     custom_headers = CustomHeadersField(
         child=serializers.CharField(
             max_length=headers.MAX_VALUE_LENGTH, allow_blank=True, trim_whitespace=False
@@ -197,14 +204,14 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         required=False,
     )
     secret_headers = serializers.ListField(
-        child=serializers.CharField(max_length=100),
+        child=serializers.CharField(max_length=endpoint_fields.HEADER_NAME_MAX_LENGTH),
         required=False,
         max_length=headers.MAX_HEADERS,
         help_text="Names of custom headers stored encrypted and masked on every read. "
         "Credential-like names (Authorization, X-Api-Key, …token…, …secret…) always are.",
     )
     version_pins = serializers.DictField(
-        child=serializers.IntegerField(min_value=1, max_value=10_000),
+        child=serializers.IntegerField(min_value=1, max_value=endpoint_fields.MAX_VERSION_PIN),
         required=False,
         help_text="{event type: version}; unpinned declared types the filters match are "
         "pinned to their newest version when the endpoint is created or its filters change.",
@@ -287,16 +294,10 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         "change of the URL's origin removed; empty on reads.",
     )
     # Health and isolation; null takes the global WEBHOOKS_* default.
-    suspend_after_failures = _bounded(
-        serializers.IntegerField, "suspend_after_failures", allow_null=True
-    )
-    suspend_window_seconds = _bounded(
-        serializers.FloatField, "suspend_window_seconds", allow_null=True
-    )
-    max_in_flight = _bounded(serializers.IntegerField, "max_in_flight", allow_null=True)
-    rate_limit_per_second = _bounded(
-        serializers.IntegerField, "rate_limit_per_second", allow_null=True
-    )
+    suspend_after_failures = _bounded("suspend_after_failures")
+    suspend_window_seconds = _bounded("suspend_window_seconds")
+    max_in_flight = _bounded("max_in_flight")
+    rate_limit_per_second = _bounded("rate_limit_per_second")
 
     class Meta:
         model = Endpoint
@@ -347,25 +348,8 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "updated_at",
             "notices",
         ]
-        read_only_fields = [
-            "id",
-            "validation_state",
-            "validation_reason",
-            "validation_checked_at",
-            "validation_allowed_rate",
-            "public_key",
-            "has_client_key",
-            "notices",
-            "state_reason",
-            "state_changed_at",
-            "consecutive_failures",
-            "last_success_at",
-            "last_failure_at",
-            "circuit_state",
-            "circuit_changed_at",
-            "created_at",
-            "updated_at",
-        ]
+        # What only the system sets, and what this serializer computes.
+        read_only_fields = [*endpoint_fields.READ_ONLY, "public_key", "has_client_key", "notices"]
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_public_key(self, endpoint: Endpoint) -> str | None:
@@ -407,7 +391,9 @@ class RotatedSigningKeySerializer(serializers.Serializer):
 
 
 class RotateSecretSerializer(StrictTypes, serializers.Serializer):
-    grace_seconds = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
+    grace_seconds = serializers.IntegerField(
+        min_value=0, max_value=endpoint_fields.MAX_ROTATION_GRACE_SECONDS, required=False
+    )
 
 
 # Event.version is a PostgreSQL integer: a larger value would fail in the database (500).

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from .. import catalogue
+from .. import catalogue, endpoint_fields
 from ..auth_forms import DeliveryAuthFields, initial_of
 from ..models import DeliveryStatus, Endpoint
 from ..services.endpoint_check import TEST_EVENT_TYPE
@@ -24,11 +24,13 @@ def event_type_choices() -> list[tuple[str, str]]:
 class EndpointForm(DeliveryAuthFields):
     url = EndpointURLFormField(
         label="URL",
-        max_length=2048,
+        max_length=endpoint_fields.URL_MAX_LENGTH,
         assume_scheme="https",
         help_text="Where we send the webhooks, e.g. https://example.com/webhooks.",
     )
-    description = forms.CharField(label="Description", max_length=500, required=False)
+    description = forms.CharField(
+        label="Description", max_length=endpoint_fields.DESCRIPTION_MAX_LENGTH, required=False
+    )
     event_types = forms.MultipleChoiceField(
         label="Event types",
         widget=forms.CheckboxSelectMultiple,

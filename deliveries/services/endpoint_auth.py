@@ -14,10 +14,9 @@ from typing import Any
 from webhooks_core import crypto
 
 from .. import client_tls, conf, headers, oauth2, ssrf
+from ..endpoint_fields import TLS_FIELDS
 from ..models import Endpoint
 
-#: The fields of this module, as the services take them.
-AUTH_FIELDS = ("auth", "client_certificate", "client_key", "ca_certificates")
 AUTH_KEYS = {"type", "token_url", "client_id", "client_secret", "scope", "audience"}
 MAX_TEXT = 2048
 
@@ -52,7 +51,7 @@ def apply(
             else conf.endpoint_address_policy(endpoint)
         )
         _apply_oauth2(endpoint, given["auth"], refuse, policy, moved=moved)
-    if any(name in given for name in AUTH_FIELDS[1:]):
+    if any(name in given for name in TLS_FIELDS):
         _apply_tls(endpoint, given, refuse)
     return ""
 
@@ -141,7 +140,7 @@ def _apply_tls(
     endpoint: Endpoint, given: dict[str, Any], refuse: Callable[[str, str], None]
 ) -> None:
     values: dict[str, str] = {}
-    for name in AUTH_FIELDS[1:]:
+    for name in TLS_FIELDS:
         value = given.get(name)
         if name not in given:
             continue

@@ -16,7 +16,6 @@ from .. import payload_filters, rendering, signing
 from ..models import Endpoint, EndpointSigningKey
 
 DEFAULT_KEY_ROTATION_GRACE_SECONDS = 24 * 3600
-OPTION_FIELDS = ("filter", "signature_scheme", "envelope")
 
 
 class NoSigningKeys(ValueError):

@@ -11,12 +11,21 @@ from django.utils import timezone
 from webhooks_core import crypto
 
 from .. import broker_urls, catalogue, conf, headers, signing, ssrf, tenants
+from ..endpoint_fields import (
+    AUTH_FIELDS,
+    BOUNDS,
+    BY_NAME,
+    CREATE_ONLY,
+    EDITABLE,
+    MAX_FILTERS,
+    OPTION_FIELDS,
+    TENANT_FIXED,
+    URL_MAX_LENGTH,
+)
 from ..event_types import validate_filter
 from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
-from .endpoint_auth import AUTH_FIELDS
 from .endpoint_auth import apply as apply_endpoint_auth
 from .endpoint_options import (
-    OPTION_FIELDS,
     endpoint_ensure_signing_key,
     normalised_filter,
     options_problems,
@@ -25,45 +34,6 @@ from .validation import endpoint_validation_reset, field_problems, portal_defaul
 from .versions import default_pins
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
-
-
-#: Bounds of the numeric settings: (smallest, largest). None in a nullable field takes
-#: the global WEBHOOKS_* default.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "max_attempts": (1, 50),
-    "backoff_base_seconds": (0.01, 3600),
-    "backoff_max_seconds": (0.01, 86400),
-    "retry_window_seconds": (1, 7 * 86400),
-    "connect_timeout_seconds": (0.1, 30),
-    "read_timeout_seconds": (0.1, 60),
-    "suspend_after_failures": (0, 100000),
-    "suspend_window_seconds": (0, 30 * 86400),
-    "max_in_flight": (1, 1000),
-    "rate_limit_per_second": (0, 100000),
-}
-MAX_FILTERS = 100
-MAX_VERSION_PIN = 10_000
-#: Fields endpoint_update may change; state goes through endpoint_set_state.
-EDITABLE = frozenset(
-    {
-        "url",
-        "description",
-        "owner_email",
-        "event_types",
-        "custom_headers",
-        "secret_headers",
-        "version_pins",
-        "ordered_delivery",
-        "validation",
-        *OPTION_FIELDS,
-        *AUTH_FIELDS,
-        *BOUNDS,
-    }
-)
-#: Set when an endpoint is created, never changed: its deliveries (that tenant's events)
-#: would move to another tenant with it.
-CREATE_ONLY = frozenset({"tenant"})
-TENANT_FIXED = "The tenant of an endpoint cannot be changed."
 
 
 class EndpointInvalid(ValueError):
@@ -262,8 +232,8 @@ def _apply_and_validate(
     if "url" in changed:
         if not isinstance(endpoint.url, str) or not endpoint.url:
             refuse("url", "Enter a URL.")
-        elif len(endpoint.url) > 2048:
-            refuse("url", "The URL is longer than 2048 characters.")
+        elif len(endpoint.url) > URL_MAX_LENGTH:
+            refuse("url", f"The URL is longer than {URL_MAX_LENGTH} characters.")
         else:
             problem = broker_urls.endpoint_url_refusal(
                 endpoint.url, conf.endpoint_address_policy(endpoint)
@@ -305,12 +275,11 @@ def _apply_and_validate(
         if field not in changed:
             continue
         value = getattr(endpoint, field)
-        nullable = Endpoint._meta.get_field(field).null
-        if value is None and nullable:
+        if value is None and BY_NAME[field].nullable:
             continue
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
         if not numeric or not low <= value <= high:
-            refuse(field, f"Must be a number from {low:g} to {high:g}.")
+            refuse(field, BY_NAME[field].refusal)
     if (
         "backoff_base_seconds" not in errors
         and "backoff_max_seconds" not in errors
