@@ -76,26 +76,27 @@ OPTION_FIELDS = ("filter", "signature_scheme", "envelope")
 TLS_FIELDS = ("client_certificate", "client_key", "ca_certificates")
 #: Delivery auth (`services.endpoint_auth`): OAuth2, then mutual TLS.
 AUTH_FIELDS = ("auth", *TLS_FIELDS)
-#: Fields `endpoint_update` may change; ``state`` goes through `endpoint_set_state`.
-EDITABLE = frozenset(
-    {
-        "url",
-        "description",
-        "owner_email",
-        "event_types",
-        "custom_headers",
-        "secret_headers",
-        "version_pins",
-        "ordered_delivery",
-        "validation",
-        *OPTION_FIELDS,
-        *AUTH_FIELDS,
-        *BOUNDS,
-    }
+#: The fields an endpoint is configured with, in the order the admin's form shows them
+#: (delivery auth aside: the forms take it in parts, `deliveries.auth_forms`).
+CONFIG_FIELDS = (
+    "url",
+    "tenant",
+    "description",
+    "owner_email",
+    "event_types",
+    "custom_headers",
+    "secret_headers",
+    "version_pins",
+    "ordered_delivery",
+    *OPTION_FIELDS,
+    "validation",
+    *BOUNDS,
 )
 #: Set when an endpoint is created, never changed: its deliveries (that tenant's events)
 #: would move to another tenant with it.
 CREATE_ONLY = frozenset({"tenant"})
+#: Fields `endpoint_update` may change; ``state`` goes through `endpoint_set_state`.
+EDITABLE = frozenset({*CONFIG_FIELDS, *AUTH_FIELDS}) - CREATE_ONLY
 TENANT_FIXED = "The tenant of an endpoint cannot be changed."
 #: Stored fields only the system sets (the services, the workers); shown, never taken.
 READ_ONLY = (

@@ -58,11 +58,10 @@ class RotateForm(forms.Form):
     )
 
 
-def _bounded(name: str) -> forms.Field:
+def _bounded(rule: endpoint_fields.Bound) -> forms.Field:
     """The model's form field for a numeric setting, with the bounds of `endpoint_fields`
     and the service's words for a value beyond them."""
-    rule = endpoint_fields.BY_NAME[name]
-    model_field = Endpoint._meta.get_field(name)
+    model_field = Endpoint._meta.get_field(rule.name)
     assert isinstance(model_field, models.Field)
     # The admin's own widget for integers, as its ModelAdmin gives the fields it makes.
     extra: dict[str, Any] = {"widget": widgets.AdminIntegerFieldWidget} if rule.kind is int else {}
@@ -103,47 +102,15 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
         "handshake, asked again after every change of the URL.",
     )
 
-    max_attempts = _bounded("max_attempts")
-    backoff_base_seconds = _bounded("backoff_base_seconds")
-    backoff_max_seconds = _bounded("backoff_max_seconds")
-    retry_window_seconds = _bounded("retry_window_seconds")
-    connect_timeout_seconds = _bounded("connect_timeout_seconds")
-    read_timeout_seconds = _bounded("read_timeout_seconds")
-    suspend_after_failures = _bounded("suspend_after_failures")
-    suspend_window_seconds = _bounded("suspend_window_seconds")
-    max_in_flight = _bounded("max_in_flight")
-    rate_limit_per_second = _bounded("rate_limit_per_second")
-
     class Meta:
         model = Endpoint
-        fields = [
-            "url",
-            "tenant",
-            "description",
-            "owner_email",
-            "event_types",
-            "custom_headers",
-            "secret_headers",
-            "version_pins",
-            "ordered_delivery",
-            "filter",
-            "signature_scheme",
-            "envelope",
-            "validation",
-            "max_attempts",
-            "backoff_base_seconds",
-            "backoff_max_seconds",
-            "retry_window_seconds",
-            "connect_timeout_seconds",
-            "read_timeout_seconds",
-            "suspend_after_failures",
-            "suspend_window_seconds",
-            "max_in_flight",
-            "rate_limit_per_second",
-        ]
+        fields = list(endpoint_fields.CONFIG_FIELDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        for rule in endpoint_fields.NUMERIC:
+            if rule.name in self.fields:  # left out by the admin for a view-only user
+                self.fields[rule.name] = _bounded(rule)
         if not self.instance._state.adding and "custom_headers" in self.fields:
             self.initial["custom_headers"] = self.instance.custom_headers_masked()
             self.initial["secret_headers"] = ", ".join(self.instance.secret_header_names)

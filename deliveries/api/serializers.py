@@ -26,10 +26,9 @@ from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
 from .strict import StrictTypes
 
 
-def _bounded(name: str) -> Any:
+def _bounded(rule: endpoint_fields.Bound) -> serializers.Field:
     # The bounds are endpoint_fields' (the service checks them too); here they only shape
     # the schema and the message.
-    rule = endpoint_fields.BY_NAME[name]
     if rule.kind is int:
         return serializers.IntegerField(
             min_value=int(rule.low),
@@ -191,12 +190,6 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         max_length=endpoint_fields.MAX_FILTERS,
     )
     state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
-    max_attempts = _bounded("max_attempts")
-    backoff_base_seconds = _bounded("backoff_base_seconds")
-    backoff_max_seconds = _bounded("backoff_max_seconds")
-    retry_window_seconds = _bounded("retry_window_seconds")
-    connect_timeout_seconds = _bounded("connect_timeout_seconds")
-    read_timeout_seconds = _bounded("read_timeout_seconds")
     custom_headers = CustomHeadersField(
         child=serializers.CharField(
             max_length=headers.MAX_VALUE_LENGTH, allow_blank=True, trim_whitespace=False
@@ -293,11 +286,6 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         help_text="What this write did besides the change asked, e.g. the secret headers a "
         "change of the URL's origin removed; empty on reads.",
     )
-    # Health and isolation; null takes the global WEBHOOKS_* default.
-    suspend_after_failures = _bounded("suspend_after_failures")
-    suspend_window_seconds = _bounded("suspend_window_seconds")
-    max_in_flight = _bounded("max_in_flight")
-    rate_limit_per_second = _bounded("rate_limit_per_second")
 
     class Meta:
         model = Endpoint
@@ -350,6 +338,13 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         ]
         # What only the system sets, and what this serializer computes.
         read_only_fields = [*endpoint_fields.READ_ONLY, "public_key", "has_client_key", "notices"]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # The numeric settings (retries, timeouts, health and isolation; null takes the
+        # global WEBHOOKS_* default), each where Meta.fields puts it.
+        fields.update({rule.name: _bounded(rule) for rule in endpoint_fields.NUMERIC})
+        return fields
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_public_key(self, endpoint: Endpoint) -> str | None:

@@ -9,6 +9,7 @@ from .. import catalogue, endpoint_fields
 from ..auth_forms import DeliveryAuthFields, initial_of
 from ..models import DeliveryStatus, Endpoint
 from ..services.endpoint_check import TEST_EVENT_TYPE
+from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..url_fields import EndpointURLFormField
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
@@ -70,7 +71,7 @@ class RotateForm(forms.Form):
     grace_seconds = forms.TypedChoiceField(
         label="Keep the current secret signing for",
         coerce=int,
-        initial=24 * 3600,
+        initial=DEFAULT_ROTATION_GRACE_SECONDS,
         choices=[(0, "no time: stop at once"), (3600, "1 hour"), (24 * 3600, "24 hours")],
         widget=forms.RadioSelect,
     )

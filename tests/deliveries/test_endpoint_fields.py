@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework import serializers
 from rest_framework.test import APIClient
@@ -15,7 +14,6 @@ from rest_framework.test import APIClient
 from deliveries import endpoint_fields, services
 from deliveries.admin import endpoints as admin_endpoints
 from deliveries.admin.endpoints import EndpointAdmin, EndpointForm
-from deliveries.api import serializers as api_serializers
 from deliveries.api.serializers import EndpointSerializer, RotateSecretSerializer
 from deliveries.endpoint_fields import (
     CREATE_ONLY,
@@ -27,6 +25,7 @@ from deliveries.endpoint_fields import (
 )
 from deliveries.models import ApiToken, Endpoint
 from deliveries.portal.forms import EndpointForm as PortalEndpointForm
+from tests.deliveries.admin.test_admin import endpoint_form
 
 ADMIN = "/admin/deliveries/endpoint"
 URL = "https://fields.example.com/hook"
@@ -42,7 +41,7 @@ def _serializer_fields() -> dict[str, Any]:
 @pytest.mark.parametrize("rule", NUMERIC, ids=lambda rule: rule.name)
 def test_each_bound_is_the_serializers_and_the_admin_forms(rule: Bound) -> None:
     api = _serializer_fields()[rule.name]
-    form = EndpointForm.base_fields[rule.name]
+    form = EndpointForm().fields[rule.name]
     assert type(api) is (serializers.IntegerField if rule.kind is int else serializers.FloatField)
     assert (api.min_value, api.max_value) == (rule.low, rule.high)
     assert (form.min_value, form.max_value) == (rule.low, rule.high)  # type: ignore[attr-defined]
@@ -58,11 +57,13 @@ def test_a_changed_bound_changes_the_serializer_the_admin_form_and_the_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     narrower = dataclasses.replace(endpoint_fields.BY_NAME["max_in_flight"], low=2, high=7)
-    monkeypatch.setitem(endpoint_fields.BY_NAME, "max_in_flight", narrower)
-    monkeypatch.setitem(endpoint_fields.BOUNDS, "max_in_flight", (2, 7))
+    table = tuple(narrower if r.name == narrower.name else r for r in endpoint_fields.NUMERIC)
+    monkeypatch.setattr(endpoint_fields, "NUMERIC", table)
+    monkeypatch.setitem(endpoint_fields.BY_NAME, narrower.name, narrower)
+    monkeypatch.setitem(endpoint_fields.BOUNDS, narrower.name, (2, 7))
 
-    api = api_serializers._bounded("max_in_flight")
-    form = admin_endpoints._bounded("max_in_flight")
+    api = _serializer_fields()["max_in_flight"]
+    form = EndpointForm().fields["max_in_flight"]
     assert (api.min_value, api.max_value) == (2, 7)
     assert (form.min_value, form.max_value) == (2, 7)  # type: ignore[attr-defined]
     with pytest.raises(services.EndpointInvalid) as raised:
@@ -118,31 +119,6 @@ def api() -> APIClient:
     return client
 
 
-@pytest.fixture
-def admin_client() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("fields", "fields@example.com", "pw"))
-    return client
-
-
-def _admin_form(**overrides: str) -> dict[str, str]:
-    return {
-        "url": URL,
-        "description": "",
-        "owner_email": "",
-        "event_types": '["invoice.*"]',
-        "custom_headers": "{}",
-        "secret_headers": "",
-        "version_pins": "{}",
-        **{rule.name: str(rule.default) for rule in NUMERIC if rule.default is not None},
-        "circuit_transitions-TOTAL_FORMS": "0",
-        "circuit_transitions-INITIAL_FORMS": "0",
-        "circuit_transitions-MIN_NUM_FORMS": "0",
-        "circuit_transitions-MAX_NUM_FORMS": "0",
-        **overrides,
-    }
-
-
 def _patch(api: APIClient, pk: Any, payload: dict[str, Any]) -> Any:
     return api.patch(
         f"/api/v1/endpoints/{pk}", data=json.dumps(payload), content_type="application/json"
@@ -162,7 +138,7 @@ def test_a_value_out_of_bounds_is_refused_by_the_api_and_the_admin(
     assert list(response.json()) == ["max_in_flight"]
 
     page = admin_client.post(
-        f"{ADMIN}/{created.pk}/change/", _admin_form(max_in_flight=str(too_many))
+        f"{ADMIN}/{created.pk}/change/", endpoint_form(url=URL, max_in_flight=str(too_many))
     )
     assert page.status_code == 200
     assert page.context["adminform"].form.errors == {"max_in_flight": [rule.refusal]}
@@ -188,13 +164,13 @@ def test_a_create_only_field_is_refused_on_update_by_the_api_and_the_admin(
     change = admin_client.get(f"{ADMIN}/{created.pk}/change/")
     assert "tenant" not in change.context["adminform"].form.fields
     saved = admin_client.post(
-        f"{ADMIN}/{created.pk}/change/", _admin_form(tenant="globex", description="kept")
+        f"{ADMIN}/{created.pk}/change/", endpoint_form(url=URL, tenant="globex", description="kept")
     )
     assert saved.status_code == 302, saved.content.decode()[:2000]
     created.refresh_from_db()
     assert (created.tenant, created.description) == ("acme", "kept")
 
     # On add, it is taken.
-    added = admin_client.post(f"{ADMIN}/add/", _admin_form(url=URL + "/2", tenant="globex"))
+    added = admin_client.post(f"{ADMIN}/add/", endpoint_form(url=URL + "/2", tenant="globex"))
     assert added.status_code == 200, added.content.decode()[:2000]
     assert Endpoint.objects.get(url=URL + "/2").tenant == "globex"
