@@ -33,7 +33,7 @@ class Bound:
         return f"Must be a number from {self.low:g} to {self.high:g}."
 
 
-#: The numeric settings, in the order the API and the admin show them.
+#: The numeric settings, in the order the admin shows them.
 NUMERIC: tuple[Bound, ...] = (
     # Retries.
     Bound("max_attempts", int, 1, 50, default=12),
@@ -50,9 +50,7 @@ NUMERIC: tuple[Bound, ...] = (
     Bound("rate_limit_per_second", int, 0, 100000, nullable=True),
 )
 BY_NAME: dict[str, Bound] = {bound.name: bound for bound in NUMERIC}
-#: (smallest, largest) of each numeric setting.
-BOUNDS: dict[str, tuple[float, float]] = {b.name: (b.low, b.high) for b in NUMERIC}
-#: The defaults of the settings that are never None.
+#: The defaults of the settings that are never None (the model's).
 DEFAULTS: dict[str, float] = {b.name: b.default for b in NUMERIC if b.default is not None}
 
 # Lengths.
@@ -90,7 +88,7 @@ CONFIG_FIELDS = (
     "ordered_delivery",
     *OPTION_FIELDS,
     "validation",
-    *BOUNDS,
+    *(rule.name for rule in NUMERIC),
 )
 #: Set when an endpoint is created, never changed: its deliveries (that tenant's events)
 #: would move to another tenant with it.

@@ -10,11 +10,9 @@ from django.utils import timezone
 
 from webhooks_core import crypto
 
-from .. import broker_urls, catalogue, conf, headers, signing, ssrf, tenants
+from .. import broker_urls, catalogue, conf, endpoint_fields, headers, signing, ssrf, tenants
 from ..endpoint_fields import (
     AUTH_FIELDS,
-    BOUNDS,
-    BY_NAME,
     CREATE_ONLY,
     EDITABLE,
     MAX_FILTERS,
@@ -271,15 +269,15 @@ def _apply_and_validate(
                         "version_pins",
                         f"{name} has versions 1 to {declared.newest.number}, not {number}.",
                     )
-    for field, (low, high) in BOUNDS.items():
-        if field not in changed:
+    for rule in endpoint_fields.NUMERIC:
+        if rule.name not in changed:
             continue
-        value = getattr(endpoint, field)
-        if value is None and BY_NAME[field].nullable:
+        value = getattr(endpoint, rule.name)
+        if value is None and rule.nullable:
             continue
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        if not numeric or not low <= value <= high:
-            refuse(field, BY_NAME[field].refusal)
+        if not numeric or not rule.low <= value <= rule.high:
+            refuse(rule.name, rule.refusal)
     if (
         "backoff_base_seconds" not in errors
         and "backoff_max_seconds" not in errors
