@@ -215,19 +215,32 @@ def _round_claim_sql(with_expired: bool) -> str:
     )
 
 
+def _field_converters(model: type[Any]) -> list[tuple[Any, list[Any]]]:
+    """Per concrete column of `model`, its column expression and the converters its field
+    applies to what the database returns (JSON, for one): the same for every row of one
+    kind of database, so found once."""
+    key = (model._meta.label, connection.vendor)
+    if key not in _FIELD_CONVERTERS:
+        _FIELD_CONVERTERS[key] = [
+            (field.get_col(model._meta.db_table), field.get_db_converters(connection))
+            for field in model._meta.concrete_fields
+        ]
+    return _FIELD_CONVERTERS[key]
+
+
+_FIELD_CONVERTERS: dict[tuple[str, str], list[tuple[Any, list[Any]]]] = {}
+
+
 def _from_row(model: type[Any], values: list[Any]) -> Any:
     """A model instance from its concrete columns as the database returned them, with
-    the field converters the ORM would apply (JSON, for one)."""
-    fields = model._meta.concrete_fields
+    the converters the ORM would apply (the backend's, then the field's)."""
     converted = []
-    for model_field, value in zip(fields, values, strict=True):
-        expression = model_field.get_col(model._meta.db_table)
-        for converter in connection.ops.get_db_converters(
-            expression
-        ) + model_field.get_db_converters(connection):
+    for (expression, converters), value in zip(_field_converters(model), values, strict=True):
+        for converter in connection.ops.get_db_converters(expression) + converters:
             value = converter(value, expression, connection)
         converted.append(value)
-    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+    names = [f.attname for f in model._meta.concrete_fields]
+    return model.from_db(connection.alias, names, converted)
 
 
 def claim_round(

@@ -338,7 +338,9 @@ class _Owner:
         wanted = min(free, conf.get().batch_size)
         permits = try_acquire(wanted)
         if not permits and not self.open:
-            # Every open request of this process is taken: wait in line for one.
+            # Every open request of this process is taken: wait in line for one, without
+            # keeping a pooled database connection from the owners that have theirs.
+            _close_database_connection()
             permits = acquire_one(timeout=self.renew_every)
         if not permits:
             return
