@@ -330,15 +330,6 @@ class ForwardProxy:
                     ).encode("latin-1")
                     + rest
                 )
-                with contextlib.closing(upstream):
-                    answer = b""
-                    while chunk := upstream.recv(65536):
-                        answer += chunk
-                # One request per connection here: say so, or the client may send its
-                # next request on this connection as the proxy closes it.
-                status, _, remainder = answer.partition(b"\r\n")
-                client.sendall(status + b"\r\nConnection: close\r\n" + remainder)
-                return
             with contextlib.closing(upstream):
                 self._pipe(client, upstream)
 
