@@ -210,10 +210,12 @@ def test_rate_limit_holds_across_two_worker_processes(
 
     arrivals = sorted(r.received_at for r in receiver.requests)
     assert len(arrivals) == count
-    # 4/s across both processes, measured at the receiver. The limiter counts when a
-    # request is admitted; the time from there to arrival varies under load, so short
-    # windows get generous slack. Without the limit all 20 arrive within a second or two.
-    assert max_in_any_window(arrivals, 2.0) <= 10
+    # 4/s across both processes, measured at the receiver. The limiter admits at most 4 in
+    # any 1 s (a moving window), so any 2 s of admissions hold at most 8. Arrivals lag their
+    # admission by a varying delay under load: a 1.5 s window of arrivals fits inside 2 s of
+    # admissions as long as that delay varies by under 0.5 s. Without the limit all 20
+    # arrive within a second or two.
+    assert max_in_any_window(arrivals, 1.5) <= 8
     assert (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) <= 4 * 1.3
 
 
