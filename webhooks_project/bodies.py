@@ -21,7 +21,8 @@ Nobody gets a body read before they are known: a request to the API
 without a valid bearer token is handed to Django unread (it answers 401 without reading);
 a request to a receiving source is read up to that source's own ``max_body_bytes`` (over
 it: 413), and for an unknown or disabled slug not at all (404). The database connection
-these look-ups open is closed before the body is read.
+these look-ups open is given back before the body is read, when it is pooled or a
+greenlet's (a worker thread keeps its own persistent connection).
 """
 
 import contextlib
@@ -119,10 +120,19 @@ def body_allowed(environ: dict[str, Any], most: int) -> int:
     except DatabaseError:
         return 0  # Django answers 503 without the body
     finally:
-        # No connection is held while a slow client sends its body.
         for connection in connections.all(initialized_only=True):
-            if not connection.in_atomic_block:
+            if _shared_while_the_body_comes(connection):
                 connection.close()
+
+
+def _shared_while_the_body_comes(connection: Any) -> bool:
+    """Whether a connection would be kept from others while a slow client sends its body:
+    a pooled one (given back, cheaply) and a greenlet's (one per request). A thread's own
+    persistent connection is kept: nobody else could use it while the thread waits, and
+    closing it would cost a new PostgreSQL backend on every request."""
+    if connection.in_atomic_block:
+        return False
+    return getattr(connection, "pool", None) is not None or is_module_patched("threading")
 
 
 def _source_limit(slug: str) -> int:

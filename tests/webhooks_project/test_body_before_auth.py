@@ -65,3 +65,34 @@ def test_a_receiver_body_is_read_up_to_its_sources_limit() -> None:
     assert over.read_bytes == 0  # the view refuses it by its declared size
     within, _ = call("/receivers/gh/", 2000)
     assert within.read_bytes == 2000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_threads_own_persistent_connection_outlives_the_look_up() -> None:
+    # A worker thread's connection is its own: closing it before the body is read would
+    # only cost a new PostgreSQL backend on every request.
+    from django.db import connection
+
+    _, plain = ApiToken.issue("t")
+    connection.ensure_connection()
+    before = connection.connection
+    call("/api/v1/events", 1000, HTTP_AUTHORIZATION=f"Bearer {plain}")
+    assert connection.connection is before
+
+
+def test_pooled_and_greenlet_connections_are_given_back_before_the_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from webhooks_project import bodies
+
+    monkeypatch.setattr(bodies, "is_module_patched", lambda name: False)
+    own = SimpleNamespace(in_atomic_block=False, pool=None)
+    pooled = SimpleNamespace(in_atomic_block=False, pool=object())
+    in_transaction = SimpleNamespace(in_atomic_block=True, pool=object())
+    assert not bodies._shared_while_the_body_comes(own)
+    assert bodies._shared_while_the_body_comes(pooled)
+    assert not bodies._shared_while_the_body_comes(in_transaction)
+    monkeypatch.setattr(bodies, "is_module_patched", lambda name: name == "threading")
+    assert bodies._shared_while_the_body_comes(own)
