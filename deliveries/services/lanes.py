@@ -2,11 +2,17 @@
 
 Every owner working in this process takes one permit per request it opens and gives it
 back when the request ends, so hundreds of busy endpoints never open more sockets than
-the cap; an owner with nothing open that finds every permit taken waits in line for one
-(first come, first served), so the endpoints with work share the cap fairly.
+the cap. When owners wait, they wait in line (first come, first served) and nobody takes
+a free permit past them, so the endpoints with work share the cap fairly: each in turn.
+The one at the head of the line is served when as many permits are free as it has free
+lanes, all at once, so that its round claims and records them together rather than one
+statement set per request (with hundreds of endpoints sharing the cap, handing out single
+permits as they came free left every owner with one lane).
 """
 
 import threading
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import signals
@@ -27,7 +33,16 @@ IN_PROCESS_POOLS = ("gevent", "eventlet", "thread", "solo")
 _lock = threading.Lock()
 _cap = 0
 _free = 0
-_freed = threading.Condition(_lock)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    wanted: int
+    granted: int = 0
+    served: threading.Event = field(default_factory=threading.Event)
+
+
+_line: deque[_Waiter] = deque()
 
 
 @signals.celeryd_init.connect
@@ -63,35 +78,56 @@ def _resize() -> None:
 
 
 def try_acquire(wanted: int) -> int:
-    """Take up to `wanted` permits without waiting; returns how many."""
+    """Take up to `wanted` permits without waiting (none while others wait in line);
+    returns how many."""
     global _free
     with _lock:
         _resize()
+        if _line:
+            return 0
         taken = max(0, min(wanted, _free))
         _free -= taken
         return taken
 
 
-def acquire_one(timeout: float) -> int:
-    """Wait up to `timeout` for one permit; returns 1 or 0."""
+def acquire(wanted: int, timeout: float) -> int:
+    """Wait in line up to `timeout` for `wanted` permits (at most the cap), granted all
+    at once; returns how many (0 when the wait timed out)."""
     global _free
-    with _freed:
+    with _lock:
         _resize()
-        if _free <= 0:
-            _freed.wait_for(lambda: _free > 0, timeout=timeout)
-        if _free <= 0:
-            return 0
-        _free -= 1
-        return 1
+        wanted = max(1, min(wanted, _cap))
+        if not _line and _free >= wanted:
+            _free -= wanted
+            return wanted
+        waiter = _Waiter(wanted)
+        _line.append(waiter)
+        _serve()  # the cap may have grown (the setting changed)
+    waiter.served.wait(timeout)
+    with _lock:
+        if not waiter.granted:
+            _line.remove(waiter)
+            _serve()  # the one behind may want fewer than were kept for us
+        return waiter.granted
+
+
+def _serve() -> None:
+    """Grant the head of the line its permits while enough are free; lock held."""
+    global _free
+    while _line and _free >= _line[0].wanted:
+        waiter = _line.popleft()
+        _free -= waiter.wanted
+        waiter.granted = waiter.wanted
+        waiter.served.set()
 
 
 def release(count: int) -> None:
     global _free
     if count <= 0:
         return
-    with _freed:
+    with _lock:
         _free += count
-        _freed.notify(count)
+        _serve()
 
 
 def open_requests() -> int:

@@ -49,7 +49,7 @@ from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .dispatch import dispatch_wakes, wake_book
-from .lanes import acquire_one, release, tasks_wait_for_a_slot, try_acquire
+from .lanes import acquire, release, tasks_wait_for_a_slot, try_acquire
 from .outcomes import DeliveryOutcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
 from .recording import Deferral, DeliveryClaim, Result, record
@@ -338,10 +338,11 @@ class _Owner:
         wanted = min(free, conf.get().batch_size)
         permits = try_acquire(wanted)
         if not permits and not self.open:
-            # Every open request of this process is taken: wait in line for one, without
-            # keeping a pooled database connection from the owners that have theirs.
+            # The process's open requests are all taken, or others wait for them: wait in
+            # line for our lanes' worth, without keeping a pooled database connection
+            # from the owners that have theirs.
             _close_database_connection()
-            permits = acquire_one(timeout=self.renew_every)
+            permits = acquire(wanted, timeout=self.renew_every)
         if not permits:
             return
         try:
