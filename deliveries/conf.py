@@ -40,7 +40,9 @@ SETTINGS: tuple[Setting, ...] = (
         "WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS",
         0,
         "Requests open at once in one delivery process, shared by the owners that have "
-        "work (first come, first served per request). 0: the worker pool's concurrency.",
+        "work: owners that find them taken wait in one line, first come first served, "
+        "nobody past it, each served its free lanes' worth at once. 0: the worker pool's "
+        "concurrency.",
     ),
     Setting(
         "WEBHOOKS_FANOUT_GRACE_SECONDS",
