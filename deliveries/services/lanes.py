@@ -6,8 +6,7 @@ the cap. When owners wait, they wait in line (first come, first served) and nobo
 a free permit past them, so the endpoints with work share the cap fairly: each in turn.
 The one at the head of the line is served when as many permits are free as it has free
 lanes, all at once, so that its round claims and records them together rather than one
-statement set per request (with hundreds of endpoints sharing the cap, handing out single
-permits as they came free left every owner with one lane).
+statement set per request.
 """
 
 import threading
@@ -93,16 +92,11 @@ def try_acquire(wanted: int) -> int:
 def acquire(wanted: int, timeout: float) -> int:
     """Wait in line up to `timeout` for `wanted` permits (at most the cap), granted all
     at once; returns how many (0 when the wait timed out)."""
-    global _free
     with _lock:
         _resize()
-        wanted = max(1, min(wanted, _cap))
-        if not _line and _free >= wanted:
-            _free -= wanted
-            return wanted
-        waiter = _Waiter(wanted)
+        waiter = _Waiter(max(1, min(wanted, _cap)))
         _line.append(waiter)
-        _serve()  # the cap may have grown (the setting changed)
+        _serve()  # served at once when nobody waits ahead and enough are free
     waiter.served.wait(timeout)
     with _lock:
         if not waiter.granted:
