@@ -52,7 +52,8 @@ from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire, release, tasks_wait_for_a_slot, try_acquire
 from .outcomes import DeliveryOutcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
-from .recording import Deferral, DeliveryClaim, Result, record
+from .recorder import record_round
+from .recording import Deferral, DeliveryClaim, Result, Round
 from .validation import ready as validation_ready
 
 logger = logging.getLogger(__name__)
@@ -479,7 +480,7 @@ class _Owner:
         if deferral.deliveries:
             self.soonest_retry = min(self.soonest_retry, now + deferral.seconds)
         try:
-            self.result.outcomes.update(record(claim, endpoint, results, deferral))
+            self.result.outcomes.update(record_round(Round(claim, endpoint, results, deferral)))
         except IntegrityError:
             # The endpoint (and its rows) was deleted while its requests were out.
             logger.info("endpoint %s deleted while sending; results dropped", self.endpoint_id)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -104,6 +104,17 @@ class Deferral:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Round:
+    """One owner's round to record: its claim, its endpoint as the owner read it, what
+    its requests came to, and what it defers unsent."""
+
+    claim: DeliveryClaim
+    endpoint: Endpoint
+    results: list[Result]
+    deferral: Deferral
+
+
 def record(
     claim: DeliveryClaim, endpoint: Endpoint, results: list[Result], deferral: Deferral
 ) -> dict[int, str]:
@@ -111,82 +122,136 @@ def record(
 
     Returns each delivery's outcome (`LEASE_LOST` where another worker took it over).
     """
+    return record_rounds([Round(claim, endpoint, results, deferral)])[0]
+
+
+def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
+    """Record several owners' rounds in one transaction: one insert of all their attempts
+    and one update of all their succeeded rows (each under its own claim's token); the
+    rest (failures, health, deferrals) round by round. Returns each round's outcomes."""
     now = timezone.now()
-    outcomes: dict[int, str] = {}
+    outcomes: list[dict[int, str]] = [{} for _ in rounds]
     with transaction.atomic():
-        ids = [result.delivery.pk for result in results]
-        owned = set(ids)
-        lease_left = (claim.lease_expires_at - now).total_seconds()
-        if ids and lease_left < LEASE_MARGIN_SECONDS:
-            # Another worker may have taken some over: write only the rows still ours.
-            owned = set(
-                Delivery.objects.select_for_update()
-                .filter(pk__in=ids, lease_token=claim.token)
-                .values_list("pk", flat=True)
-            )
-        attempts = [result.attempt for result in results if result.attempt is not None]
+        owned = [_still_owned(r, now) for r in rounds]
+        attempts = [
+            result.attempt for r in rounds for result in r.results if result.attempt is not None
+        ]
         if attempts:
             Attempt.objects.bulk_create(attempts)
-        succeeded: dict[int | None, list[Result]] = defaultdict(list)
-        for result in results:
-            delivery = result.delivery
-            if delivery.pk not in owned:
-                outcomes[delivery.pk] = DeliveryOutcome.LEASE_LOST
-                continue
-            if result.decision.verdict == Verdict.SUCCEEDED:
-                # The common case: one statement for all of them (per status code).
-                outcome = DeliveryOutcome.SUCCEEDED
-                succeeded[result.status_code].append(result)
-            else:
-                outcome = _record_failure(claim, result, now)
-            outcomes[delivery.pk] = outcome
-            on_delivery_outcome(delivery, outcome)
-        for status_code, done in succeeded.items():
-            Delivery.objects.filter(
-                pk__in=[r.delivery.pk for r in done], lease_token=claim.token
-            ).update(
-                status=DeliveryStatus.SUCCEEDED,
-                lease_token=None,
-                lease_expires_at=None,
-                last_status_code=status_code,
-                last_error="",
-                updated_at=now,
-                completed_at=now,
-                next_attempt_at=None,
-                first_attempt_at=_first_attempt_of_cycle(done),
+        succeeded: list[tuple[DeliveryClaim, Result]] = []
+        for r, mine, done in zip(rounds, owned, outcomes, strict=True):
+            for result in r.results:
+                delivery = result.delivery
+                if delivery.pk not in mine:
+                    outcome = DeliveryOutcome.LEASE_LOST
+                elif result.decision.verdict == Verdict.SUCCEEDED:
+                    # The common case: one statement for all of them (`_record_successes`).
+                    outcome = DeliveryOutcome.SUCCEEDED
+                    succeeded.append((r.claim, result))
+                else:
+                    outcome = _record_failure(r.claim, result, now)
+                done[delivery.pk] = outcome
+                on_delivery_outcome(delivery, outcome)
+        _record_successes(succeeded, now)
+        for r, mine, done in zip(rounds, owned, outcomes, strict=True):
+            _record_round_effects(r, mine)
+            if r.deferral.deliveries:
+                _defer(r.claim, r.deferral)
+                done.update(
+                    (delivery.pk, DeliveryOutcome.DEFERRED) for delivery in r.deferral.deliveries
+                )
+    for r, done in zip(rounds, outcomes, strict=True):
+        for result in r.results:
+            observability.attempt_recorded(
+                delivery=result.delivery,
+                attempt=result.attempt,
+                outcome=done[result.delivery.pk],
+                status_code=result.status_code,
+                error=result.error,
             )
-        sent = [r for r in results if r.attempt is not None and not r.local_failure]
-        if sent:
-            _record_endpoint_health(endpoint, sent)
-        elif endpoint.circuit_state == CircuitState.HALF_OPEN and results:
-            # The probe failed on our side: nothing was learnt of the endpoint, so the
-            # circuit goes back to open and a later probe tries again.
-            circuit_transition(
-                endpoint_id=endpoint.pk,
-                from_state=CircuitState.HALF_OPEN,
-                to_state=CircuitState.OPEN,
-                reason="the probe was not sent (an error on our side)",
-            )
-        gone = next((r for r in results if r.decision.suspend_endpoint), None)
-        if gone is not None and gone.delivery.pk in owned:
-            endpoint_suspend_automatically(
-                endpoint_id=endpoint.pk,
-                reason=f"receiver answered {gone.status_code} (Gone)",
-            )
-        if deferral.deliveries:
-            _defer(claim, deferral)
-            outcomes.update(
-                (delivery.pk, DeliveryOutcome.DEFERRED) for delivery in deferral.deliveries
-            )
-    for result in results:
-        observability.attempt_recorded(
-            delivery=result.delivery,
-            attempt=result.attempt,
-            outcome=outcomes[result.delivery.pk],
-            status_code=result.status_code,
-            error=result.error,
-        )
     return outcomes
+
+
+def _still_owned(r: Round, now: datetime) -> set[int]:
+    """The round's rows its claim still holds: all of them while its lease has a margin
+    left (the updates check the token anyway), else as the database says, locked."""
+    ids = {result.delivery.pk for result in r.results}
+    lease_left = (r.claim.lease_expires_at - now).total_seconds()
+    if ids and lease_left < LEASE_MARGIN_SECONDS:
+        # Another worker may have taken some over: write only the rows still ours.
+        return set(
+            Delivery.objects.select_for_update()
+            .filter(pk__in=ids, lease_token=r.claim.token)
+            .values_list("pk", flat=True)
+        )
+    return ids
+
+
+def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: datetime) -> None:
+    """Succeeded rows, each while it still carries its claim's token. On PostgreSQL one
+    statement for all of them, whatever their claims (each row's first attempt of the
+    cycle is this one when none is known yet); elsewhere one per claim and status code."""
+    if not succeeded:
+        return
+    if connection.vendor == "postgresql" and all(r.attempt for _, r in succeeded):
+        columns: list[list[Any]] = [[], [], [], []]
+        for claim, result in succeeded:
+            assert result.attempt is not None
+            row = (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        with connection.cursor() as cursor:
+            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *columns])
+        return
+    groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)
+    for claim, result in succeeded:
+        groups[(claim.token, result.status_code)].append(result)
+    for (token, status_code), done in groups.items():
+        Delivery.objects.filter(pk__in=[r.delivery.pk for r in done], lease_token=token).update(
+            status=DeliveryStatus.SUCCEEDED,
+            lease_token=None,
+            lease_expires_at=None,
+            last_status_code=status_code,
+            last_error="",
+            updated_at=now,
+            completed_at=now,
+            next_attempt_at=None,
+            first_attempt_at=_first_attempt_of_cycle(done),
+        )
+
+
+_SUCCESSES_SQL = (
+    f"UPDATE {Delivery._meta.db_table} AS d SET status = %s, lease_token = NULL, "  # noqa: S608 (names from the model)
+    "lease_expires_at = NULL, last_status_code = v.code, last_error = '', updated_at = %s, "
+    "completed_at = %s, next_attempt_at = NULL, "
+    "first_attempt_at = COALESCE(d.first_attempt_at, v.started) "
+    "FROM unnest(%s::bigint[], %s::uuid[], %s::integer[], %s::timestamptz[]) "
+    "AS v(id, token, code, started) WHERE d.id = v.id AND d.lease_token = v.token"
+)
+
+
+def _record_round_effects(r: Round, owned: set[int]) -> None:
+    """The endpoint's health after the round's requests: its counters and breaker, a
+    half-open probe that failed on our side, a suspension after a 410."""
+    results, endpoint = r.results, r.endpoint
+    sent = [result for result in results if result.attempt is not None and not result.local_failure]
+    if sent:
+        _record_endpoint_health(endpoint, sent)
+    elif endpoint.circuit_state == CircuitState.HALF_OPEN and results:
+        # The probe failed on our side: nothing was learnt of the endpoint, so the
+        # circuit goes back to open and a later probe tries again.
+        circuit_transition(
+            endpoint_id=endpoint.pk,
+            from_state=CircuitState.HALF_OPEN,
+            to_state=CircuitState.OPEN,
+            reason="the probe was not sent (an error on our side)",
+        )
+    gone = next((result for result in results if result.decision.suspend_endpoint), None)
+    if gone is not None and gone.delivery.pk in owned:
+        endpoint_suspend_automatically(
+            endpoint_id=endpoint.pk,
+            reason=f"receiver answered {gone.status_code} (Gone)",
+        )
 
 
 def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:

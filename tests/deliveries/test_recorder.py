@@ -1,0 +1,187 @@
+"""Group commit of the owners' recordings (`services.recorder`), on the real database:
+rounds that end while another is being written are written together, each under its own
+claim, and one round the database refuses costs only that round."""
+
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.retry_policy import Decision, Verdict
+from deliveries.services import claims, ownership, recorder
+from deliveries.services.outcomes import DeliveryOutcome
+from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round
+from tests.conftest import wait_until
+from tests.deliveries.test_pipeline import make_endpoint
+from tests.receiver import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claimed_round(receiver: Receiver, verdict: Verdict = Verdict.SUCCEEDED) -> Round:
+    """A round of one delivery of a new endpoint, claimed by its owner and answered."""
+    endpoint, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    [delivery] = claims.claim_due(endpoint=endpoint, token=token, limit=1)
+    started = timezone.now()
+    attempt = Attempt(delivery_id=delivery.pk, number=1, started_at=started, duration_ms=3)
+    status = 200 if verdict == Verdict.SUCCEEDED else 500
+    result = Result(delivery, Decision(verdict, delay_seconds=60), status, attempt=attempt)
+    claim = DeliveryClaim([delivery], token, started, started + timedelta(days=1))
+    return Round(claim, endpoint, [result], Deferral([]))
+
+
+class Writes:
+    """`record_rounds` as the recorder calls it, its real work done, the rounds of each
+    call noted; the first call waits until `hold_for` more rounds queue behind it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, hold_for: int) -> None:
+        self.calls: list[list[Round]] = []
+        self.hold_for = hold_for
+        real = recorder.record_rounds
+
+        def record_rounds(rounds: list[Round]) -> Any:
+            self.calls.append(list(rounds))
+            if len(self.calls) == 1:
+                wait_until(lambda: len(recorder._queue) >= self.hold_for, timeout=10)
+            return real(rounds)
+
+        monkeypatch.setattr(recorder, "record_rounds", record_rounds)
+
+
+def record_in_threads(rounds: list[Round]) -> list[Any]:
+    """Each round recorded from a thread of its own, the first one first; what each got."""
+    answers: list[Any] = [None] * len(rounds)
+
+    def record(index: int) -> None:
+        try:
+            answers[index] = recorder.record_round(rounds[index])
+        except Exception as exc:
+            answers[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=record, args=(n,)) for n in range(len(rounds))]
+    threads[0].start()
+    wait_until(lambda: recorder._writing, timeout=10)
+    for thread in threads[1:]:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    return answers
+
+
+def test_rounds_ending_while_one_is_written_are_written_together(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds = [claimed_round(receiver) for _ in range(5)]
+    rounds.append(claimed_round(receiver, Verdict.RETRY))
+    writes = Writes(monkeypatch, hold_for=len(rounds) - 1)
+
+    answers = record_in_threads(rounds)
+
+    # The first round alone, then everything that queued meanwhile in one transaction.
+    assert [len(call) for call in writes.calls] == [1, len(rounds) - 1]
+    for r, answer in zip(rounds, answers, strict=True):
+        delivery = r.results[0].delivery
+        expected = (
+            DeliveryOutcome.SUCCEEDED
+            if r.results[0].decision.verdict == Verdict.SUCCEEDED
+            else DeliveryOutcome.RETRY_SCHEDULED
+        )
+        assert answer == {delivery.pk: expected}
+        stored = Delivery.objects.get(pk=delivery.pk)
+        assert stored.lease_token is None
+        assert stored.first_attempt_at == r.results[0].attempt.started_at  # type: ignore[union-attr]
+        assert Attempt.objects.filter(delivery_id=delivery.pk).count() == 1
+    assert sorted(Delivery.objects.values_list("status", flat=True)) == sorted(
+        [DeliveryStatus.SUCCEEDED] * 5 + [DeliveryStatus.PENDING]
+    )
+    assert not recorder._writing
+    assert not recorder._queue
+
+
+def test_a_success_is_written_only_under_its_own_claim(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, taken_over = claimed_round(receiver), claimed_round(receiver)
+    # Another owner took the second row over (its lease ran out): our success is not ours
+    # to write.
+    Delivery.objects.filter(pk=taken_over.results[0].delivery.pk).update(lease_token=uuid.uuid4())
+    writes = Writes(monkeypatch, hold_for=1)
+    record_in_threads([first, taken_over])
+    assert len(writes.calls) == 2
+    assert Delivery.objects.get(pk=first.results[0].delivery.pk).status == DeliveryStatus.SUCCEEDED
+    other = Delivery.objects.get(pk=taken_over.results[0].delivery.pk)
+    assert other.status == DeliveryStatus.SENDING
+    assert other.lease_token is not None
+
+
+def test_a_round_the_database_refuses_costs_only_that_round(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds = [claimed_round(receiver) for _ in range(4)]
+    # Deleted while its request was out: its attempt's insert fails, and with it the batch.
+    Endpoint.objects.filter(pk=rounds[2].endpoint.pk).delete()
+    writes = Writes(monkeypatch, hold_for=3)
+
+    answers = record_in_threads(rounds)
+
+    # The batch of three failed as a whole, then each of its rounds was written alone.
+    assert [len(call) for call in writes.calls] == [1, 3, 1, 1, 1]
+    assert isinstance(answers[2], IntegrityError)
+    for index in (0, 1, 3):
+        delivery = rounds[index].results[0].delivery
+        assert answers[index] == {delivery.pk: DeliveryOutcome.SUCCEEDED}
+        assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
+    assert not recorder._writing
+    assert not recorder._queue
+
+
+def test_a_lone_round_is_written_at_once(receiver: Receiver) -> None:
+    r = claimed_round(receiver)
+    delivery = r.results[0].delivery
+    assert recorder.record_round(r) == {delivery.pk: DeliveryOutcome.SUCCEEDED}
+    assert not recorder._writing
+
+
+def test_a_waiter_stopped_while_it_was_next_to_write_passes_the_writing_on() -> None:
+    # (Module state only: what a time limit raising inside `done.wait()` leaves.)
+    ahead, behind = recorder._Waiter(None), recorder._Waiter(None)  # type: ignore[arg-type]
+    recorder._queue.extend([ahead, behind])
+    recorder._writing = True
+    try:
+        ahead.writes_next = True
+        recorder._leave(ahead)
+        assert list(recorder._queue) == [behind]
+        assert behind.writes_next
+        assert behind.done.is_set()
+        recorder._leave(behind)
+        assert not recorder._queue
+        assert not recorder._writing
+    finally:
+        recorder._queue.clear()
+        recorder._writing = False
+
+
+def test_a_waiter_stopped_in_the_queue_only_leaves_it() -> None:
+    waiter = recorder._Waiter(None)  # type: ignore[arg-type]
+    recorder._queue.append(waiter)
+    recorder._writing = True
+    try:
+        recorder._leave(waiter)
+        assert not recorder._queue
+        assert recorder._writing  # the writer at work goes on
+    finally:
+        recorder._queue.clear()
+        recorder._writing = False
