@@ -215,31 +215,35 @@ def _round_claim_sql(with_expired: bool) -> str:
     )
 
 
-def _field_converters(model: type[Any]) -> list[tuple[Any, list[Any]]]:
-    """Per concrete column of `model`, its column expression and the converters its field
-    applies to what the database returns (JSON, for one): the same for every row of one
-    kind of database, so found once."""
+def _field_converters(model: type[Any]) -> tuple[list[str], list[tuple[Any, list[Any]]]]:
+    """`model`'s concrete fields' attribute names and, per column, its expression and
+    every converter the ORM applies to what the database returns (the backend's, then
+    the field's: JSON, for one): the same for every row of one kind of database, so
+    found once."""
     key = (model._meta.label, connection.vendor)
     if key not in _FIELD_CONVERTERS:
-        _FIELD_CONVERTERS[key] = [
-            (field.get_col(model._meta.db_table), field.get_db_converters(connection))
-            for field in model._meta.concrete_fields
-        ]
+        fields = model._meta.concrete_fields
+        columns = []
+        for field in fields:
+            expression = field.get_col(model._meta.db_table)
+            converters = connection.ops.get_db_converters(expression)
+            columns.append((expression, converters + field.get_db_converters(connection)))
+        _FIELD_CONVERTERS[key] = ([f.attname for f in fields], columns)
     return _FIELD_CONVERTERS[key]
 
 
-_FIELD_CONVERTERS: dict[tuple[str, str], list[tuple[Any, list[Any]]]] = {}
+_FIELD_CONVERTERS: dict[tuple[str, str], tuple[list[str], list[tuple[Any, list[Any]]]]] = {}
 
 
 def _from_row(model: type[Any], values: list[Any]) -> Any:
     """A model instance from its concrete columns as the database returned them, with
-    the converters the ORM would apply (the backend's, then the field's)."""
+    the converters the ORM would apply."""
+    names, columns = _field_converters(model)
     converted = []
-    for (expression, converters), value in zip(_field_converters(model), values, strict=True):
-        for converter in connection.ops.get_db_converters(expression) + converters:
+    for (expression, converters), value in zip(columns, values, strict=True):
+        for converter in converters:
             value = converter(value, expression, connection)
         converted.append(value)
-    names = [f.attname for f in model._meta.concrete_fields]
     return model.from_db(connection.alias, names, converted)
 
 
