@@ -29,8 +29,9 @@ class HealthStore(Protocol):
         """Count attempts; return (attempts, failures) in the window, these included."""
         ...
 
-    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
-        """Count attempts without reading the window back (nothing depends on it now)."""
+    def count_outcomes(self, counts: dict[str, tuple[int, int]], window: float) -> None:
+        """Count attempts, `{endpoint: (attempts, failures)}`, without reading the windows
+        back (nothing depends on them now)."""
         ...
 
     def reset_window(self, endpoint: str, window: float) -> None: ...
@@ -87,13 +88,14 @@ class RedisHealthStore:
         failures = sum(int(f or 0) for _, f in replies)
         return total, failures
 
-    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
-        key = self._window_keys(endpoint, window)[0]
+    def count_outcomes(self, counts: dict[str, tuple[int, int]], window: float) -> None:
         pipe = self.client.pipeline(transaction=False)
-        pipe.hincrby(key, "total", attempts)
-        if failures:
-            pipe.hincrby(key, "failed", failures)
-        pipe.expire(key, math.ceil(window + _bucket_size(window)) + 1)
+        for endpoint, (attempts, failures) in counts.items():
+            key = self._window_keys(endpoint, window)[0]
+            pipe.hincrby(key, "total", attempts)
+            if failures:
+                pipe.hincrby(key, "failed", failures)
+            pipe.expire(key, math.ceil(window + _bucket_size(window)) + 1)
         pipe.execute()
 
     def reset_window(self, endpoint: str, window: float) -> None:
@@ -129,8 +131,9 @@ class LocalHealthStore:
             self._windows[endpoint] = outcomes
             return len(outcomes), sum(1 for _, f in outcomes if f)
 
-    def count_outcomes(self, endpoint: str, attempts: int, failures: int, window: float) -> None:
-        self.record_outcomes(endpoint, attempts, failures, window)
+    def count_outcomes(self, counts: dict[str, tuple[int, int]], window: float) -> None:
+        for endpoint, (attempts, failures) in counts.items():
+            self.record_outcomes(endpoint, attempts, failures, window)
 
     def reset_window(self, endpoint: str, window: float) -> None:
         with self._lock:

@@ -23,22 +23,29 @@ from .suspension import endpoint_suspend_if_failing
 logger = logging.getLogger(__name__)
 
 
-def endpoint_record_attempts(*, endpoint: Endpoint, attempts: int, failures: int) -> None:
-    """After a batch's attempts, inside their transaction (the endpoint row is already
-    locked by the caller's update of its counters): move the circuit breaker, suspend an
-    endpoint that keeps failing. `failures` of the `attempts` failed; when some failed and
-    some succeeded, the batch's last attempt decides a half-open breaker. `endpoint` is
-    as the batch's claim read it."""
-    endpoint_id = endpoint.pk
-    if not failures and endpoint.circuit_state == CircuitState.CLOSED:
-        # The common case: nothing can open or close, only the window counts.
-        try:
-            health_store().count_outcomes(
-                str(endpoint_id), attempts, 0, breaker_settings().window_seconds
-            )
-        except redis.RedisError:
-            logger.warning("health counters unavailable; the circuit breaker skips attempts")
+def endpoints_record_attempts(counts: list[tuple[Endpoint, int, int]]) -> None:
+    """After rounds' attempts, inside their transaction (each endpoint's row is already
+    locked by the caller's update of its counters): move the circuit breakers, suspend
+    endpoints that keep failing. Per endpoint `(endpoint, attempts, failures)`; when some
+    failed and some succeeded, the round's last attempt decides a half-open breaker.
+    Each `endpoint` is as its round's owner read it."""
+    quiet: dict[str, tuple[int, int]] = {}
+    for endpoint, attempts, failures in counts:
+        if not failures and endpoint.circuit_state == CircuitState.CLOSED:
+            # The common case: nothing can open or close, only the window counts (for
+            # all such endpoints in one exchange with Redis).
+            quiet[str(endpoint.pk)] = (attempts, 0)
+        else:
+            _judge(endpoint.pk, attempts, failures)
+    if not quiet:
         return
+    try:
+        health_store().count_outcomes(quiet, breaker_settings().window_seconds)
+    except redis.RedisError:
+        logger.warning("health counters unavailable; the circuit breaker skips attempts")
+
+
+def _judge(endpoint_id: UUID, attempts: int, failures: int) -> None:
     row = Endpoint.objects.filter(pk=endpoint_id).values(
         "state",
         "circuit_state",

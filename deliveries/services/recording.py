@@ -17,7 +17,7 @@ from django.utils import timezone
 from .. import observability
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
-from .breaker import circuit_transition, endpoint_record_attempts
+from .breaker import circuit_transition, endpoints_record_attempts
 from .finished import on_delivery_outcome
 from .outcomes import DeliveryOutcome
 from .suspension import endpoint_suspend_automatically
@@ -153,8 +153,8 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 done[delivery.pk] = outcome
                 on_delivery_outcome(delivery, outcome)
         _record_successes(succeeded, now)
-        for r, mine, done in zip(rounds, owned, outcomes, strict=True):
-            _record_round_effects(r, mine)
+        _record_round_effects(rounds, owned)
+        for r, done in zip(rounds, outcomes, strict=True):
             if r.deferral.deliveries:
                 _defer(r.claim, r.deferral)
                 done.update(
@@ -230,28 +230,30 @@ _SUCCESSES_SQL = (
 )
 
 
-def _record_round_effects(r: Round, owned: set[int]) -> None:
-    """The endpoint's health after the round's requests: its counters and breaker, a
-    half-open probe that failed on our side, a suspension after a 410."""
-    results, endpoint = r.results, r.endpoint
-    sent = [result for result in results if result.attempt is not None and not result.local_failure]
-    if sent:
-        _record_endpoint_health(endpoint, sent)
-    elif endpoint.circuit_state == CircuitState.HALF_OPEN and results:
-        # The probe failed on our side: nothing was learnt of the endpoint, so the
-        # circuit goes back to open and a later probe tries again.
-        circuit_transition(
-            endpoint_id=endpoint.pk,
-            from_state=CircuitState.HALF_OPEN,
-            to_state=CircuitState.OPEN,
-            reason="the probe was not sent (an error on our side)",
-        )
-    gone = next((result for result in results if result.decision.suspend_endpoint), None)
-    if gone is not None and gone.delivery.pk in owned:
-        endpoint_suspend_automatically(
-            endpoint_id=endpoint.pk,
-            reason=f"receiver answered {gone.status_code} (Gone)",
-        )
+def _record_round_effects(rounds: list[Round], owned: list[set[int]]) -> None:
+    """The endpoints' health after their rounds' requests (`_record_endpoints_health`),
+    a half-open probe that failed on our side, a suspension after a 410."""
+    sent_by_round = [
+        (r.endpoint, [x for x in r.results if x.attempt is not None and not x.local_failure])
+        for r in rounds
+    ]
+    _record_endpoints_health([(endpoint, sent) for endpoint, sent in sent_by_round if sent])
+    for r, mine, (endpoint, sent) in zip(rounds, owned, sent_by_round, strict=True):
+        if not sent and endpoint.circuit_state == CircuitState.HALF_OPEN and r.results:
+            # The probe failed on our side: nothing was learnt of the endpoint, so the
+            # circuit goes back to open and a later probe tries again.
+            circuit_transition(
+                endpoint_id=endpoint.pk,
+                from_state=CircuitState.HALF_OPEN,
+                to_state=CircuitState.OPEN,
+                reason="the probe was not sent (an error on our side)",
+            )
+        gone = next((x for x in r.results if x.decision.suspend_endpoint), None)
+        if gone is not None and gone.delivery.pk in mine:
+            endpoint_suspend_automatically(
+                endpoint_id=endpoint.pk,
+                reason=f"receiver answered {gone.status_code} (Gone)",
+            )
 
 
 def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
@@ -283,41 +285,59 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
 
 
 def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
-    """Count the endpoint's consecutive failures (those after its last success) and move
-    its breaker; `sent` are the results with a request, in the order they were made."""
+    """One endpoint's health after its round (see `_record_endpoints_health`)."""
+    _record_endpoints_health([(endpoint, sent)])
+
+
+def _record_endpoints_health(rounds: list[tuple[Endpoint, list[Result]]]) -> None:
+    """Count each endpoint's consecutive failures (those after its last success) and move
+    its breaker; per endpoint, the results of its round with a request, in the order they
+    were made. Endpoints whose round ended in a success get the same write: one statement
+    for all of them."""
     now = timezone.now()
-    succeeded = [r.decision.verdict == Verdict.SUCCEEDED for r in sent]
-    failures = succeeded.count(False)
-    recently = endpoint.last_success_at is not None and (
-        now - endpoint.last_success_at
-    ) < timedelta(seconds=LAST_SUCCESS_RESOLUTION_SECONDS)
-    if not failures and not endpoint.consecutive_failures and recently:
-        pass  # nothing worth a write to a row that every batch of the endpoint touches
-    elif True in succeeded:
-        trailing = succeeded[::-1].index(True)
-        written: dict[str, Any] = {
-            "consecutive_failures": trailing,
-            "last_success_at": now,
-            "failing_since": now if trailing else None,
-            **({"last_failure_at": now} if trailing else {}),
-        }
-        Endpoint.objects.filter(pk=endpoint.pk).update(**written)
-        _remember(endpoint, written)
-    else:
-        Endpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=F("consecutive_failures") + failures,
-            last_failure_at=now,
-            failing_since=Coalesce("failing_since", Value(now)),
-        )
-        _remember(
-            endpoint,
-            {
-                "consecutive_failures": endpoint.consecutive_failures + failures,
+    ended_well: list[Endpoint] = []
+    counts: list[tuple[Endpoint, int, int]] = []
+    for endpoint, sent in rounds:
+        succeeded = [r.decision.verdict == Verdict.SUCCEEDED for r in sent]
+        failures = succeeded.count(False)
+        counts.append((endpoint, len(sent), failures))
+        recently = endpoint.last_success_at is not None and (
+            now - endpoint.last_success_at
+        ) < timedelta(seconds=LAST_SUCCESS_RESOLUTION_SECONDS)
+        if not failures and not endpoint.consecutive_failures and recently:
+            continue  # nothing worth a write to a row that every round of the endpoint touches
+        if succeeded[-1]:
+            ended_well.append(endpoint)
+        elif True in succeeded:
+            trailing = succeeded[::-1].index(True)
+            written: dict[str, Any] = {
+                "consecutive_failures": trailing,
+                "last_success_at": now,
+                "failing_since": now,
                 "last_failure_at": now,
-                "failing_since": endpoint.failing_since or now,
-            },
-        )
-    endpoint_record_attempts(endpoint=endpoint, attempts=len(sent), failures=failures)
+            }
+            Endpoint.objects.filter(pk=endpoint.pk).update(**written)
+            _remember(endpoint, written)
+        else:
+            Endpoint.objects.filter(pk=endpoint.pk).update(
+                consecutive_failures=F("consecutive_failures") + failures,
+                last_failure_at=now,
+                failing_since=Coalesce("failing_since", Value(now)),
+            )
+            _remember(
+                endpoint,
+                {
+                    "consecutive_failures": endpoint.consecutive_failures + failures,
+                    "last_failure_at": now,
+                    "failing_since": endpoint.failing_since or now,
+                },
+            )
+    if ended_well:
+        healthy = {"consecutive_failures": 0, "last_success_at": now, "failing_since": None}
+        Endpoint.objects.filter(pk__in=[e.pk for e in ended_well]).update(**healthy)
+        for endpoint in ended_well:
+            _remember(endpoint, healthy)
+    endpoints_record_attempts(counts)
 
 
 def _remember(endpoint: Endpoint, written: dict[str, Any]) -> None:

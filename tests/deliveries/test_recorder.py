@@ -185,3 +185,30 @@ def test_a_waiter_stopped_in_the_queue_only_leaves_it() -> None:
     finally:
         recorder._queue.clear()
         recorder._writing = False
+
+
+def test_endpoints_whose_rounds_ended_well_get_their_health_in_one_write(
+    receiver: Receiver,
+) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    from deliveries.services.recording import record_rounds
+
+    well = [claimed_round(receiver) for _ in range(3)]
+    failed = claimed_round(receiver, Verdict.RETRY)
+    for r in well:
+        # Each counted failures before this round: its success must write them off.
+        Endpoint.objects.filter(pk=r.endpoint.pk).update(consecutive_failures=2)
+        r.endpoint.consecutive_failures = 2
+    with CaptureQueriesContext(connection) as queries:
+        record_rounds([*well, failed])
+    endpoint_writes = [
+        q["sql"] for q in queries if q["sql"].startswith(f'UPDATE "{Endpoint._meta.db_table}"')
+    ]
+    # One for the three that ended well, one for the one that failed.
+    assert len(endpoint_writes) == 2
+    for r in well:
+        stored = Endpoint.objects.get(pk=r.endpoint.pk)
+        assert stored.consecutive_failures == r.endpoint.consecutive_failures == 0
+        assert stored.last_success_at == r.endpoint.last_success_at is not None
+    assert Endpoint.objects.get(pk=failed.endpoint.pk).consecutive_failures == 1
