@@ -9,7 +9,9 @@ database again before it stops. The owner then works in rounds:
 3. ask the gate (`admission`) how many requests may be open, claim at most that many due
    rows minus those in flight (`claims`), and start each in a lane of its own, once the
    rate limits let it, within the process's cap on open requests (`lanes`);
-4. wait for a lane to finish, and record what finished (`recording`) in one transaction.
+4. wait for a lane to finish, and record what finished (`recording`) in one transaction,
+   written together with other owners' rounds that end meanwhile (`recorder`); a round
+   whose requests all succeeded is recorded just after the next round's requests start.
 
 When nothing is due and nothing in flight it stops: it clears its wake mark, releases the
 lease, then looks once more, so a wake that came in between is never lost (it takes the
@@ -48,6 +50,7 @@ from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
+from .connections import give_back_pooled_connection
 from .dispatch import dispatch_wakes, wake_book
 from .lanes import acquire, release, tasks_wait_for_a_slot, try_acquire
 from .outcomes import DeliveryOutcome
@@ -146,13 +149,6 @@ def hand_back(
     return owner_take(endpoint_id=endpoint_id), 0.0
 
 
-def _close_database_connection() -> None:
-    """Give a pooled connection back while the owner waits (its next round takes one
-    again); an unpooled one is kept, as reconnecting costs more."""
-    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
-        connection.close()
-
-
 class _Owner:
     def __init__(self, endpoint_id: str, token: uuid.UUID) -> None:
         self.endpoint_id = endpoint_id
@@ -162,6 +158,9 @@ class _Owner:
         self.renew_every = self.lease / 3
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
         self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
+        # Finished, not yet recorded: a round that all succeeded is recorded just after
+        # the next round's requests start (`_sends_before_recording`).
+        self.unrecorded: list[Result] = []
         self.endpoint: Endpoint | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
@@ -224,6 +223,9 @@ class _Owner:
                 can_claim = self._read_endpoint()
             if can_claim and not turn_over and time.monotonic() >= self.hold_until:
                 self._claim_and_start()
+            if self.unrecorded:
+                results, self.unrecorded = self.unrecorded, []
+                self._record(results, Deferral([]))
             if not self.open:
                 if self.lost or self.inactive:
                     return False
@@ -245,7 +247,7 @@ class _Owner:
                 linger = min(LINGER_SECONDS, conf.get().max_countdown_seconds)
                 if wait is None or wait > linger:
                     return False
-                _close_database_connection()
+                give_back_pooled_connection()
                 time.sleep(max(min(wait, self.renew_every), 0.01))
                 continue
             self._wait_and_record(can_claim and not turn_over)
@@ -342,7 +344,7 @@ class _Owner:
             # The process's open requests are all taken, or others wait for them: wait in
             # line for our lanes' worth, without keeping a pooled database connection
             # from the owners that have theirs.
-            _close_database_connection()
+            give_back_pooled_connection()
             permits = acquire(wanted, timeout=self.renew_every)
         if not permits:
             return
@@ -428,7 +430,7 @@ class _Owner:
         timeout = max(self.renew_every - (time.monotonic() - self.renewed_at), 0.01)
         if may_claim and len(self.open) < self.gate.lanes:
             timeout = min(timeout, POLL_SECONDS)
-        _close_database_connection()
+        give_back_pooled_connection()
         finished = []
         try:
             finished.append(self.finished.get(timeout=timeout))
@@ -460,7 +462,23 @@ class _Owner:
                     endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
                 )
                 self.hold_until = max(self.hold_until, time.monotonic() + seconds)
+        if may_claim and self._sends_before_recording(results):
+            self.unrecorded = results  # recorded right after the next round's claim
+            return
         self._record(results, Deferral([]))
+
+    def _sends_before_recording(self, results: list[Result]) -> bool:
+        """Whether the next round's requests may start before these results are
+        recorded: only when all of them succeeded (nothing the endpoint's health, its
+        breaker or a suspension would learn from them) and no key's next delivery waits
+        for them (an unordered endpoint). Their rows stay claimed, so nobody sends them
+        again; the recording's wait is then no gap between two rounds' requests."""
+        endpoint = self.endpoint
+        return (
+            endpoint is not None
+            and not endpoint.ordered_delivery
+            and all(r.decision.verdict == Verdict.SUCCEEDED for r in results)
+        )
 
     def _record(self, results: list[Result], deferral: Deferral) -> None:
         endpoint = self.endpoint
@@ -512,7 +530,7 @@ class _Owner:
             deadline.fire()
         with contextlib.suppress(Exception):
             until = time.monotonic() + ABORT_WAIT_SECONDS
-            results = []
+            results, self.unrecorded = self.unrecorded, []
             while self.open and time.monotonic() < until:
                 try:
                     delivery, outcome, credentials = self.finished.get(timeout=0.1)

@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
+from .connections import give_back_pooled_connection
 from .recording import Round, record_rounds
 
 # The most rounds one transaction writes (a bound on its statements' size).
@@ -49,6 +50,8 @@ def record_round(r: Round) -> dict[int, str]:
         writes = not _writing
         _writing = True
     if not writes:
+        # Waiting holds no pooled connection: the writer may need it.
+        give_back_pooled_connection()
         try:
             waiter.done.wait()
         except BaseException:

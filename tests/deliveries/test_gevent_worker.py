@@ -70,3 +70,32 @@ def test_a_gevent_worker_sends_up_to_each_in_flight_limit_on_a_few_connections(
     # Each request is open for 0.4 s. Three endpoints with three slots each: up to nine at
     # once, where the thread pool's four threads would allow four.
     assert 4 < max_in_any_window(arrivals, 0.3) <= 9
+
+
+def test_owners_waiting_to_record_hold_no_connection_the_writer_needs(
+    receiver: Receiver, redis_client: Any
+) -> None:
+    # Owners whose rounds end while another round is written wait for that writer (group
+    # commit). Were they to wait holding their pooled connections, the one of this pool
+    # could be held by a waiter while the writer, which had given its own back (its turn
+    # ended: more endpoints than the pool's slots take turns), waited for one until the
+    # pool gave up: a stall per round, as found in the benchmark.
+    redis_client.flushdb()
+    receiver.default = Reply(delay_seconds=0.05)
+    endpoints = [make_endpoint(receiver, max_in_flight=4)[0] for _ in range(12)]
+    count = 30
+    with transaction.atomic():
+        for n in range(count):
+            services.emit("order.created", {"n": n})
+    env = {
+        "DATABASE_POOL_MAX_SIZE": "1",
+        "DATABASE_POOL_TIMEOUT": "120",
+        "WEBHOOKS_DELIVERY_BATCH_SECONDS": "0.02",
+    }
+    with worker_process(env, pool="gevent", concurrency=6):
+        wait_until(
+            lambda: all(succeeded_count(e) == count for e in endpoints),
+            timeout=60,
+            what="every delivery to every endpoint, without a stall",
+        )
+    redis_client.flushdb()

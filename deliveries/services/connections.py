@@ -1,0 +1,11 @@
+"""The database connection of a thread or greenlet that is about to wait."""
+
+from django.db import connection
+
+
+def give_back_pooled_connection() -> None:
+    """Give a pooled connection back while we wait (the next query takes one again), so
+    that the few connections of a pool serve those at work, not those waiting; an
+    unpooled one is kept, as reconnecting costs more."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
