@@ -32,6 +32,7 @@ SCENARIOS = (
     "ceilings",
     "throughput",
     "slow",
+    "slow-api",
     "api",
     "latency",
     "flaky",
@@ -181,7 +182,7 @@ def run_system(
     end, so what was measured before a failure is kept."""
     chosen = set(args.chosen)
     print(f"\n== {system.name}", flush=True)
-    if chosen & {"throughput", "slow", "latency", "flaky", "rollback", "refused"}:
+    if chosen & {"throughput", "slow", "slow-api", "latency", "flaky", "rollback", "refused"}:
         with system.worker():
             if "throughput" in chosen:
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
@@ -205,6 +206,28 @@ def run_system(
                             per_transaction,
                         )
                     )
+            if "slow-api" in chosen and system.name == "ours":
+                # From outside: the Procfile's web line, one client, one event per request.
+                from bench.ours import api_poster
+
+                with api_poster() as post:
+                    for endpoints, events in args.slow_runs:
+                        print(
+                            f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
+                            f"{endpoints} endpoints x {events} events, one per API request",
+                            flush=True,
+                        )
+                        out.slow.append(
+                            scenarios.slow(
+                                system,
+                                slow,
+                                endpoints,
+                                events,
+                                args.slow_delay,
+                                args.timeout,
+                                post=post,
+                            )
+                        )
             if "latency" in chosen:
                 print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
                 out.latency = scenarios.latency(
@@ -346,7 +369,13 @@ def table_rows(
         )
     peer_slow = {(s.endpoints, s.events, s.per_transaction): s for s in peer.slow}
     for mine_s in ours.slow:
+        # The peer has no API: its one-per-transaction row stands beside ours through it.
         theirs = peer_slow.get((mine_s.endpoints, mine_s.events, mine_s.per_transaction))
+        sent = (
+            "one per API request"
+            if mine_s.through_api
+            else f"{mine_s.per_transaction} per transaction"
+        )
         # 0.8 of what the default in-flight limits (4 per endpoint) allow, at most 600/s
         # from one delivery process.
         allowed = mine_s.endpoints * 4 / args.slow_delay
@@ -362,8 +391,7 @@ def table_rows(
         rows.append(
             Row(
                 f"slow receiver ({args.slow_delay * 1000:g} ms), {mine_s.endpoints} endpoints, "
-                f"{deliveries} deliveries, {mine_s.per_transaction} per transaction: "
-                "deliveries/s (in flight)",
+                f"{deliveries} deliveries, {sent}: deliveries/s (in flight)",
                 f"{mine_s.rate:.0f} ({mine_s.in_flight:.0f})",
                 cell(theirs, lambda t: f"{t.rate:.0f} ({t.in_flight:.0f})", dash),
                 f"{target}{'; ' + extra if extra else ''}",
@@ -373,8 +401,7 @@ def table_rows(
         per = mine_s.messages_per_delivery
         rows.append(
             Row(
-                f"slow receiver, {mine_s.endpoints} endpoints, {mine_s.per_transaction} per "
-                "transaction: task messages per delivery",
+                f"slow receiver, {mine_s.endpoints} endpoints, {sent}: task messages per delivery",
                 "?" if per is None else f"{per:.2f}",
                 cell(
                     theirs,

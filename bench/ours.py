@@ -278,3 +278,38 @@ def _api_rate(
             started = time.perf_counter()
             list(pool.map(post_event, range(count)))
         return count / (time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def api_poster() -> Iterator[Callable[[int], tuple[float, dict[str, float]]]]:
+    """The Procfile's `web` line (gunicorn, 2 gevent workers) serving our API, and one
+    client that POSTs events to `/api/v1/events` one per request, one after another, as
+    a product emitting events one at a time would. Yields `post(count)`, which returns
+    when the first POST started and each event's id with the time it was accepted.
+    Django must be set up (an `OurSystem` exists)."""
+    import requests
+
+    from deliveries.models import ApiToken
+
+    _, token = ApiToken.issue("bench-slow-api")
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi", "--bind"]
+    command += [f"127.0.0.1:{port}", "--workers", "2", "--worker-class", "gevent"]
+    command += ["--worker-connections", "1000", "--keep-alive", "5", "--log-level", "warning"]
+    with process(command), requests.Session() as api:
+        wait_for_port(port)
+        api.headers["Authorization"] = f"Bearer {token}"
+        url = f"http://127.0.0.1:{port}/api/v1/events"
+        # Both workers' first requests (imports, connections) are not the run's.
+        for _ in range(8):
+            api.post(url, json={"type": "bench.warm-up", "data": {}}, timeout=10)
+
+        def post(count: int) -> tuple[float, dict[str, float]]:
+            started, accepted = time.time(), {}
+            for n in range(count):
+                answer = api.post(url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10)
+                answer.raise_for_status()
+                accepted[str(answer.json()["id"])] = time.time()
+            return started, accepted
+
+        yield post

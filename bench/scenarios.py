@@ -153,6 +153,8 @@ class Slow:
     # Task messages published to the broker (all queues: LPUSH and RPUSH as Redis counts
     # them) per delivery; None when the broker's counters could not be read.
     messages_per_delivery: float | None = None
+    # The events were POSTed to the API one per request (per_transaction is then 1).
+    through_api: bool = False
 
 
 def broker_pushes(url: str | None) -> int | None:
@@ -174,17 +176,24 @@ def slow(
     delay: float,
     timeout: float,
     per_transaction: int = 100,
+    post: Callable[[int], tuple[float, dict[str, float]]] | None = None,
 ) -> Slow:
-    """`events` events (`per_transaction` per transaction) to `endpoints` endpoints of a
-    receiver that answers each request after `delay` seconds: deliveries/s from the first
-    commit to the last arrival, when the bound is concurrency, not CPU; and the task
-    messages each delivery cost (on a broker of its own the count is exact)."""
-    base = f"/{system.name}/slow{endpoints}x{per_transaction}"
+    """`events` events (`per_transaction` per transaction, or with `post` one per request
+    to our API) to `endpoints` endpoints of a receiver that answers each request after
+    `delay` seconds: deliveries/s from the first commit (the first POST) to the last
+    arrival, when the bound is concurrency, not CPU; and the task messages each delivery
+    cost (on a broker of its own the count is exact)."""
+    kind = "api" if post else f"{per_transaction}"
+    base = f"/{system.name}/slow{endpoints}x{kind}"
     paths = [f"{base}/{n}" for n in range(endpoints)]
     system.subscribe_many([receiver.url + path for path in paths])
     broker = getattr(system, "broker_url", None)
     pushes_before = broker_pushes(broker)
-    committed = system.emit(events, per_transaction)
+    if post is None:
+        committed = system.emit(events, per_transaction)
+        first = min(committed.values())
+    else:
+        first, committed = post(events)
     expected = {(path, event_id) for path in paths for event_id in committed}
     deadline = time.monotonic() + timeout
     while True:
@@ -195,13 +204,22 @@ def slow(
             break
         time.sleep(0.5)
     last = max((min(times) for times in arrived.values()), default=0.0)
-    span = last - min(committed.values())
+    span = last - first
     rate = len(arrived) / span if span > 0 else 0.0
     pushes_after = broker_pushes(broker)
     per_delivery = None
     if pushes_before is not None and pushes_after is not None and arrived:
         per_delivery = (pushes_after - pushes_before) / len(arrived)
-    return Slow(endpoints, events, len(arrived), rate, rate * delay, per_transaction, per_delivery)
+    return Slow(
+        endpoints,
+        events,
+        len(arrived),
+        rate,
+        rate * delay,
+        1 if post else per_transaction,
+        per_delivery,
+        through_api=post is not None,
+    )
 
 
 @dataclass
