@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 
@@ -190,24 +190,26 @@ def run_system(
             if "throughput" in chosen:
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
                 out.throughput = scenarios.throughput(system, healthy, args.events, args.timeout)
+
+            def slow_run(endpoints: int, events: int, sent: str, **how: Any) -> None:
+                print(
+                    f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
+                    f"{endpoints} endpoints x {events} events, {sent}",
+                    flush=True,
+                )
+                out.slow.append(
+                    scenarios.slow(
+                        system, slow, endpoints, events, args.slow_delay, args.timeout, **how
+                    )
+                )
+
             for endpoints, events in args.slow_runs if "slow" in chosen else []:
                 for per_transaction in (100, 1):
-                    print(
-                        f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
-                        f"{endpoints} endpoints x {events} events, "
+                    slow_run(
+                        endpoints,
+                        events,
                         f"{per_transaction} per transaction",
-                        flush=True,
-                    )
-                    out.slow.append(
-                        scenarios.slow(
-                            system,
-                            slow,
-                            endpoints,
-                            events,
-                            args.slow_delay,
-                            args.timeout,
-                            per_transaction,
-                        )
+                        per_transaction=per_transaction,
                     )
             if "slow-api" in chosen and system.name == "ours":
                 # From outside: the Procfile's web line, one client, one event per request.
@@ -215,22 +217,7 @@ def run_system(
 
                 with api_poster() as post:
                     for endpoints, events in args.slow_runs:
-                        print(
-                            f"{system.name}: slow receiver ({args.slow_delay * 1000:g} ms), "
-                            f"{endpoints} endpoints x {events} events, one per API request",
-                            flush=True,
-                        )
-                        out.slow.append(
-                            scenarios.slow(
-                                system,
-                                slow,
-                                endpoints,
-                                events,
-                                args.slow_delay,
-                                args.timeout,
-                                post=post,
-                            )
-                        )
+                        slow_run(endpoints, events, "one per API request", post=post)
             if "latency" in chosen:
                 print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
                 out.latency = scenarios.latency(

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from deliveries import services
+from deliveries.models import Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.test_health import max_in_any_window, succeeded_count
 from tests.deliveries.test_pipeline import make_endpoint
@@ -30,16 +31,25 @@ def worker_connections() -> int:
     return int(row[0]) if row else 0
 
 
+def events_for_endpoints(
+    receiver: Receiver, *, endpoints: int, max_in_flight: int, count: int, delay: float
+) -> list[Endpoint]:
+    """`count` events committed for `endpoints` new endpoints of a receiver that answers
+    after `delay` seconds."""
+    receiver.default = Reply(delay_seconds=delay)
+    made = [make_endpoint(receiver, max_in_flight=max_in_flight)[0] for _ in range(endpoints)]
+    with transaction.atomic():
+        for n in range(count):
+            services.emit("order.created", {"n": n})
+    return made
+
+
 def test_a_gevent_worker_sends_up_to_each_in_flight_limit_on_a_few_connections(
     receiver: Receiver, redis_client: Any
 ) -> None:
     redis_client.flushdb()
-    receiver.default = Reply(delay_seconds=0.4)
-    endpoints = [make_endpoint(receiver, max_in_flight=3)[0] for _ in range(3)]
     count = 12
-    with transaction.atomic():
-        for n in range(count):
-            services.emit("order.created", {"n": n})
+    endpoints = events_for_endpoints(receiver, endpoints=3, max_in_flight=3, count=count, delay=0.4)
 
     env = {"DATABASE_POOL_MAX_SIZE": str(POOL_SIZE), "PGAPPNAME": APP_NAME}
     most_connections = [0]
@@ -81,12 +91,10 @@ def test_owners_waiting_to_record_hold_no_connection_the_writer_needs(
     # ended: more endpoints than the pool's slots take turns), waited for one until the
     # pool gave up: a stall per round, as found in the benchmark.
     redis_client.flushdb()
-    receiver.default = Reply(delay_seconds=0.05)
-    endpoints = [make_endpoint(receiver, max_in_flight=4)[0] for _ in range(12)]
     count = 30
-    with transaction.atomic():
-        for n in range(count):
-            services.emit("order.created", {"n": n})
+    endpoints = events_for_endpoints(
+        receiver, endpoints=12, max_in_flight=4, count=count, delay=0.05
+    )
     env = {
         "DATABASE_POOL_MAX_SIZE": "1",
         "DATABASE_POOL_TIMEOUT": "120",
