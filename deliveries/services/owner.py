@@ -45,7 +45,7 @@ from django.utils import timezone
 from .. import conf, deadlines, destinations, metrics
 from ..destinations import Credentials, Kind, Outcome
 from ..headers import MASK
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
+from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
@@ -470,13 +470,17 @@ class _Owner:
     def _sends_before_recording(self, results: list[Result]) -> bool:
         """Whether the next round's requests may start before these results are
         recorded: only when all of them succeeded (nothing the endpoint's health, its
-        breaker or a suspension would learn from them) and no key's next delivery waits
-        for them (an unordered endpoint). Their rows stay claimed, so nobody sends them
-        again; the recording's wait is then no gap between two rounds' requests."""
+        breaker or a suspension would learn from them), the circuit is closed (a
+        successful probe closes it only when recorded: the next round's gate would still
+        find it half-open) and no key's next delivery waits for them (an unordered
+        endpoint). Their rows stay claimed, so nobody sends them again; the recording's
+        wait is then no gap between two rounds' requests."""
         endpoint = self.endpoint
         return (
             endpoint is not None
             and not endpoint.ordered_delivery
+            and endpoint.circuit_state == CircuitState.CLOSED
+            and not self.gate.probe
             and all(r.decision.verdict == Verdict.SUCCEEDED for r in results)
         )
 

@@ -512,6 +512,30 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
     assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
 
 
+def test_after_a_successful_probe_the_owner_sends_the_rest_at_once(
+    receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    # A probe's success closes the circuit only once recorded: a next round started before
+    # it (as rounds of successes may be) would find the circuit half-open and hold the
+    # endpoint for a whole request's time (here 15 s) with rows due. (No ramp after the
+    # close: its share of traffic is drawn at random.)
+    settings.WEBHOOKS_BREAKER_RAMP_SECONDS = 0
+    endpoint, _ = make_endpoint(receiver, connect_timeout_seconds=5, read_timeout_seconds=10)
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        circuit_state=CircuitState.OPEN, circuit_changed_at=timezone.now() - timedelta(hours=1)
+    )
+    with transaction.atomic():
+        for n in range(6):
+            services.emit("order.created", {"n": n})
+    services.events_fan_out(event_ids=list(Event.objects.values_list("pk", flat=True)))
+
+    services.endpoint_work(endpoint_id=endpoint.pk)
+
+    assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+    assert Endpoint.objects.get(pk=endpoint.pk).circuit_state == CircuitState.CLOSED
+    assert len(receiver.requests) == 6
+
+
 def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Receiver) -> None:
     # A retried cancelled head could once be sent beside a successor in flight.
     endpoint, _ = make_endpoint(receiver, ordered_delivery=True)
