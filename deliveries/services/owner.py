@@ -28,6 +28,7 @@ lease ends, so no request outlives its claim and no two owners send to one endpo
 """
 
 import contextlib
+import copy
 import logging
 import queue
 import threading
@@ -48,6 +49,7 @@ from ..headers import MASK
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
+from . import known_endpoints
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .connections import give_back_pooled_connection
@@ -267,10 +269,20 @@ class _Owner:
             age < FRESH_SECONDS or (self.version is not None and age < VERSIONED_FRESH_SECONDS)
         ):
             return True  # read for the round just before, or checked by every claim
+        if self.endpoint is None:
+            known = known_endpoints.recall(self.endpoint_id, VERSIONED_FRESH_SECONDS)
+            if known is not None:
+                # As the last owner here read it; the first claim checks its version.
+                self.endpoint, self.version = known.endpoint, known.version
+                self.secrets, self.signing_keys = known.secrets, known.signing_keys
+                self.read_at = known.read_at
+                return True
         versioned = connection.vendor == "postgresql"
         version = endpoint_version(endpoint_id=self.endpoint_id) if versioned else None
         endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
         self.read_at = time.monotonic()
+        if endpoint is None or endpoint.state != EndpointState.ACTIVE:
+            known_endpoints.forget(self.endpoint_id)
         if endpoint is None:
             self.lost = True  # deleted: its rows are gone with it
             return False
@@ -292,6 +304,12 @@ class _Owner:
                 else None
             )
             self.version = version
+            known = known_endpoints.KnownEndpoint(
+                copy.copy(endpoint), version, self.secrets, self.signing_keys, self.read_at
+            )
+            known_endpoints.remember(self.endpoint_id, known)
+        else:
+            known_endpoints.forget(self.endpoint_id)
         return True
 
     def _claim(self, endpoint: Endpoint, limit: int) -> list[Delivery] | None:

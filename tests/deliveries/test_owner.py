@@ -484,6 +484,40 @@ def test_a_secret_rotated_or_expired_while_the_owner_works_applies_to_its_next_r
     assert counts == [1, 2, 2, 1, 1]
 
 
+def test_the_next_turn_starts_from_the_last_read_and_its_claim_sees_any_change(
+    receiver: Receiver,
+) -> None:
+    # Events one at a time make one owner's turn each: the next turn starts from the
+    # endpoint as the last one read it (no reads before its claim), and the claim's
+    # version check still catches a change made between the turns.
+    from django.test.utils import CaptureQueriesContext
+
+    endpoint, _ = make_endpoint(receiver)
+
+    def one_event(before_the_turn: Any = None) -> list[str]:
+        with transaction.atomic():
+            services.emit("order.created", {})
+        services.events_fan_out(event_ids=list(Event.objects.values_list("pk", flat=True)))
+        if before_the_turn:
+            before_the_turn()
+        with CaptureQueriesContext(connection) as queries:
+            services.endpoint_work(endpoint_id=endpoint.pk)
+        return [q["sql"] for q in queries]
+
+    one_event()
+    second = one_event()
+    endpoint_reads = [sql for sql in second if f'FROM "{Endpoint._meta.db_table}"' in sql]
+    assert endpoint_reads == []
+    assert len(receiver.requests) == 2
+
+    one_event(lambda: services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=3600))
+    assert receiver.requests[-1].headers["X-Webhook-Signature"].count("v1=") == 2
+    disable = Endpoint.objects.filter(pk=endpoint.pk).update
+    one_event(lambda: disable(state=EndpointState.DISABLED))
+    assert len(receiver.requests) == 3
+    assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED, DeliveryStatus.CANCELLED}
+
+
 # --- the breaker and ordering lines -----------------------------------------------------
 
 
