@@ -36,7 +36,7 @@ _lock = threading.Lock()
 _known: OrderedDict[str, KnownEndpoint] = OrderedDict()
 
 
-def remember(endpoint_id: str, known: KnownEndpoint) -> None:
+def remember_endpoint(endpoint_id: str, known: KnownEndpoint) -> None:
     with _lock:
         _known[endpoint_id] = known
         _known.move_to_end(endpoint_id)
@@ -44,7 +44,7 @@ def remember(endpoint_id: str, known: KnownEndpoint) -> None:
             _known.popitem(last=False)
 
 
-def recall(endpoint_id: str, max_age: float) -> KnownEndpoint | None:
+def recall_endpoint(endpoint_id: str, max_age: float) -> KnownEndpoint | None:
     """The endpoint as last read, if read within `max_age` seconds: a copy of its own for
     the caller, whose health bookkeeping says "unknown" (so its next recording writes it)."""
     with _lock:
@@ -56,6 +56,6 @@ def recall(endpoint_id: str, max_age: float) -> KnownEndpoint | None:
     return KnownEndpoint(endpoint, known.version, known.secrets, known.signing_keys, known.read_at)
 
 
-def forget(endpoint_id: str) -> None:
+def forget_endpoint(endpoint_id: str) -> None:
     with _lock:
         _known.pop(endpoint_id, None)

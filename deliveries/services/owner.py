@@ -49,11 +49,11 @@ from ..headers import MASK
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint, EndpointState
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
-from . import known_endpoints
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
 from .connections import give_back_pooled_connection
 from .dispatch import dispatch_wakes, wake_book
+from .known_endpoints import KnownEndpoint, forget_endpoint, recall_endpoint, remember_endpoint
 from .lanes import acquire, release, tasks_wait_for_a_slot, try_acquire
 from .outcomes import DeliveryOutcome
 from .ownership import lease_seconds, owner_release, owner_renew, owner_take
@@ -270,7 +270,7 @@ class _Owner:
         ):
             return True  # read for the round just before, or checked by every claim
         if self.endpoint is None:
-            known = known_endpoints.recall(self.endpoint_id, VERSIONED_FRESH_SECONDS)
+            known = recall_endpoint(self.endpoint_id, VERSIONED_FRESH_SECONDS)
             if known is not None:
                 # As the last owner here read it; the first claim checks its version.
                 self.endpoint, self.version = known.endpoint, known.version
@@ -282,7 +282,7 @@ class _Owner:
         endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
         self.read_at = time.monotonic()
         if endpoint is None or endpoint.state != EndpointState.ACTIVE:
-            known_endpoints.forget(self.endpoint_id)
+            forget_endpoint(self.endpoint_id)
         if endpoint is None:
             self.lost = True  # deleted: its rows are gone with it
             return False
@@ -304,12 +304,12 @@ class _Owner:
                 else None
             )
             self.version = version
-            known = known_endpoints.KnownEndpoint(
+            known = KnownEndpoint(
                 copy.copy(endpoint), version, self.secrets, self.signing_keys, self.read_at
             )
-            known_endpoints.remember(self.endpoint_id, known)
+            remember_endpoint(self.endpoint_id, known)
         else:
-            known_endpoints.forget(self.endpoint_id)
+            forget_endpoint(self.endpoint_id)
         return True
 
     def _claim(self, endpoint: Endpoint, limit: int) -> list[Delivery] | None:
