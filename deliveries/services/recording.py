@@ -284,11 +284,6 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     return outcome if updated else DeliveryOutcome.LEASE_LOST
 
 
-def _record_endpoint_health(endpoint: Endpoint, sent: list[Result]) -> None:
-    """One endpoint's health after its round (see `_record_endpoints_health`)."""
-    _record_endpoints_health([(endpoint, sent)])
-
-
 def _record_endpoints_health(rounds: list[tuple[Endpoint, list[Result]]]) -> None:
     """Count each endpoint's consecutive failures (those after its last success) and move
     its breaker; per endpoint, the results of its round with a request, in the order they

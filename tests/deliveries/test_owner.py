@@ -231,7 +231,7 @@ def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Rec
     from django.test.utils import CaptureQueriesContext
 
     from deliveries.retry_policy import Decision, Verdict
-    from deliveries.services.recording import Result, _record_endpoint_health
+    from deliveries.services.recording import Result, _record_endpoints_health
 
     endpoint, _ = make_endpoint(receiver)
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
@@ -241,18 +241,18 @@ def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Rec
     def sent(verdict: Verdict) -> list[Result]:
         return [Result(delivery, Decision(verdict), status_code=200, attempt=attempt)]
 
-    _record_endpoint_health(endpoint, sent(Verdict.RETRY))
+    _record_endpoints_health([(endpoint, sent(Verdict.RETRY))])
     stored = Endpoint.objects.get(pk=endpoint.pk)
     assert stored.consecutive_failures == endpoint.consecutive_failures == 1
     assert stored.failing_since == endpoint.failing_since is not None
-    _record_endpoint_health(endpoint, sent(Verdict.SUCCEEDED))
+    _record_endpoints_health([(endpoint, sent(Verdict.SUCCEEDED))])
     stored = Endpoint.objects.get(pk=endpoint.pk)
     assert stored.last_success_at == endpoint.last_success_at is not None
     assert endpoint.consecutive_failures == stored.consecutive_failures == 0
     assert endpoint.failing_since is None
     # The next success within the precision writes nothing: the copy says it was just now.
     with CaptureQueriesContext(connection) as queries:
-        _record_endpoint_health(endpoint, sent(Verdict.SUCCEEDED))
+        _record_endpoints_health([(endpoint, sent(Verdict.SUCCEEDED))])
     assert not [q for q in queries if q["sql"].startswith("UPDATE")]
 
 
