@@ -28,6 +28,7 @@ greenlet's (a worker thread keeps its own persistent connection).
 import contextlib
 import json
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
@@ -147,10 +148,20 @@ def _authenticated(environ: dict[str, Any], view_class: type[Any]) -> bool:
     from rest_framework.exceptions import APIException
     from rest_framework.request import Request
 
+    from webhooks_core.api.authentication import (
+        AUTHENTICATED_ENVIRON_KEY,
+        BearerTokenAuthentication,
+    )
+
     request = Request(WSGIRequest(dict(environ, CONTENT_LENGTH="0")))
     for authentication in getattr(view_class, "authentication_classes", []):
         try:
-            if authentication().authenticate(request) is not None:
+            result = authentication().authenticate(request)
+            if result is not None:
+                if issubclass(authentication, BearerTokenAuthentication):
+                    # Kept for the view (no second look-up); see the key's doc.
+                    header = environ.get("HTTP_AUTHORIZATION", "")
+                    environ[AUTHENTICATED_ENVIRON_KEY] = (header, time.monotonic(), result)
                 return True
         except APIException:
             return False

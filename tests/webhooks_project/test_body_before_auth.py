@@ -96,3 +96,85 @@ def test_pooled_and_greenlet_connections_are_given_back_before_the_body(
     assert not bodies._shared_while_the_body_comes(in_transaction)
     monkeypatch.setattr(bodies, "is_module_patched", lambda name: name == "threading")
     assert bodies._shared_while_the_body_comes(own)
+
+
+def post_event(token: str, **extra: Any) -> tuple[str, list[str]]:
+    """POST an event through the web process's WSGI stack (body buffering included);
+    returns the status line and the SQL statements that read API tokens."""
+    import json
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from webhooks_project.wsgi import application
+
+    body = json.dumps({"type": "order.created", "data": {}}).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/api/v1/events",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": io.StringIO(),
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "HTTP_AUTHORIZATION": f"Bearer {token}",
+        **extra,
+    }
+    status: list[str] = []
+    with CaptureQueriesContext(connection) as queries:
+        b"".join(application(environ, lambda line, headers, *_: status.append(line)))
+    token_reads = [
+        q["sql"] for q in queries.captured_queries if 'FROM "webhooks_core_apitoken"' in q["sql"]
+    ]
+    return status[0], token_reads
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_view_takes_the_token_as_checked_before_the_body() -> None:
+    _, plain = ApiToken.issue("t")
+    status, token_reads = post_event(plain)
+    assert status.startswith("20"), status
+    assert len(token_reads) == 1
+
+
+@pytest.mark.django_db
+def test_a_check_made_long_before_or_for_another_header_is_made_again(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from django.utils import timezone
+
+    from webhooks_core.api import authentication
+
+    key = authentication.AUTHENTICATED_ENVIRON_KEY
+    token, plain = ApiToken.issue("t")
+    _, other = ApiToken.issue("other")
+    event = {"type": "order.created", "data": {}}
+
+    def post(bearer: str, kept: tuple[str, float, Any]) -> int:
+        answer = client.post(
+            "/api/v1/events",
+            event,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {bearer}",
+            **{key: kept},
+        )
+        return int(answer.status_code)
+
+    # A body that took longer than the reuse window: the token, revoked meanwhile, is
+    # checked again and refused.
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    stale = (f"Bearer {plain}", time.monotonic() - 5, (None, token))
+    assert post(plain, stale) == 401
+    # A kept result is taken only for the header it was made for.
+    foreign = (f"Bearer {plain}", time.monotonic(), (None, token))
+    assert post(other, foreign) == 202
+    # A fresh one for the same header is taken as it is, without a look-up: the WSGI
+    # layer made it a moment ago (here: before the revocation).
+    principal = authentication.TokenPrincipal(token_id=token.pk, name=token.name)
+    fresh = (f"Bearer {plain}", time.monotonic(), (principal, token))
+    assert post(plain, fresh) == 202
