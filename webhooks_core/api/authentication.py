@@ -48,7 +48,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             and kept[0] == header
             and time.monotonic() - kept[1] < AUTHENTICATED_REUSE_SECONDS
         ):
-            return kept[2]  # type: ignore[no-any-return]
+            reused: tuple[TokenPrincipal, ApiToken] = kept[2]
+            return reused
         keyword, _, plain = header.partition(" ")
         if keyword.lower() != self.keyword.lower() or not plain.strip():
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
