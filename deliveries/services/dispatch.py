@@ -108,20 +108,22 @@ class EmitBatch:
     events fanned out right there, in this process (few endpoints), and the others left
     to the fan-out task (one message per 100)."""
 
-    inline_event_ids: list[UUID] = field(default_factory=list)
+    # The events themselves (as inserted: the fan-out needs no read of them), and the
+    # ids of the others.
+    inline_events: list[Any] = field(default_factory=list)
     event_ids: list[UUID] = field(default_factory=list)
     fan_out_inline: Any = None  # the fan-out's entry point, set by whoever fills the batch
 
     def flush(self) -> None:
         later = list(self.event_ids)
-        if self.inline_event_ids:
+        if self.inline_events:
             try:
-                later += self.fan_out_inline(self.inline_event_ids)
+                later += self.fan_out_inline(self.inline_events)
             except Exception:
                 # After the product's commit: its transaction is safe whatever happens
                 # here, and the fan-out task (or the sweeper) does the rest.
                 logger.exception("fanning events out after their commit failed")
-                later += self.inline_event_ids
+                later += [event.pk for event in self.inline_events]
         if later:
             dispatch_fan_outs(later)
 

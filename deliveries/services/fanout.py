@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -53,27 +53,66 @@ def event_insert(event: Event) -> None:
     event.save(force_insert=True)
     batch = emit_batch()
     inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
-    if inline and len(batch.inline_event_ids) < INLINE_EVENTS_PER_TRANSACTION:
-        batch.inline_event_ids.append(event.pk)
+    if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
+        batch.inline_events.append(event)
         batch.fan_out_inline = events_fan_out_if_few_endpoints
     else:
         batch.event_ids.append(event.pk)
 
 
-def events_fan_out_if_few_endpoints(event_ids: list[UUID]) -> list[UUID]:
-    """Fan out the events whose tenant has at most the inline limit of endpoints, right
-    now; returns the others (for the fan-out task)."""
+def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
+    """Fan out, right now, the events (as inserted, without ordering keys) whose tenant
+    has at most the inline limit of endpoints; returns the others' ids (for the fan-out
+    task).
+
+    The lean path of `events_fan_out` for events this process has just committed: their
+    fields are in memory (no read of them), each tenant's endpoints are read once, up to
+    one past the limit (no count), and one statement both locks the events and marks them
+    fanned out. An event of a rolled-back savepoint has no row: nothing marks it, and it
+    gets no delivery. Endpoints are read after the product's commit, so every endpoint
+    existing then gets the events."""
     limit = conf.get().inline_fan_out_max_endpoints
-    tenants = dict(Event.objects.filter(pk__in=event_ids).values_list("pk", "tenant"))
-    few = {
-        tenant
-        for tenant in set(tenants.values())
-        if _candidate_endpoints({tenant})[: limit + 1].count() <= limit
-    }
-    now_ids = [pk for pk in event_ids if pk in tenants and tenants[pk] in few]
-    if now_ids:
-        events_fan_out(event_ids=now_ids)
-    return [pk for pk in event_ids if pk not in now_ids]
+    endpoints: dict[str | None, list[Endpoint]] = {}
+    for tenant in dict.fromkeys(event.tenant for event in events):
+        candidates = list(_candidate_endpoints({tenant})[: limit + 1])
+        if len(candidates) <= limit:
+            endpoints[tenant] = candidates
+    now_events = [event for event in events if event.tenant in endpoints]
+    if now_events:
+        now = timezone.now()
+        with transaction.atomic():
+            marked = _mark_fanned_out([event.pk for event in now_events], now)
+            deliveries = [
+                delivery
+                for event in now_events
+                if event.pk in marked
+                for delivery in _deliveries_of(event, endpoints[event.tenant], now)
+            ]
+            Delivery.objects.bulk_create(deliveries)
+            woken = _due_now(deliveries, now)
+            transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
+    return [event.pk for event in events if event.tenant not in endpoints]
+
+
+def _mark_fanned_out(event_ids: list[UUID], now: datetime) -> set[UUID]:
+    """Lock and mark the events of these ids still waiting for their fan-out (one that
+    another fan-out holds is skipped: that one does it); returns their ids."""
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(Event._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET fanned_out_at = %s WHERE id IN ("  # noqa: S608 (our table)
+                f"SELECT id FROM {table} WHERE id = ANY(%s) AND fanned_out_at IS NULL "
+                "FOR UPDATE SKIP LOCKED) RETURNING id",
+                [now, event_ids],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    waiting = Event.objects.select_for_update(skip_locked=True).filter(
+        pk__in=event_ids, fanned_out_at__isnull=True
+    )
+    ids = set(waiting.values_list("pk", flat=True))
+    Event.objects.filter(pk__in=ids).update(fanned_out_at=now)
+    return ids
 
 
 def _due_now(deliveries: list[Delivery], now: datetime) -> set[UUID]:

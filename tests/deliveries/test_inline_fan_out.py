@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.services import dispatch, fanout
 from deliveries.services.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
 from tests.receiver import Receiver
@@ -139,6 +140,49 @@ def test_a_rolled_back_transaction_leaves_no_event_no_delivery_no_message(
     assert not Event.objects.exists()
     assert not Delivery.objects.exists()
     assert queued(redis_client, QUEUE_DELIVERY) == queued(redis_client, QUEUE_FANOUT) == 0
+
+
+def test_an_event_of_a_rolled_back_savepoint_gets_nothing_and_the_others_go_on(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    make_endpoint()
+
+    def emit_in_a_savepoint_then_fail() -> None:
+        with transaction.atomic():
+            services.emit("order.created", {"n": 2})
+            raise RolledBack
+
+    with transaction.atomic():
+        kept = services.emit("order.created", {"n": 1})
+        with pytest.raises(RolledBack):
+            emit_in_a_savepoint_then_fail()
+
+    assert list(Event.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert list(Delivery.objects.values_list("event_id", flat=True)) == [kept.pk]
+    assert queued(redis_client, QUEUE_FANOUT) == 0, "nothing left over for the fan-out task"
+
+
+def test_an_event_already_fanned_out_elsewhere_gets_no_second_delivery(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    make_endpoint()
+    fanned_out_by_the_task: list[int] = []
+
+    def fan_out_first(events: list[Event]) -> list[Any]:
+        # Another process (the fan-out task, the sweeper) got there between the commit
+        # and this process's fan-out.
+        fanned_out_by_the_task.append(services.events_fan_out(event_ids=[e.pk for e in events]))
+        return fanout.events_fan_out_if_few_endpoints(events)
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1})
+        dispatch.emit_batch().fan_out_inline = fan_out_first
+
+    assert fanned_out_by_the_task == [1]
+    assert Delivery.objects.filter(event=event).count() == 1
+    assert queued(redis_client, QUEUE_FANOUT) == 0, "no failure handed to the fan-out task"
 
 
 def test_more_endpoints_than_the_limit_go_through_the_fan_out_task(
