@@ -207,6 +207,39 @@ def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Recei
     assert Delivery.objects.get(pk=other.pk).status == DeliveryStatus.PENDING
 
 
+def test_next_due_in_sees_only_what_an_owner_could_claim(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver, ordered_delivery=True)
+    now = timezone.now()
+
+    def row(*, due_in: float, status: str = DeliveryStatus.PENDING, **fields: Any) -> Delivery:
+        event = Event.objects.create(type="order.created", data={}, occurred_at=now)
+        return Delivery.objects.create(
+            event=event,
+            endpoint=endpoint,
+            status=status,
+            next_attempt_at=now + timedelta(seconds=due_in),
+            **fields,
+        )
+
+    assert claims.next_due_in(endpoint_id=endpoint.pk) is None
+    row(due_in=60)
+    assert 55 < (claims.next_due_in(endpoint_id=endpoint.pk) or 0) <= 60
+
+    # Due now, but the second of its key while the first is out: not claimable, so the
+    # answer is still the unordered row's (a count of rows due would say 0).
+    row(due_in=-5, status=DeliveryStatus.SENDING, ordering_key="k", ordering_position=now)
+    second = row(due_in=-1, ordering_key="k", ordering_position=now + timedelta(seconds=1))
+    assert 55 < (claims.next_due_in(endpoint_id=endpoint.pk) or 0) <= 60
+
+    Delivery.objects.filter(ordering_key="k").exclude(pk=second.pk).update(
+        status=DeliveryStatus.SUCCEEDED
+    )
+    assert claims.next_due_in(endpoint_id=endpoint.pk) == 0.0
+    Delivery.objects.filter(pk=second.pk).update(status=DeliveryStatus.SUCCEEDED)
+    row(due_in=-1)
+    assert claims.next_due_in(endpoint_id=endpoint.pk) == 0.0
+
+
 def test_the_owner_s_own_health_writes_are_no_new_version(receiver: Receiver) -> None:
     # Recording writes the endpoint's health columns about once a second: were they part of
     # the version, every such round would send the owner back to read the endpoint again.
