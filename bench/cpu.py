@@ -6,7 +6,7 @@ calls, an endpoint's owner (the fan-out of events left to the fan-out task is do
 outside the figures), against the fast receiver on 127.0.0.1. `time.process_time()` counts this
 process's CPU only (Django, psycopg, the HTTP client, signing, recording), not
 PostgreSQL's or the receiver's. `--profile N` prints the N costliest functions of attempting
-the batches (cProfile).
+the batches (cProfile); with `--profile-one-at-a-time`, of events one at a time.
 """
 
 import argparse
@@ -79,6 +79,11 @@ def main() -> None:
         type=int,
         default=0,
         help="print this many functions (of owners through a backlog)",
+    )
+    parser.add_argument(
+        "--profile-one-at-a-time",
+        action="store_true",
+        help="profile events one at a time (emit, then its owner) instead",
     )
     args = parser.parse_args()
 
@@ -180,9 +185,16 @@ def main() -> None:
         if args.profile:
             emit_one_per_transaction()
             broker.flushdb()
-            profiler = cProfile.Profile()
-            profiler.runcall(owners_through_backlog())
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
+            profiler = cProfile.Profile(time.process_time)  # CPU, as the table
+            if args.profile_one_at_a_time:
+                owners_through_backlog()()
+                profiler.runcall(owner_per_event)
+            else:
+                profiler.runcall(owners_through_backlog())
+            stats = pstats.Stats(profiler).sort_stats("cumulative")
+            stats.print_stats(args.profile)
+            if os.environ.get("BENCH_CPU_CALLEES"):
+                stats.print_callees(os.environ["BENCH_CPU_CALLEES"])
 
 
 if __name__ == "__main__":
