@@ -2,12 +2,15 @@
 (so that a test can SIGKILL it) and a background sweeper standing in for Celery beat."""
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
@@ -118,3 +121,30 @@ def replay_one(event: "Event", endpoint_id: "UUID") -> None:
         ),
         requested_via="tests",
     )
+
+
+def call(
+    url: str,
+    token: str | None,
+    method: str = "GET",
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """One request to the host (only ever http://127.0.0.1): its status and its body,
+    parsed when it is JSON."""
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+            text = response.read().decode()
+            status = int(response.status)
+    except urllib.error.HTTPError as error:
+        text, status = error.read().decode(), error.code
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text

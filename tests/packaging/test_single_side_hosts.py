@@ -9,15 +9,13 @@ import os
 import subprocess
 import textwrap
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers import call
 from tests.packaging.test_installable import (
     CELERY_PY,
     INIT_PY,
@@ -98,33 +96,6 @@ def write_host(root: Path, python: Path, database: str, broker: str, side: str) 
             """).lstrip()
         )
     return project
-
-
-def call(
-    url: str,
-    token: str | None,
-    method: str = "GET",
-    body: Any = None,
-    raw: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, Any]:
-    """One request to the host (only ever http://127.0.0.1): its status and its body,
-    parsed when it is JSON."""
-    sent = {"Content-Type": "application/json", **(headers or {})}
-    if token:
-        sent["Authorization"] = f"Bearer {token}"
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
-            text = response.read().decode()
-            status = int(response.status)
-    except urllib.error.HTTPError as error:
-        text, status = error.read().decode(), error.code
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
 
 
 @contextmanager

@@ -7,15 +7,19 @@ exactly so, on its own SQLite database and the in-process broker, and reads the 
 the server is still running.
 """
 
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import wait_until
-from tests.helpers import stop_process
+from tests.helpers import call, stop_process
+from tests.receiver import Receiver
+from webhooks_core import signing
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = re.compile(r"user 'admin', password '([^']+)' \(generated")
@@ -62,3 +66,73 @@ def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:
         assert "changepassword admin" in log.read_text()
     finally:
         stop_process(process)
+
+
+def test_the_embedded_default_delivers_events_end_to_end(tmp_path: Path) -> None:
+    """The README's run command on its embedded default (SQLite, the in-process broker
+    and worker): events POSTed one per request reach a real receiver, signed, each once."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        CELERY_BROKER_URL="memory://",
+        DEBUG="true",  # lets the endpoint's URL be the loopback receiver
+        WEBHOOKS_HEALTH_REDIS_URL="",
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        try:
+            return call(f"{base}/healthz", None)[0] == 200
+        except OSError:
+            return False  # not listening yet
+
+    with Receiver.running() as peer, (tmp_path / "run.log").open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--no-demo", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until(
+                lambda: answers() or process.poll() is not None,
+                timeout=90,
+                what="the embedded server to answer",
+            )
+            assert process.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+            token = subprocess.run(
+                [sys.executable, "manage.py", "create_api_token", "embedded-test"],
+                cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+            ).stdout.strip().splitlines()[-1]  # fmt: skip
+            status, endpoint = call(
+                f"{base}/api/v1/endpoints", token, "POST", {"url": peer.url, "event_types": ["*"]}
+            )
+            assert status == 201, endpoint
+            # A declared type of the reference deployment, with its example as data.
+            status, types = call(f"{base}/api/v1/event-types", token)
+            assert status == 200, types
+            declared = types["results"][0]
+            example = declared["versions"][-1]["example"]
+            accepted = set()
+            for _ in range(3):
+                status, event = call(
+                    f"{base}/api/v1/events",
+                    token,
+                    "POST",
+                    {"type": declared["name"], "data": example},
+                )
+                assert status in (201, 202), event
+                accepted.add(event["id"])
+            requests = peer.wait_for(3, timeout=60)
+            assert sorted(json.loads(r.body)["id"] for r in requests) == sorted(accepted)
+            for request in requests:
+                assert signing.verify_v1(
+                    endpoint["secret"],
+                    request.headers["X-Webhook-Signature"],
+                    request.body,
+                    now=int(time.time()),
+                )
+        finally:
+            stop_process(process)
