@@ -31,11 +31,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:
+def embedded_env(tmp_path: Path) -> dict[str, str]:
+    """The embedded default's environment: its own SQLite file, the in-process broker;
+    DEBUG lets endpoints aim at loopback."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_SUPERUSER_", "PYTHONUNBUFFERED"))
+        if not key.startswith(("DJANGO_", "PYTHONUNBUFFERED"))
     }
     env.update(
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
@@ -43,16 +45,23 @@ def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:
         DEBUG="true",
         WEBHOOKS_HEALTH_REDIS_URL="",
     )
-    port = free_port()
-    log = tmp_path / "run.log"
+    return env
+
+
+def serve(env: dict[str, str], port: int, log: Path) -> "subprocess.Popen[bytes]":
     with log.open("wb") as out:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--no-demo", f"127.0.0.1:{port}"],
             cwd=ROOT,
             env=env,
             stdout=out,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
+
+
+def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    process = serve(embedded_env(tmp_path), free_port(), log)
     try:
         wait_until(
             lambda: PASSWORD.search(log.read_text()) or process.poll() is not None,
@@ -71,13 +80,7 @@ def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:
 def test_the_embedded_default_delivers_events_end_to_end(tmp_path: Path) -> None:
     """The README's run command on its embedded default (SQLite, the in-process broker
     and worker): events POSTed one per request reach a real receiver, signed, each once."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
-    env.update(
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        CELERY_BROKER_URL="memory://",
-        DEBUG="true",  # lets the endpoint's URL be the loopback receiver
-        WEBHOOKS_HEALTH_REDIS_URL="",
-    )
+    env = embedded_env(tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
@@ -87,14 +90,8 @@ def test_the_embedded_default_delivers_events_end_to_end(tmp_path: Path) -> None
         except OSError:
             return False  # not listening yet
 
-    with Receiver.running() as peer, (tmp_path / "run.log").open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--no-demo", f"127.0.0.1:{port}"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    with Receiver.running() as peer:
+        process = serve(env, port, tmp_path / "run.log")
         try:
             wait_until(
                 lambda: answers() or process.poll() is not None,
