@@ -1,5 +1,7 @@
 """Fan-out: one Delivery row per endpoint subscribed to an event."""
 
+import copy
+import json
 from collections import defaultdict
 from collections.abc import Collection
 from datetime import datetime
@@ -54,10 +56,20 @@ def event_insert(event: Event) -> None:
     batch = emit_batch()
     inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
     if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
-        batch.inline_events.append(event)
+        batch.inline_events.append(_as_stored(event))
         batch.fan_out_inline = events_fan_out_if_few_endpoints
     else:
         batch.event_ids.append(event.pk)
+
+
+def _as_stored(event: Event) -> Event:
+    """A copy of the event with its data as its row holds it: the product still holds
+    the dict it passed and may change it before the commit, and payload filters and
+    withheld operational events must decide on what is delivered."""
+    stored = copy.copy(event)
+    if event.data is not None:
+        stored.data = json.loads(json.dumps(event.data))
+    return stored
 
 
 def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:

@@ -185,6 +185,62 @@ def test_an_event_already_fanned_out_elsewhere_gets_no_second_delivery(
     assert queued(redis_client, QUEUE_FANOUT) == 0, "no failure handed to the fan-out task"
 
 
+def test_an_event_another_fan_out_holds_is_skipped_not_waited_for(
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.flushdb()
+    make_endpoint()
+    locked, done = threading.Event(), threading.Event()
+    left_over: list[Any] = []
+
+    def hold(event_id: Any) -> None:
+        # Another fan-out (the task, the sweeper) holds the event's row.
+        try:
+            with transaction.atomic():
+                list(Event.objects.select_for_update().filter(pk=event_id))
+                locked.set()
+                done.wait(timeout=5)
+        finally:
+            connection.close()
+
+    def fan_out_while_held(events: list[Event]) -> list[Any]:
+        holder = threading.Thread(target=hold, args=(events[0].pk,))
+        holder.start()
+        assert locked.wait(timeout=10)
+        try:
+            left_over.extend(fanout.events_fan_out_if_few_endpoints(events))
+        finally:
+            done.set()
+            holder.join(timeout=10)
+        return left_over
+
+    with transaction.atomic():
+        event = services.emit("order.created", {"n": 1})
+        dispatch.emit_batch().fan_out_inline = fan_out_while_held
+
+    assert not Delivery.objects.filter(event=event).exists(), "its holder does it"
+    assert Event.objects.get(pk=event.pk).fanned_out_at is None
+    assert left_over == []
+    assert queued(redis_client, QUEUE_FANOUT) == 0
+
+
+def test_filters_decide_on_the_data_as_stored_not_as_the_product_changed_it_later() -> None:
+    paid_only = make_endpoint(filter={"data.status": {"$in": ["paid"]}})
+    data = {"status": "paid"}
+
+    with transaction.atomic():
+        first = services.emit("order.created", data)
+        # The product reuses its dict for the next event before the commit.
+        data["status"] = "refunded"
+        second = services.emit("order.created", data)
+
+    assert Event.objects.get(pk=first.pk).data == {"status": "paid"}
+    assert Event.objects.get(pk=second.pk).data == {"status": "refunded"}
+    delivered = set(Delivery.objects.values_list("event_id", flat=True))
+    assert delivered == {first.pk}, "the filter decides on each event's stored data"
+    assert Delivery.objects.get().endpoint_id == paid_only.pk
+
+
 def test_more_endpoints_than_the_limit_go_through_the_fan_out_task(
     celery_worker: object, receiver: Receiver, settings: Any
 ) -> None:

@@ -222,6 +222,10 @@ def test_next_due_in_sees_only_what_an_owner_could_claim(receiver: Receiver) -> 
         )
 
     assert claims.next_due_in(endpoint_id=endpoint.pk) is None
+    # Finished or held rows are nobody's to claim, however long past due.
+    row(due_in=-100, status=DeliveryStatus.SUCCEEDED)
+    row(due_in=-100, status=DeliveryStatus.HELD)
+    assert claims.next_due_in(endpoint_id=endpoint.pk) is None
     row(due_in=60)
     assert 55 < (claims.next_due_in(endpoint_id=endpoint.pk) or 0) <= 60
 

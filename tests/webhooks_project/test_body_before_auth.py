@@ -98,9 +98,9 @@ def test_pooled_and_greenlet_connections_are_given_back_before_the_body(
     assert bodies._shared_while_the_body_comes(own)
 
 
-def post_event(token: str, **extra: Any) -> tuple[str, list[str]]:
+def post_event(token: str, **extra: Any) -> tuple[str, list[str], dict[str, Any]]:
     """POST an event through the web process's WSGI stack (body buffering included);
-    returns the status line and the SQL statements that read API tokens."""
+    returns the status line, the SQL statements that read API tokens and the environ."""
     import json
 
     from django.db import connection
@@ -129,15 +129,18 @@ def post_event(token: str, **extra: Any) -> tuple[str, list[str]]:
     token_reads = [
         q["sql"] for q in queries.captured_queries if 'FROM "webhooks_core_apitoken"' in q["sql"]
     ]
-    return status[0], token_reads
+    return status[0], token_reads, environ
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_view_takes_the_token_as_checked_before_the_body() -> None:
+    from webhooks_core.api.authentication import AUTHENTICATED_ENVIRON_KEY
+
     _, plain = ApiToken.issue("t")
-    status, token_reads = post_event(plain)
+    status, token_reads, environ = post_event(plain)
     assert status.startswith("20"), status
     assert len(token_reads) == 1
+    assert environ[AUTHENTICATED_ENVIRON_KEY][0] == f"Bearer {plain}", "checked before the body"
 
 
 @pytest.mark.django_db
@@ -176,5 +179,7 @@ def test_a_check_made_long_before_or_for_another_header_is_made_again(
     # A fresh one for the same header is taken as it is, without a look-up: the WSGI
     # layer made it a moment ago (here: before the revocation).
     principal = authentication.TokenPrincipal(token_id=token.pk, name=token.name)
+    # A window no loaded machine overruns between here and the view.
+    monkeypatch.setattr(authentication, "AUTHENTICATED_REUSE_SECONDS", 300.0)
     fresh = (f"Bearer {plain}", time.monotonic(), (principal, token))
     assert post(plain, fresh) == 202
