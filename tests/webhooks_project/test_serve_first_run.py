@@ -124,6 +124,17 @@ def test_the_embedded_default_delivers_events_end_to_end(tmp_path: Path) -> None
                 accepted.add(event["id"])
             requests = peer.wait_for(3, timeout=60)
             assert sorted(json.loads(r.body)["id"] for r in requests) == sorted(accepted)
+
+            def all_succeeded_once() -> bool:
+                status, page = call(f"{base}/api/v1/deliveries", token)
+                assert status == 200, page
+                rows = page["results"]
+                return len(rows) == 3 and all(
+                    row["status"] == "succeeded" and row["attempt_count"] == 1 for row in rows
+                )
+
+            wait_until(all_succeeded_once, timeout=30, what="three deliveries, one attempt each")
+            assert len(peer.requests) == 3, "no request sent twice"
             for request in requests:
                 assert signing.verify_v1(
                     endpoint["secret"],
