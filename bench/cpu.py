@@ -85,6 +85,11 @@ def main() -> None:
         action="store_true",
         help="profile events one at a time (emit, then its owner) instead",
     )
+    parser.add_argument(
+        "--callees",
+        default="",
+        help="with --profile, also print what functions matching this regex called",
+    )
     args = parser.parse_args()
 
     os.environ.update(ENV)
@@ -193,8 +198,8 @@ def main() -> None:
                 profiler.runcall(owners_through_backlog())
             stats = pstats.Stats(profiler).sort_stats("cumulative")
             stats.print_stats(args.profile)
-            if os.environ.get("BENCH_CPU_CALLEES"):
-                stats.print_callees(os.environ["BENCH_CPU_CALLEES"])
+            if args.callees:
+                stats.print_callees(args.callees)
 
 
 if __name__ == "__main__":

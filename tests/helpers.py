@@ -148,3 +148,11 @@ def call(
         return status, json.loads(text)
     except ValueError:
         return status, text
+
+
+def status_if_answering(url: str) -> int | None:
+    """The status of a GET to a server on 127.0.0.1, or None while nothing listens."""
+    try:
+        return call(url, None)[0]
+    except OSError:
+        return None

@@ -119,12 +119,17 @@ def _mark_fanned_out(event_ids: list[UUID], now: datetime) -> set[UUID]:
                 [now, event_ids],
             )
             return {row[0] for row in cursor.fetchall()}
-    waiting = Event.objects.select_for_update(skip_locked=True).filter(
-        pk__in=event_ids, fanned_out_at__isnull=True
-    )
-    ids = set(waiting.values_list("pk", flat=True))
+    ids = set(_waiting_locked(event_ids).values_list("pk", flat=True))
     Event.objects.filter(pk__in=ids).update(fanned_out_at=now)
     return ids
+
+
+def _waiting_locked(event_ids: Collection[UUID | str]) -> QuerySet[Event]:
+    """The events of these ids still waiting for their fan-out, locked; one that another
+    fan-out holds is skipped, not waited for (that one does it)."""
+    return Event.objects.select_for_update(skip_locked=True).filter(
+        pk__in=list(event_ids), fanned_out_at__isnull=True
+    )
 
 
 def _due_now(deliveries: list[Delivery], now: datetime) -> set[UUID]:
@@ -159,11 +164,7 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         # Locked: of two fan-outs of an event, one does it. An event another fan-out holds
         # is skipped, not waited for: that one does it (or, if it fails, the sweeper), and
         # this thread goes on with other work instead of queueing behind its lock.
-        events = list(
-            Event.objects.select_for_update(skip_locked=True)
-            .filter(pk__in=list(event_ids), fanned_out_at__isnull=True)
-            .order_by("created_at")
-        )
+        events = list(_waiting_locked(event_ids).order_by("created_at"))
         if top_up:
             # The message waited in a backlog: take other events still waiting for their
             # fan-out along (their own messages will find them done).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import call
+from tests.helpers import call, status_if_answering
 from tests.packaging.test_installable import (
     CELERY_PY,
     INIT_PY,
@@ -117,11 +117,7 @@ def serving(venv: Path, project: Path, env: dict[str, str], log: Path) -> Iterat
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
-        try:
-            call(f"{base}/api/v1/", None)
-        except OSError:
-            return False
-        return True
+        return status_if_answering(f"{base}/api/v1/") is not None
 
     try:
         wait_until(up, "the host's web server")

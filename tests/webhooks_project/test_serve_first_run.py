@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import wait_until
-from tests.helpers import call, stop_process
+from tests.helpers import call, status_if_answering, stop_process
 from tests.receiver import Receiver
 from webhooks_core import signing
 
@@ -84,17 +84,11 @@ def test_the_embedded_default_delivers_events_end_to_end(tmp_path: Path) -> None
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
-    def answers() -> bool:
-        try:
-            return call(f"{base}/healthz", None)[0] == 200
-        except OSError:
-            return False  # not listening yet
-
     with Receiver.running() as peer:
         process = serve(env, port, tmp_path / "run.log")
         try:
             wait_until(
-                lambda: answers() or process.poll() is not None,
+                lambda: status_if_answering(f"{base}/healthz") == 200 or process.poll() is not None,
                 timeout=90,
                 what="the embedded server to answer",
             )
