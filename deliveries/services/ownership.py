@@ -12,7 +12,7 @@ import uuid
 from datetime import timedelta
 from uuid import UUID
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.db.models import Q
 from django.db.models.functions import Now
 
@@ -34,11 +34,7 @@ def owner_take(*, endpoint_id: UUID | str) -> uuid.UUID | None:
     open circuit, a rate limit: a countdown wake or the sweeper comes back then), or the
     endpoint is gone."""
     token = uuid.uuid4()
-    free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
-        Q(not_before__isnull=True) | Q(not_before__lte=Now())
-    )
-    rows = EndpointOwner.objects.filter(free, endpoint_id=endpoint_id)
-    if rows.update(token=token, expires_at=_until(), taken_at=Now()):
+    if _take(endpoint_id, token):
         return token
     if EndpointOwner.objects.filter(endpoint_id=endpoint_id).exists():
         return None
@@ -50,9 +46,29 @@ def owner_take(*, endpoint_id: UUID | str) -> uuid.UUID | None:
         )
     except IntegrityError:
         return None  # the endpoint was deleted
-    if rows.update(token=token, expires_at=_until(), taken_at=Now()):
+    if _take(endpoint_id, token):
         return token
     return None
+
+
+def _written_sql() -> bool:
+    """Whether the take and the release run as SQL written once (PostgreSQL), not the
+    ORM's (every database; the tests run both)."""
+    return connection.vendor == "postgresql"
+
+
+def _take(endpoint_id: UUID | str, token: uuid.UUID) -> bool:
+    """The conditional take: the lease is free (never taken, given back or run out) and
+    not on hold."""
+    if _written_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(_TAKE_SQL, [token, lease_seconds(), str(endpoint_id)])
+            return bool(cursor.rowcount)
+    free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
+        Q(not_before__isnull=True) | Q(not_before__lte=Now())
+    )
+    rows = EndpointOwner.objects.filter(free, endpoint_id=endpoint_id)
+    return bool(rows.update(token=token, expires_at=_until(), taken_at=Now()))
 
 
 def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
@@ -70,7 +86,28 @@ def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
 
 def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0) -> None:
     """Give the lease back; with `hold_seconds`, no owner claims before that long."""
+    if _written_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(_RELEASE_SQL, [hold_seconds, hold_seconds, str(endpoint_id), token])
+        return
     not_before = Now() + timedelta(seconds=hold_seconds) if hold_seconds > 0 else None
     EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(
         token=None, expires_at=None, not_before=not_before
     )
+
+
+# PostgreSQL's forms of the take and the release, written once: every turn runs both, and
+# compiling the ORM's forms cost ten times running them. `Now()` is STATEMENT_TIMESTAMP().
+_OWNERS = EndpointOwner._meta.db_table
+_TAKE_SQL = (
+    f"UPDATE {_OWNERS} SET token = %s, "  # noqa: S608 (our table)
+    "expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second', "
+    "taken_at = STATEMENT_TIMESTAMP() "
+    "WHERE endpoint_id = %s AND (token IS NULL OR expires_at < STATEMENT_TIMESTAMP()) "
+    "AND (not_before IS NULL OR not_before <= STATEMENT_TIMESTAMP())"
+)
+_RELEASE_SQL = (
+    f"UPDATE {_OWNERS} SET token = NULL, expires_at = NULL, "  # noqa: S608 (our table)
+    "not_before = CASE WHEN %s > 0 THEN STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second' END "
+    "WHERE endpoint_id = %s AND token = %s"
+)

@@ -138,6 +138,7 @@ def test_a_trickled_attempt_is_recorded_as_a_timeout_and_not_sent_before_its_ret
 # --- one owner, few messages ------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("lease_sql")
 def test_a_second_owner_is_refused_while_the_first_holds_the_lease(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
     first = ownership.owner_take(endpoint_id=endpoint.pk)
@@ -145,6 +146,56 @@ def test_a_second_owner_is_refused_while_the_first_holds_the_lease(receiver: Rec
     assert ownership.owner_take(endpoint_id=endpoint.pk) is None
     ownership.owner_release(endpoint_id=endpoint.pk, token=first)
     assert ownership.owner_take(endpoint_id=endpoint.pk) is not None
+
+
+@pytest.fixture(params=["written SQL", "ORM"])
+def lease_sql(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The lease's take and release as PostgreSQL runs them, and as other databases do."""
+    with mock.patch.object(ownership, "_written_sql", return_value=request.param != "ORM"):
+        yield
+
+
+@pytest.mark.usefixtures("lease_sql")
+def test_a_lease_given_back_with_a_hold_is_refused_until_the_hold_ends(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    ownership.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
+    owner = EndpointOwner.objects.get(endpoint=endpoint)
+    assert owner.token is None
+    assert owner.expires_at is None
+    assert owner.not_before is not None
+    assert 25 < (owner.not_before - timezone.now()).total_seconds() <= 31
+    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+
+    # The hold over (as the database's clock says), the lease is free again.
+    EndpointOwner.objects.filter(endpoint=endpoint).update(not_before=Now() - timedelta(seconds=1))
+    again = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert again is not None
+    # A release by a token that no longer holds the lease changes nothing.
+    ownership.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
+    assert EndpointOwner.objects.get(endpoint=endpoint).token == again
+    ownership.owner_release(endpoint_id=endpoint.pk, token=again)
+    assert EndpointOwner.objects.get(endpoint=endpoint).not_before is None
+
+
+@pytest.mark.usefixtures("lease_sql")
+def test_a_lease_that_ran_out_is_taken_over(receiver: Receiver) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert first is not None
+    owner = EndpointOwner.objects.get(endpoint=endpoint)
+    assert owner.expires_at is not None
+    assert owner.taken_at is not None
+    lease = (owner.expires_at - owner.taken_at).total_seconds()
+    assert lease == pytest.approx(ownership.lease_seconds())
+    EndpointOwner.objects.filter(endpoint=endpoint).update(expires_at=Now() - timedelta(seconds=1))
+    second = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert second is not None
+    assert second != first
+    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=first) is False
 
 
 def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Receiver) -> None:
