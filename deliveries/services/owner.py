@@ -142,6 +142,9 @@ def hand_back(
     with contextlib.suppress(redis.RedisError):
         # On a Redis error the mark expires with the lease; the sweeper covers the gap.
         wake_book().clear(str(endpoint_id))
+    # Two statements, not one: a statement's snapshot is taken before it locks the lease's
+    # row, so a look in the release's own statement could miss a row committed between the
+    # two, whose wake's worker had found the lease still ours and ended.
     owner_release(endpoint_id=endpoint_id, token=token, hold_seconds=hold_seconds)
     wait = next_due_in(endpoint_id=endpoint_id)
     if wait is None:

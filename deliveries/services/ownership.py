@@ -97,7 +97,8 @@ def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: fl
 
 
 # PostgreSQL's forms of the take and the release, written once: every turn runs both, and
-# compiling the ORM's forms cost ten times running them. `Now()` is STATEMENT_TIMESTAMP().
+# the ORM's forms cost over three times their CPU, most of it compiling them. `Now()` is
+# STATEMENT_TIMESTAMP() there.
 _OWNERS = EndpointOwner._meta.db_table
 _TAKE_SQL = (
     f"UPDATE {_OWNERS} SET token = %s, "  # noqa: S608 (our table)
