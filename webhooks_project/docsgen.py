@@ -57,6 +57,10 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "`10.0`",
         "Seconds a request or task waits for a pooled connection (a request then answers 503; a task fails and its rows wait for the sweeper).",
     ),
+    "DATABASE_PREPARE_THRESHOLD": (
+        "`5`",
+        "PostgreSQL: our own statements on hot paths (an owner's lease, claim and look; a fan-out's mark) are prepared once a connection has run them this many times (psycopg's `prepare_threshold`, Django's `OPTIONS[\"prepare_threshold\"]`; the ORM's statements are never prepared). `none`: never, for a transaction-mode PgBouncer older than 1.21, which cannot keep prepared statements.",
+    ),
     "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
     "CELERY_BROKER_VISIBILITY_TIMEOUT": (
         "`3600`",

@@ -19,6 +19,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from webhooks_core.sql import sql_cursor
+
 from .. import ordering
 from ..models import (
     Delivery,
@@ -134,7 +136,7 @@ def _claim_unordered(
 ) -> list[Delivery]:
     pending, sending = DeliveryStatus.PENDING, DeliveryStatus.SENDING
     params: list[Any] = [endpoint.pk, pending, limit, sending, token, lease_seconds()]
-    with connection.cursor() as cursor:
+    with sql_cursor() as cursor:
         cursor.execute(_unordered_claim_sql(with_expired), params)
         ids = [row[0] for row in cursor.fetchall()]
     if not ids:
@@ -177,7 +179,7 @@ def endpoint_version(*, endpoint_id: UUID | str) -> str | None:
     secrets: a change between the two reads then shows as a newer version at the next
     claim, never as an old version over newer data."""
     table = Endpoint._meta.db_table
-    with connection.cursor() as cursor:
+    with sql_cursor() as cursor:
         cursor.execute(f"SELECT {_version_sql('e')} FROM {table} e WHERE e.id = %s", [endpoint_id])  # noqa: S608
         row = cursor.fetchone()
     return None if row is None else row[0]
@@ -260,7 +262,7 @@ def claim_round(
     pending, sending = DeliveryStatus.PENDING, DeliveryStatus.SENDING
     params: list[Any] = [endpoint.pk, endpoint.pk, pending, EndpointState.ACTIVE, version]
     params += [max(limit, 0), sending, token, lease_seconds()]
-    with connection.cursor() as cursor:
+    with sql_cursor() as cursor:
         cursor.execute(_round_claim_sql(with_expired), params)
         rows = cursor.fetchall()
     if not rows:
@@ -314,7 +316,7 @@ def _next_unordered_due(endpoint_id: UUID | str) -> tuple[datetime | None, bool]
     `ordering.claimable_in_order`), so without keyed rows this is the ORM's answer, from
     SQL written once: every lone turn asks it, and compiling the ordering rule's
     subqueries cost more than running them."""
-    with connection.cursor() as cursor:
+    with sql_cursor() as cursor:
         cursor.execute(_NEXT_UNORDERED_DUE_SQL, [endpoint_id, DeliveryStatus.PENDING] * 2)
         first, keyed = cursor.fetchone()
     return first, keyed

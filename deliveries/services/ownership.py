@@ -16,6 +16,8 @@ from django.db import IntegrityError, connection
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from webhooks_core.sql import sql_cursor
+
 from .. import conf
 from ..models import Delivery, DeliveryStatus, EndpointOwner
 
@@ -61,7 +63,7 @@ def _take(endpoint_id: UUID | str, token: uuid.UUID) -> bool:
     """The conditional take: the lease is free (never taken, given back or run out) and
     not on hold."""
     if _written_sql():
-        with connection.cursor() as cursor:
+        with sql_cursor() as cursor:
             cursor.execute(_TAKE_SQL, [token, lease_seconds(), str(endpoint_id)])
             return bool(cursor.rowcount)
     free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
@@ -87,8 +89,9 @@ def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
 def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0) -> None:
     """Give the lease back; with `hold_seconds`, no owner claims before that long."""
     if _written_sql():
-        with connection.cursor() as cursor:
-            cursor.execute(_RELEASE_SQL, [hold_seconds, hold_seconds, str(endpoint_id), token])
+        with sql_cursor() as cursor:
+            hold = float(hold_seconds)
+            cursor.execute(_RELEASE_SQL, [hold, hold, str(endpoint_id), token])
         return
     not_before = Now() + timedelta(seconds=hold_seconds) if hold_seconds > 0 else None
     EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(

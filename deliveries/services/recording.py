@@ -14,6 +14,8 @@ from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from webhooks_core.sql import sql_cursor
+
 from .. import observability
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
@@ -200,7 +202,7 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
             row = (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        with connection.cursor() as cursor:
+        with sql_cursor() as cursor:
             cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *columns])
         return
     groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)

@@ -1,0 +1,61 @@
+"""`sql_cursor`: our own hot statements, bound on the server and prepared by PostgreSQL,
+still going through Django's cursor wrapping."""
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from webhooks_core.sql import sql_cursor
+
+pytestmark = pytest.mark.django_db
+
+STATEMENT = "SELECT %s::int + 1 AS webhooks_sql_cursor_test"
+
+
+def _prepared(fragment: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            [f"%{fragment}%"],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_the_reference_deployment_turns_preparing_on() -> None:
+    assert settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] == 5
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold == 5
+
+
+def test_a_statement_run_often_is_prepared_once_and_seen_by_django_s_wrappers() -> None:
+    seen: list[str] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        for n in range(8):
+            with sql_cursor() as cursor:
+                cursor.execute(STATEMENT, [n])
+                assert cursor.fetchone()[0] == n + 1
+
+    assert seen == [STATEMENT] * 8
+    assert _prepared("webhooks_sql_cursor_test") == 1
+
+
+def test_django_s_cursors_never_prepare() -> None:
+    for n in range(8):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT %s::int AS webhooks_orm_cursor_test", [n])
+    assert _prepared("webhooks_orm_cursor_test") == 0
+
+
+def test_errors_are_django_s_and_leave_the_connection_usable() -> None:
+    with pytest.raises(DatabaseError), transaction.atomic(), sql_cursor() as cursor:
+        cursor.execute("SELECT * FROM no_such_table_here WHERE id = %s", [1])
+    with sql_cursor() as cursor:
+        cursor.execute("SELECT %s::int", [41])
+        assert cursor.fetchone()[0] == 41
