@@ -40,7 +40,7 @@ from typing import Any
 from uuid import UUID
 
 import redis
-from django.db import DatabaseError, IntegrityError, connection
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .. import conf, deadlines, destinations, metrics
@@ -73,6 +73,8 @@ FRESH_SECONDS = 0.05
 # PostgreSQL), the owner reads the endpoint again only when its version changed, or
 # after this long (a net, not the rule: any change is seen by the next claim).
 VERSIONED_FRESH_SECONDS = 30.0
+# How often an owner whose lanes are all busy asks whether its endpoint is still active.
+STATE_CHECK_SECONDS = 5.0
 # How long an owner that is stopped waits for its cut-short requests to report.
 ABORT_WAIT_SECONDS = 2.0
 # How long an owner waits, after one of its requests ended, for the others to end too.
@@ -172,8 +174,9 @@ class _Owner:
         self.gate = Gate(0)
         self.renewed_at = self.turn_ends = self.turn_started = time.monotonic()
         self.first_claim = True
-        self.lost = self.inactive = False
+        self.lost = self.inactive = self.awaiting_consent = False
         self.read_at = 0.0
+        self.state_checked_at = time.monotonic()
         # The endpoint's version as read with it (claims check it), and its secrets and
         # signing keys with their expiry, decrypted once per version.
         self.version: str | None = None
@@ -193,7 +196,7 @@ class _Owner:
             self.renewed_at = self.turn_started = time.monotonic()
             self.turn_ends = self.renewed_at + settings.batch_seconds
             self.first_claim = True
-            self.lost = self.inactive = False
+            self.lost = self.inactive = self.awaiting_consent = False
             hand_on = self._work()
             if self.inactive:
                 _settle_inactive(self.endpoint_id)
@@ -201,12 +204,16 @@ class _Owner:
             if self.lost:
                 self._clear_mark()
                 return
-            if self.inactive or hand_on:
+            if hand_on or self.awaiting_consent:
+                # Awaiting consent, the rows stay pending: the handshake's success wakes
+                # the endpoint again (a look now would find them due and spin).
                 self._clear_mark()
                 owner_release(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
                 if hand_on:
                     dispatch_wakes([self.endpoint_id])
                 return
+            # A disabled or suspended endpoint's owner looks once more too: a resume that
+            # committed after the settling had its wake folded into our work.
             token, wait = hand_back(
                 endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold
             )
@@ -253,9 +260,31 @@ class _Owner:
                 if wait is None or wait > linger:
                     return False
                 give_back_pooled_connection()
-                time.sleep(max(min(wait, self.renew_every), 0.01))
+                time.sleep(max(min(wait, self._until_renewal()), 0.01))
                 continue
+            self._cut_short_if_inactive()
             self._wait_and_record(can_claim and not turn_over)
+
+    def _cut_short_if_inactive(self) -> None:
+        """While requests are open, ask the endpoint's state every few seconds (no claim
+        checks it while every lane is busy): a disable, a suspension or a deletion cuts
+        them short, so its rows are settled within seconds, not after the longest
+        timeout an endpoint may have."""
+        now = time.monotonic()
+        if self.lost or self.inactive or now - self.state_checked_at < STATE_CHECK_SECONDS:
+            return
+        self.state_checked_at = now
+        state = Endpoint.objects.filter(pk=self.endpoint_id).values_list("state", flat=True)
+        current = state.first()
+        if current == EndpointState.ACTIVE:
+            return
+        if current is None:
+            self.lost = True  # deleted: its rows are gone with it
+        else:
+            self.inactive = True
+            self.read_at = 0.0
+        for _, deadline in list(self.open.values()):
+            deadline.fire()
 
     def _turn_over(self) -> bool:
         now = time.monotonic()
@@ -291,11 +320,12 @@ class _Owner:
             return False
         if endpoint.state != EndpointState.ACTIVE:
             self.inactive = True
+            self.read_at = 0.0  # a turn after a resume reads it again
             return False
         if not validation_ready(endpoint):
             # The target has not consented (CloudEvents handshake): claim nothing; the
             # handshake's success wakes the endpoint again (services.validation).
-            self.inactive = True
+            self.inactive = self.awaiting_consent = True
             return False
         self.endpoint = endpoint
         self.version = None
@@ -366,7 +396,7 @@ class _Owner:
             # line for our lanes' worth, without keeping a pooled database connection
             # from the owners that have theirs.
             give_back_pooled_connection()
-            permits = acquire(wanted, timeout=self.renew_every)
+            permits = acquire(wanted, timeout=max(self._until_renewal(), 0.01))
         if not permits:
             return
         try:
@@ -448,7 +478,7 @@ class _Owner:
         self.result.sent += 1
 
     def _wait_and_record(self, may_claim: bool) -> None:
-        timeout = max(self.renew_every - (time.monotonic() - self.renewed_at), 0.01)
+        timeout = max(min(self._until_renewal(), STATE_CHECK_SECONDS), 0.01)
         if may_claim and len(self.open) < self.gate.lanes:
             timeout = min(timeout, POLL_SECONDS)
         give_back_pooled_connection()
@@ -470,10 +500,8 @@ class _Owner:
                 )
             except queue.Empty:
                 break
-        results = []
-        for delivery, outcome, credentials in finished:
-            self.open.pop(delivery.pk, None)
-            results.append(_result(delivery, outcome, credentials))
+        results, deferral = self._settled(finished)
+        for delivery, outcome, _ in finished:
             if outcome.no_answer:
                 # The others would most likely wait as long for nothing: no new request
                 # for about as long as such a request takes (and the breaker's judgement).
@@ -483,10 +511,27 @@ class _Owner:
                     endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
                 )
                 self.hold_until = max(self.hold_until, time.monotonic() + seconds)
-        if may_claim and self._sends_before_recording(results):
+        if may_claim and not deferral.deliveries and self._sends_before_recording(results):
             self.unrecorded = results  # recorded right after the next round's claim
             return
-        self._record(results, Deferral([]))
+        self._record(results, deferral)
+
+    def _settled(
+        self, finished: list[tuple[Delivery, Outcome, Credentials]]
+    ) -> tuple[list[Result], Deferral]:
+        """Finished requests, no longer open: what each came to, and those a destination
+        deferred (not sent, for reasons of ours: due again later, no attempt spent)."""
+        results: list[Result] = []
+        deferred: list[Delivery] = []
+        seconds = 0.0
+        for delivery, outcome, credentials in finished:
+            self.open.pop(delivery.pk, None)
+            if outcome.kind == Kind.DEFER:
+                deferred.append(delivery)
+                seconds = max(seconds, _defer_seconds(outcome))
+            else:
+                results.append(_result(delivery, outcome, credentials))
+        return results, Deferral(deferred, seconds)
 
     def _sends_before_recording(self, results: list[Result]) -> bool:
         """Whether the next round's requests may start before these results are
@@ -531,6 +576,11 @@ class _Owner:
 
     # -- the lease -----------------------------------------------------------------------
 
+    def _until_renewal(self) -> float:
+        """Seconds until the lease is due for renewal: no wait of the owner's outlasts it,
+        so a lease is renewed every third of it, give or take one statement."""
+        return self.renew_every - (time.monotonic() - self.renewed_at)
+
     def _renew_if_due(self) -> None:
         now = time.monotonic()
         if self.lost or now - self.renewed_at < self.renew_every:
@@ -555,15 +605,13 @@ class _Owner:
             deadline.fire()
         with contextlib.suppress(Exception):
             until = time.monotonic() + ABORT_WAIT_SECONDS
-            results, self.unrecorded = self.unrecorded, []
-            while self.open and time.monotonic() < until:
-                try:
-                    delivery, outcome, credentials = self.finished.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                self.open.pop(delivery.pk, None)
-                results.append(_result(delivery, outcome, credentials))
-            self._record(results, Deferral([]))
+            finished: list[tuple[Delivery, Outcome, Credentials]] = []
+            while len(finished) < len(self.open) and time.monotonic() < until:
+                with contextlib.suppress(queue.Empty):
+                    finished.append(self.finished.get(timeout=0.1))
+            results, deferral = self._settled(finished)
+            unrecorded, self.unrecorded = self.unrecorded, []
+            self._record(unrecorded + results, deferral)
         with contextlib.suppress(Exception):
             self._clear_mark()
             if not self.lost:
@@ -585,6 +633,14 @@ class _Owner:
         # On a Redis error the mark expires with the lease; the sweeper covers the gap.
         with contextlib.suppress(redis.RedisError):
             wake_book().clear(self.endpoint_id)
+
+
+def _defer_seconds(outcome: Outcome) -> float:
+    """How long a deferred delivery waits: what its destination said (seconds, in
+    `retry_after`), else `WEBHOOKS_DEFER_SECONDS`."""
+    with contextlib.suppress(TypeError, ValueError):
+        return max(float(outcome.retry_after or ""), 0.0)
+    return float(conf.health().defer_seconds)
 
 
 def _unexpired(values: list[tuple[str, Any]], now: Any) -> list[str]:
@@ -659,24 +715,33 @@ def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) ->
 def _settle_inactive(endpoint_id: str) -> None:
     """An endpoint disabled or suspended while its owner worked: what waits for it is
     cancelled (disabled) or held (suspended), never left pending or sending."""
-    state = Endpoint.objects.filter(pk=endpoint_id).values_list("state", flat=True).first()
     now = timezone.now()
-    waiting = Delivery.objects.filter(endpoint_id=endpoint_id)
-    if state == EndpointState.DISABLED:
-        waiting.filter(
-            status__in=[DeliveryStatus.PENDING, DeliveryStatus.HELD, DeliveryStatus.SENDING]
-        ).update(
-            status=DeliveryStatus.CANCELLED,
-            completed_at=now,
-            next_attempt_at=None,
-            lease_token=None,
-            lease_expires_at=None,
-            updated_at=now,
+    with transaction.atomic():
+        # The endpoint's row locked, as every change of its state locks it first: a resume
+        # committed before is seen here (nothing to settle), and one that comes after
+        # waits for this commit, then releases what this held.
+        state = (
+            Endpoint.objects.select_for_update()
+            .filter(pk=endpoint_id)
+            .values_list("state", flat=True)
+            .first()
         )
-    elif state == EndpointState.SUSPENDED:
-        waiting.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.SENDING]).update(
-            status=DeliveryStatus.HELD, lease_token=None, lease_expires_at=None, updated_at=now
-        )
+        waiting = Delivery.objects.filter(endpoint_id=endpoint_id)
+        if state == EndpointState.DISABLED:
+            waiting.filter(
+                status__in=[DeliveryStatus.PENDING, DeliveryStatus.HELD, DeliveryStatus.SENDING]
+            ).update(
+                status=DeliveryStatus.CANCELLED,
+                completed_at=now,
+                next_attempt_at=None,
+                lease_token=None,
+                lease_expires_at=None,
+                updated_at=now,
+            )
+        elif state == EndpointState.SUSPENDED:
+            waiting.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.SENDING]).update(
+                status=DeliveryStatus.HELD, lease_token=None, lease_expires_at=None, updated_at=now
+            )
 
 
 def settle_inactive_endpoints(endpoint_ids: Any) -> None:

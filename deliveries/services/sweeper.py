@@ -7,7 +7,7 @@ wake: a lost message or a dead owner costs one sweep, never a delivery. Its cost
 with the endpoints that have due work, one index probe each, not with their rows: a
 saturated endpoint's backlog delays no other endpoint's recovery. Rows left waiting on an
 endpoint that was disabled or suspended (its owner died before it settled them) are
-cancelled or held.
+cancelled or held, and rows held on an endpoint that is active again are released.
 """
 
 from dataclasses import dataclass
@@ -32,6 +32,8 @@ class SweepResult:
     # Of those, endpoints whose rows' sender died (their leases ran out).
     leases_expired: int = 0
     endpoints_settled: int = 0
+    # Active endpoints whose held rows were released (a resume raced their holding).
+    held_released: int = 0
 
 
 def sweep() -> SweepResult:
@@ -43,6 +45,7 @@ def sweep() -> SweepResult:
     result.deliveries_due = dispatched
     result.leases_expired = len(expired)
     result.endpoints_settled = _settle_inactive()
+    result.held_released = _release_held_of_active()
     return result
 
 
@@ -107,4 +110,27 @@ def _settle_inactive() -> int:
         .values_list("pk", flat=True)[: conf.get().sweep_batch_size]
     )
     settle_inactive_endpoints(endpoints)
+    return len(endpoints)
+
+
+def _release_held_of_active() -> int:
+    """Rows held while their endpoint is active: pending again, due now, and woken.
+
+    Only a suspension holds rows, and its resume releases them; a row held by a fan-out
+    or a settling that read the endpoint just before a resume committed would otherwise
+    stay held for ever. A net, as the rest of the sweep."""
+    held = Delivery.objects.filter(endpoint_id=OuterRef("pk"), status=DeliveryStatus.HELD)
+    endpoints = list(
+        Endpoint.objects.filter(state=EndpointState.ACTIVE)
+        .filter(Exists(held))
+        .values_list("pk", flat=True)[: conf.get().sweep_batch_size]
+    )
+    if not endpoints:
+        return 0
+    Delivery.objects.filter(
+        endpoint_id__in=endpoints,
+        endpoint__state=EndpointState.ACTIVE,
+        status=DeliveryStatus.HELD,
+    ).update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=timezone.now())
+    dispatch_wakes(endpoints)
     return len(endpoints)

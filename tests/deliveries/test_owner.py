@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,7 @@ from deliveries.models import (
     Event,
 )
 from deliveries.services import claims, ownership
+from deliveries.services import owner as owner_module
 from deliveries.services.owner import _result
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint
@@ -516,6 +518,221 @@ def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
         timeout=30,
         what="every row delivered after the resume",
     )
+
+
+def _held_and_pending_rows(endpoint: Endpoint) -> None:
+    for status in (DeliveryStatus.HELD, DeliveryStatus.PENDING):
+        event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+        Delivery.objects.create(
+            event=event, endpoint=endpoint, status=status, next_attempt_at=Now()
+        )
+
+
+def test_a_resume_racing_the_settling_of_a_suspension_strands_nothing(
+    receiver: Receiver,
+) -> None:
+    # The settling once read the state, then held the rows in a second statement: a
+    # resume committed in between found nothing held, and the rows then held on an
+    # active endpoint stayed held for ever.
+    endpoint, _ = make_endpoint(receiver)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+    _held_and_pending_rows(endpoint)
+    resumed = threading.Thread(target=_resume_in_its_own_connection, args=(endpoint.pk,))
+    started = False
+
+    def resume_after_the_state_read(execute: Any, sql: str, *args: Any) -> Any:
+        nonlocal started
+        result = execute(sql, *args)
+        if not started and sql.lstrip().upper().startswith("SELECT"):
+            started = True
+            resumed.start()
+            # Until the resume has committed, or waits for a lock we hold.
+            wait_until(
+                lambda: not resumed.is_alive() or _backends_waiting_for_a_lock() > 0,
+                what="the resume committed or waiting",
+            )
+        return result
+
+    with connection.execute_wrapper(resume_after_the_state_read):
+        owner_module._settle_inactive(str(endpoint.pk))
+    resumed.join(timeout=20)
+    assert not resumed.is_alive()
+    endpoint.refresh_from_db()
+    assert endpoint.state == EndpointState.ACTIVE
+    assert statuses(endpoint) == {DeliveryStatus.PENDING}
+
+
+def _resume_in_its_own_connection(endpoint_id: Any) -> None:
+    try:
+        services.endpoint_resume(endpoint_id=endpoint_id)
+    finally:
+        connection.close()
+
+
+def _backends_waiting_for_a_lock() -> int:
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # not through the test's execute wrapper again
+        # Inside a transaction the activity view is a snapshot, taken once: take it anew.
+        raw.execute("SELECT pg_stat_clear_snapshot()")
+        raw.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        )
+        return int(raw.fetchone()[0])
+
+
+def test_rows_held_on_an_active_endpoint_are_released_by_the_sweeper(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    _held_and_pending_rows(endpoint)
+    woken = published_wakes()
+
+    result = services.sweep()
+
+    assert result.held_released == 1
+    assert statuses(endpoint) == {DeliveryStatus.PENDING}
+    assert published_wakes() == woken + 1
+    assert not Delivery.objects.filter(endpoint=endpoint, next_attempt_at__gt=Now()).exists()
+
+
+def test_an_owner_that_settled_a_suspension_looks_once_more_and_sends_after_a_resume(
+    receiver: Receiver,
+) -> None:
+    # An owner that found its endpoint suspended once stopped without looking again: a
+    # resume committed just after its settling had its wake folded into the owner's work
+    # (the owner was marked working), and the released rows waited for the sweeper.
+    endpoint, _ = make_endpoint(receiver)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    Delivery.objects.create(
+        event=event, endpoint=endpoint, status=DeliveryStatus.HELD, next_attempt_at=Now()
+    )
+    settle = owner_module._settle_inactive
+    woken = published_wakes()
+
+    def settle_then_resume(endpoint_id: str) -> None:
+        settle(endpoint_id)
+        if Endpoint.objects.get(pk=endpoint_id).state != EndpointState.ACTIVE:
+            services.endpoint_resume(endpoint_id=endpoint.pk)
+
+    with mock.patch.object(owner_module, "_settle_inactive", side_effect=settle_then_resume):
+        result = services.endpoint_work(endpoint_id=endpoint.pk)
+
+    assert published_wakes() == woken  # the resume's wake was folded into the owner's
+    assert result.sent == 1
+    assert len(receiver.requests) == 1
+    assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+
+
+def _one_pending_row(endpoint: Endpoint) -> Delivery:
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    return Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+
+
+def test_an_owner_renews_its_lease_every_third_of_it_while_a_request_is_open(
+    receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_LEASE_SECONDS = 1.5
+    endpoint, _ = make_endpoint(receiver, read_timeout_seconds=10)
+    receiver.default = Reply(delay_seconds=2.5)
+    delivery = _one_pending_row(endpoint)
+    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
+    worker.start()
+    leases: list[tuple[Any, Any, Any]] = []
+    while worker.is_alive():
+        row = EndpointOwner.objects.filter(endpoint=endpoint).values_list("token", "expires_at")
+        lease = row.first()  # none before the endpoint's first owner made it
+        if lease is not None and len(receiver.requests) == 1:
+            leases.append((*lease, timezone.now()))
+        time.sleep(0.05)
+    worker.join()
+
+    held = [(token, expires, now) for token, expires, now in leases if token is not None]
+    assert len({token for token, _, _ in held}) == 1  # one owner throughout
+    assert all(expires > now for _, expires, now in held)  # never ran out
+    assert len({expires for _, expires, _ in held}) >= 4  # renewed about every 0.5 s
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SUCCEEDED
+
+
+def test_an_owner_that_lost_its_lease_cuts_its_open_request_and_stops(
+    receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_LEASE_SECONDS = 1.5
+    endpoint, _ = make_endpoint(receiver, read_timeout_seconds=30)
+    receiver.default = Reply(delay_seconds=20)
+    _one_pending_row(endpoint)
+    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
+    worker.start()
+    wait_until(lambda: len(receiver.requests) == 1, what="the request open")
+    started = time.monotonic()
+
+    # Another worker took the lease over (as after a pause longer than the lease).
+    EndpointOwner.objects.filter(endpoint=endpoint).update(token=uuid.uuid4())
+    worker.join(timeout=10)
+
+    assert not worker.is_alive()
+    # Cut at its next renewal (a third of the lease), not left open for the answer.
+    assert time.monotonic() - started < 5
+
+
+def _work_in_its_own_connection(endpoint_id: Any) -> None:
+    try:
+        services.endpoint_work(endpoint_id=endpoint_id)
+    finally:
+        connection.close()
+
+
+class _DeferringDestination:
+    """A destination kind that cannot send now, for reasons of its own (a plug-in's)."""
+
+    def send(self, delivery: Delivery, deadline: Any, credentials: Credentials) -> Outcome:
+        return Outcome(Kind.DEFER, retry_after="30", error="broker busy")
+
+
+def test_a_delivery_a_destination_defers_is_due_again_later_without_spending_an_attempt(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    delivery = _one_pending_row(endpoint)
+
+    with mock.patch.object(
+        owner_module.destinations, "for_url", return_value=_DeferringDestination()
+    ):
+        services.endpoint_work(endpoint_id=endpoint.pk)
+
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.attempts == 0
+    assert not Attempt.objects.filter(delivery=delivery).exists()
+    assert delivery.next_attempt_at is not None
+    assert 25 < (delivery.next_attempt_at - timezone.now()).total_seconds() <= 31
+
+
+def test_a_disable_cuts_a_long_open_request_short_and_cancels_its_row_within_seconds(
+    receiver: Receiver,
+) -> None:
+    # An owner whose lanes were all busy learnt of a disable only when its requests ended:
+    # with a long read timeout, its rows stayed sending for as long.
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1, read_timeout_seconds=60)
+    receiver.default = Reply(delay_seconds=30)
+    _one_pending_row(endpoint)
+    _one_pending_row(endpoint)
+    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
+    worker.start()
+    wait_until(lambda: len(receiver.requests) == 1, what="the request open")
+
+    services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.DISABLED)
+
+    wait_until(
+        lambda: statuses(endpoint) == {DeliveryStatus.CANCELLED},
+        timeout=15,
+        what="every row cancelled, the open one included",
+    )
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert len(receiver.requests) == 1
 
 
 def test_a_header_change_applies_to_the_owner_s_next_round(
