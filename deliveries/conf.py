@@ -41,8 +41,11 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         "Requests open at once in one delivery process, shared by the owners that have "
         "work: owners that find them taken wait in one line, first come first served, "
-        "nobody past it, each served its free lanes' worth at once. 0: the worker pool's "
-        "concurrency.",
+        "nobody past it, each served its free lanes' worth at once. 0: the concurrency of "
+        "the `celery worker` pool the process runs, as the worker resolved it (the CPU count "
+        "without `--concurrency`; with `--autoscale`, its maximum; each prefork child has the "
+        "whole cap); 1000 in a process that is no `celery worker` (`manage.py serve`, a "
+        "shell).",
     ),
     Setting(
         "WEBHOOKS_FANOUT_GRACE_SECONDS",

@@ -19,8 +19,10 @@ from celery.worker import state as worker_state
 
 from .. import conf
 
-# The cap when neither the setting nor a worker's pool says one (a test calling the
-# services directly, a shell).
+# The cap when neither the setting nor a worker's pool says one: a process that is no
+# `celery worker` (a shell, a test calling the services directly, the worker that
+# `manage.py serve` and the tests start in their own process, which sends no
+# `celeryd_after_setup`).
 DEFAULT_CAP = 1000
 
 _pool_size: int | None = None
@@ -44,15 +46,25 @@ class _Waiter:
 _line: deque[_Waiter] = deque()
 
 
-@signals.celeryd_init.connect
-def _note_pool_size(sender: Any = None, conf: Any = None, options: Any = None, **_: Any) -> None:
+@signals.celeryd_after_setup.connect
+def _note_pool(sender: Any = None, instance: Any = None, **_: Any) -> None:
+    """Record the pool of the `celery worker` this process runs, as the worker resolved it.
+
+    Not `celeryd_init`: it comes before the worker resolves anything, with the command
+    line's values (None without `--concurrency`, the string "auto"). This one comes once
+    the count is final (the CPU count without `--concurrency`, "auto" sized) and before
+    the pool starts, so prefork children inherit what is recorded here. Celery only logs a
+    handler's exception, and whatever the handler had still to record is lost (the pool
+    name was, after `int("auto")`): so nothing here raises, and a count that is not a
+    positive number leaves the cap as it was.
+    """
     global _pool_size, _pool_name
-    options = options or {}
-    concurrency = options.get("concurrency") or getattr(conf, "worker_concurrency", None)
-    if concurrency:
-        _pool_size = int(concurrency)
-    pool = options.get("pool_cls") or options.get("pool") or getattr(conf, "worker_pool", "")
-    _pool_name = (pool if isinstance(pool, str) else getattr(pool, "__module__", "")).lower()
+    # With --autoscale the pool grows to max_concurrency (None without it).
+    size = getattr(instance, "max_concurrency", None) or getattr(instance, "concurrency", None)
+    if isinstance(size, int) and size > 0:
+        _pool_size = size
+    pool = getattr(instance, "pool_cls", None) or ""
+    _pool_name = str(pool if isinstance(pool, str) else getattr(pool, "__module__", "")).lower()
 
 
 def tasks_wait_for_a_slot() -> bool:
