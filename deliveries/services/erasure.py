@@ -48,6 +48,7 @@ from ..models import (
     TenantSettings,
 )
 from .audit import TENANT_ERASED, TENANT_ERASURE_STARTED, audit_record
+from .dispatch import RUN_ERASURE_TASK, dispatch_task
 
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIME_BUDGET_SECONDS = 20.0
@@ -99,17 +100,11 @@ def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
                 user_id=actor.user_id,
                 target=f"erasure #{erasure.pk}",
             )
-            transaction.on_commit(lambda: _dispatch_run(erasure.pk), robust=True)
+            transaction.on_commit(lambda: dispatch_task(RUN_ERASURE_TASK, erasure.pk), robust=True)
     except IntegrityError:
         # Another request started it between the look-up and the insert.
         return TenantErasure.objects.get(tenant=tenant, status=ErasureStatus.RUNNING)
     return erasure
-
-
-def _dispatch_run(erasure_id: int) -> None:
-    from celery import current_app
-
-    current_app.send_task("deliveries.erasure.run", args=[erasure_id])
 
 
 # --- the batches ------------------------------------------------------------------------
