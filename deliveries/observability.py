@@ -1,8 +1,9 @@
 """What the sending path tells operators about each attempt: metrics and one log line.
 
-Called once per finished attempt from ``services.attempt._finish``. The log line carries
-the event id as the correlation id (it is also ``X-Webhook-Id``), never the payload,
-headers or secrets.
+Called once per finished attempt from ``services.recording.record_rounds`` (the owners'
+rounds, written together by ``services.recorder``'s group commit), after the ``atomic``
+block that wrote them. The log line carries the event id as the correlation id (it is
+also ``X-Webhook-Id``), never the payload, headers or secrets.
 """
 
 import logging

@@ -73,7 +73,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_SWEEP_BATCH_SIZE",
         500,
-        "Rows per sweeper batch (`SELECT … FOR UPDATE SKIP LOCKED`).",
+        "Sending: per sweep, the most events the sweeper fans out (oldest first), endpoints "
+        "it wakes (this many with a due row and this many whose rows' lease ran out, in no "
+        "fixed order) and disabled or suspended endpoints it settles; the rest wait for the "
+        "next sweep. Receiving: inbox rows per batch, when the inbox sweeper dispatches rows "
+        "again (`SELECT … FOR UPDATE SKIP LOCKED`, at most 20 batches per run) and when "
+        "inbox retention clears bodies and deletes rows.",
     ),
     Setting(
         "WEBHOOKS_SWEEP_INTERVAL_SECONDS",

@@ -1,4 +1,4 @@
-"""The dead-letter queue's own action; "retry now" is `delivery_retry` (attempt.py)."""
+"""The dead-letter queue's own action; "retry now" is `delivery_retry` (retry.py)."""
 
 from django.db import transaction
 from django.utils import timezone

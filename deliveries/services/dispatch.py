@@ -28,11 +28,13 @@ WORK_ENDPOINT_TASK = "deliveries.tasks.work_endpoint"
 FAN_OUT_EVENTS_TASK = "deliveries.tasks.fan_out_events"
 RUN_REPLAY_TASK = "deliveries.tasks.run_replay"
 VALIDATE_ENDPOINT_TASK = "deliveries.tasks.validate_endpoint"
+RUN_ERASURE_TASK = "deliveries.erasure.run"
 TASK_QUEUES = {
     WORK_ENDPOINT_TASK: QUEUE_DELIVERY,
     FAN_OUT_EVENTS_TASK: QUEUE_FANOUT,
     RUN_REPLAY_TASK: QUEUE_MAINTENANCE,
     VALIDATE_ENDPOINT_TASK: QUEUE_MAINTENANCE,
+    RUN_ERASURE_TASK: QUEUE_MAINTENANCE,
 }
 # One fan-out message carries at most this many events.
 FAN_OUT_BATCH_SIZE = 100

@@ -25,6 +25,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import payloads, tenants
@@ -47,6 +48,7 @@ from ..models import (
     TenantSettings,
 )
 from .audit import TENANT_ERASED, TENANT_ERASURE_STARTED, audit_record
+from .dispatch import RUN_ERASURE_TASK, dispatch_task
 
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIME_BUDGET_SECONDS = 20.0
@@ -98,37 +100,32 @@ def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
                 user_id=actor.user_id,
                 target=f"erasure #{erasure.pk}",
             )
-            transaction.on_commit(lambda: _dispatch_run(erasure.pk), robust=True)
+            transaction.on_commit(lambda: dispatch_task(RUN_ERASURE_TASK, erasure.pk), robust=True)
     except IntegrityError:
         # Another request started it between the look-up and the insert.
         return TenantErasure.objects.get(tenant=tenant, status=ErasureStatus.RUNNING)
     return erasure
 
 
-def _dispatch_run(erasure_id: int) -> None:
-    from celery import current_app
-
-    current_app.send_task("deliveries.erasure.run", args=[erasure_id])
-
-
 # --- the batches ------------------------------------------------------------------------
 
 
-def _leased(now: Any) -> Q:
-    """A delivery some owner is sending right now: left alone until its lease ends."""
-    return Q(status=DeliveryStatus.SENDING, lease_expires_at__gt=now)
+def _leased() -> Q:
+    """A delivery some owner is sending right now: left alone until its lease ends (by
+    the database's clock, as every lease is judged: `ownership`, `claims`)."""
+    return Q(status=DeliveryStatus.SENDING, lease_expires_at__gt=Now())
 
 
-def _attempts(tenant: str, now: Any) -> QuerySet[Attempt]:
+def _attempts(tenant: str) -> QuerySet[Attempt]:
     mine = Q(delivery__endpoint__tenant=tenant) | Q(delivery__event__tenant=tenant)
-    busy = Delivery.objects.filter(pk=OuterRef("delivery_id")).filter(_leased(now))
+    busy = Delivery.objects.filter(pk=OuterRef("delivery_id")).filter(_leased())
     return Attempt.objects.filter(mine).exclude(Exists(busy)).order_by("pk")
 
 
-def _deliveries(tenant: str, now: Any) -> QuerySet[Delivery]:
+def _deliveries(tenant: str) -> QuerySet[Delivery]:
     mine = Q(endpoint__tenant=tenant) | Q(event__tenant=tenant)
     left = Attempt.objects.filter(delivery_id=OuterRef("pk"))
-    return Delivery.objects.filter(mine).exclude(_leased(now)).exclude(Exists(left)).order_by("pk")
+    return Delivery.objects.filter(mine).exclude(_leased()).exclude(Exists(left)).order_by("pk")
 
 
 def _events(tenant: str) -> QuerySet[Event]:
@@ -190,10 +187,10 @@ KINDS = (
 )
 
 
-def _batches(tenant: str, now: Any) -> list[tuple[QuerySet[Any], Callable[..., None]]]:
+def _batches(tenant: str) -> list[tuple[QuerySet[Any], Callable[..., None]]]:
     return [
-        (_attempts(tenant, now), _simple(Attempt, "attempts")),
-        (_deliveries(tenant, now), _simple(Delivery, "deliveries")),
+        (_attempts(tenant), _simple(Attempt, "attempts")),
+        (_deliveries(tenant), _simple(Delivery, "deliveries")),
         (_events(tenant), _delete_events),
         (Replay.objects.filter(tenant=tenant).order_by("pk"), _simple(Replay, "replays")),
         (
@@ -218,9 +215,8 @@ def tenant_erasure_step(*, erasure_id: int, batch_size: int = DEFAULT_BATCH_SIZE
         if erasure is None or erasure.tenant is None:
             return "busy"
         tenant = erasure.tenant
-        now = timezone.now()
         counts = {kind: int(erasure.counts.get(kind, 0)) for kind in KINDS}
-        for queryset, delete in _batches(tenant, now):
+        for queryset, delete in _batches(tenant):
             pks = list(queryset.values_list("pk", flat=True)[:batch_size])
             if pks:
                 delete(pks, counts)

@@ -6,14 +6,17 @@ from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+import redis
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.core.files.storage import storages
 from django.core.management import call_command
 from django.db import connection
+from django.db.models.functions import Now
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
@@ -34,8 +37,9 @@ from deliveries.models import (
     TenantErasure,
     TenantSettings,
 )
-from deliveries.services import erasure
+from deliveries.services import dispatch, erasure
 from tests.conftest import wait_until
+from webhooks_core.tasking import QUEUE_MAINTENANCE
 
 LARGE = {"items": [{"sku": f"sku-{i}", "label": "x" * 20} for i in range(100)]}
 PERSONAL = "jane.doe@acme.example"
@@ -201,6 +205,41 @@ def test_a_delivery_being_sent_waits_for_its_lease() -> None:
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert erasure.tenant_erasure_run(erasure_id=started.pk) == "done"
+
+
+@pytest.mark.django_db
+def test_leases_are_judged_by_the_database_clock_not_the_worker_s() -> None:
+    acme = make_tenant("acme", events=1)
+    # Five minutes of lease left, by the database's clock.
+    Delivery.objects.filter(endpoint=acme["endpoint"]).update(
+        status=DeliveryStatus.SENDING, lease_expires_at=Now() + timedelta(minutes=5)
+    )
+    started = services.tenant_erasure_start(tenant="acme", actor=erasure.Actor(label="command"))
+
+    # A worker whose clock runs an hour fast must leave the delivery in flight and its
+    # attempts alone.
+    fast = timezone.now() + timedelta(hours=1)
+    with mock.patch("django.utils.timezone.now", return_value=fast):
+        assert erasure.tenant_erasure_run(erasure_id=started.pk) == "waiting"
+    assert Delivery.objects.filter(endpoint=acme["endpoint"]).count() == 1
+    assert Attempt.objects.filter(delivery__endpoint=acme["endpoint"]).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_run_is_dispatched_on_the_maintenance_queue(
+    redis_client: redis.Redis, django_capture_on_commit_callbacks: Any
+) -> None:
+    from deliveries.erasure_tasks import run_erasure
+
+    assert run_erasure.name == dispatch.RUN_ERASURE_TASK
+    assert dispatch.TASK_QUEUES[dispatch.RUN_ERASURE_TASK] == run_erasure.queue
+    redis_client.flushdb()
+    with django_capture_on_commit_callbacks(execute=True):
+        started = services.tenant_erasure_start(tenant="acme", actor=erasure.Actor(label="t"))
+    [message] = [json.loads(raw) for raw in redis_client.lrange(QUEUE_MAINTENANCE, 0, -1)]
+    redis_client.flushdb()
+    assert message["headers"]["task"] == "deliveries.erasure.run"
+    assert message["headers"]["argsrepr"] == f"({started.pk},)"
 
 
 @pytest.mark.django_db
