@@ -61,12 +61,20 @@ def target_refusal(url: str, policy: AddressPolicy) -> str | None:
 
 
 class ProxiedHTTPConnection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        deadlines.raise_if_cut()
+
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadlines.attach_current(self)
         super().request(*args, **kwargs)
 
 
 class ProxiedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        deadlines.raise_if_cut()
+
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadlines.attach_current(self)
         super().request(*args, **kwargs)

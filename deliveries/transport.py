@@ -121,7 +121,7 @@ def post(
     proxy_url: str = "",
 ) -> HttpResult:
     """POST once, over by `deadline` (by default connect + read timeout from now)
-    whatever the receiver does; its holder may also cut it short (`Deadline.fire`).
+    whatever the receiver does; its holder may also cut it short (`Deadline.cut`).
     With a `policy`, the SSRF guard checks the scheme and every address the host
     resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
     asking the proxy: `egress`). `tls`: the client certificate and CA bundle of

@@ -46,6 +46,15 @@ class Deadline:
             connection = self._connection
         return connection is not None and _shut(connection)
 
+    def cut(self) -> None:
+        """End the request now (its owner stops it): its socket is shut at once or, while
+        it is still being opened, as soon as it exists (the watchdog tries again every
+        `RETRY_SECONDS`), not at the deadline's own time."""
+        with self._lock:
+            self.at = min(self.at, time.monotonic())
+        if not self.fire():
+            _watchdog.watch(self)
+
     def rearm(self) -> bool:
         """Ready the same deadline for one more request (an attempt that fetches a token
         first, or sends again after a refreshed one): False once it has fired, its time
@@ -135,8 +144,23 @@ def finish(deadline: Deadline) -> bool:
     return deadline.disarm()
 
 
+class CutShort(OSError):
+    """The request's deadline fired before anything was sent (its owner stopped it)."""
+
+
 def attach_current(connection: Any) -> None:
-    """Called by our connection classes as a request starts on `connection`."""
+    """Called by our connection classes as a request starts on `connection`; raises
+    `CutShort` when its deadline has already fired."""
     deadline: Deadline | None = getattr(_current, "deadline", None)
     if deadline is not None:
         deadline.attach(connection)
+    raise_if_cut()
+
+
+def raise_if_cut() -> None:
+    """Called by our connection classes once connected, before sending: a connect that
+    was under way when the request was cut (its socket could not be shut yet) sends
+    nothing."""
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None and deadline.fired:
+        raise CutShort("cut short before it was sent")

@@ -78,6 +78,10 @@ class GuardedHTTPConnection(HTTPConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
 
+    def connect(self) -> None:
+        super().connect()
+        deadlines.raise_if_cut()
+
     def request(self, *args: Any, **kwargs: Any) -> None:
         # The request's total deadline may shut this connection's socket (`deadlines`).
         deadlines.attach_current(self)
@@ -87,6 +91,10 @@ class GuardedHTTPConnection(HTTPConnection):
 class GuardedHTTPSConnection(HTTPSConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
+
+    def connect(self) -> None:
+        super().connect()
+        deadlines.raise_if_cut()
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadlines.attach_current(self)

@@ -109,10 +109,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
-# Our own statements on hot paths (an owner's lease, claim and look: webhooks_core/sql.py)
-# are prepared once a connection has run them this many times; "none" never prepares (a
-# transaction-mode PgBouncer older than 1.21 cannot keep prepared statements). The ORM's
-# statements are never prepared.
+# psycopg's prepare_threshold: any number lets PostgreSQL prepare our own statements on hot
+# paths (an owner's lease, claim and look: webhooks_core/sql.py), on their first run; "none"
+# prepares nothing (a transaction-mode PgBouncer older than 1.21 cannot keep prepared
+# statements). The ORM's statements bind on the client and are never prepared.
 DATABASE_PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
 if USES_POSTGRES and DATABASE_PREPARE_THRESHOLD.strip().lower() != "none":
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(

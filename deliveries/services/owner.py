@@ -30,6 +30,7 @@ lease ends, so no request outlives its claim and no two owners send to one endpo
 import contextlib
 import copy
 import logging
+import math
 import queue
 import threading
 import time
@@ -175,6 +176,9 @@ class _Owner:
         self.renewed_at = self.turn_ends = self.turn_started = time.monotonic()
         self.first_claim = True
         self.lost = self.inactive = self.awaiting_consent = False
+        # Requests this owner cut short because its endpoint stopped (not the receiver's
+        # doing): deferred, not recorded as attempts.
+        self.cut: set[int] = set()
         self.read_at = 0.0
         self.state_checked_at = time.monotonic()
         # The endpoint's version as read with it (claims check it), and its secrets and
@@ -198,9 +202,11 @@ class _Owner:
             self.first_claim = True
             self.lost = self.inactive = self.awaiting_consent = False
             hand_on = self._work()
-            if self.inactive:
+            if self.inactive and not self.awaiting_consent:
                 _settle_inactive(self.endpoint_id)
-            hold = max(self.hold_until - time.monotonic(), 0.0)
+            # An endpoint disabled or suspended: no hold outlives it (a resume's wake must
+            # find the lease free).
+            hold = 0.0 if self.inactive else max(self.hold_until - time.monotonic(), 0.0)
             if self.lost:
                 self._clear_mark()
                 return
@@ -209,7 +215,9 @@ class _Owner:
                 # the endpoint again (a look now would find them due and spin).
                 self._clear_mark()
                 owner_release(endpoint_id=self.endpoint_id, token=self.token, hold_seconds=hold)
-                if hand_on:
+                if hand_on or _consented_meanwhile(self.endpoint_id):
+                    # (A consent that came before the release had its wake folded into
+                    # ours.)
                     dispatch_wakes([self.endpoint_id])
                 return
             # A disabled or suspended endpoint's owner looks once more too: a resume that
@@ -283,8 +291,9 @@ class _Owner:
         else:
             self.inactive = True
             self.read_at = 0.0
+        self.cut.update(self.open)
         for _, deadline in list(self.open.values()):
-            deadline.fire()
+            deadline.cut()
 
     def _turn_over(self) -> bool:
         now = time.monotonic()
@@ -501,8 +510,11 @@ class _Owner:
             except queue.Empty:
                 break
         results, deferral = self._settled(finished)
+        if deferral.deliveries:
+            # Not before the destination said (no claim would take them sooner anyway).
+            self.hold_until = max(self.hold_until, time.monotonic() + deferral.seconds)
         for delivery, outcome, _ in finished:
-            if outcome.no_answer:
+            if outcome.no_answer and delivery.pk not in self.cut:
                 # The others would most likely wait as long for nothing: no new request
                 # for about as long as such a request takes (and the breaker's judgement).
                 endpoint = delivery.endpoint
@@ -526,7 +538,10 @@ class _Owner:
         seconds = 0.0
         for delivery, outcome, credentials in finished:
             self.open.pop(delivery.pk, None)
-            if outcome.kind == Kind.DEFER:
+            if delivery.pk in self.cut and outcome.status_code is None:
+                # Cut short by its endpoint's stop: the settling holds or cancels it.
+                deferred.append(delivery)
+            elif outcome.kind == Kind.DEFER:
                 deferred.append(delivery)
                 seconds = max(seconds, _defer_seconds(outcome))
             else:
@@ -602,7 +617,7 @@ class _Owner:
 
     def abort(self) -> None:
         for _, deadline in list(self.open.values()):
-            deadline.fire()
+            deadline.cut()
         with contextlib.suppress(Exception):
             until = time.monotonic() + ABORT_WAIT_SECONDS
             finished: list[tuple[Delivery, Outcome, Credentials]] = []
@@ -620,7 +635,7 @@ class _Owner:
     def _give_up(self) -> None:
         self.lost = True
         for _, deadline in list(self.open.values()):
-            deadline.fire()
+            deadline.cut()
 
     # -- wake marks ----------------------------------------------------------------------
 
@@ -637,10 +652,23 @@ class _Owner:
 
 def _defer_seconds(outcome: Outcome) -> float:
     """How long a deferred delivery waits: what its destination said (seconds, in
-    `retry_after`), else `WEBHOOKS_DEFER_SECONDS`."""
-    with contextlib.suppress(TypeError, ValueError):
-        return max(float(outcome.retry_after or ""), 0.0)
-    return float(conf.health().defer_seconds)
+    `retry_after`), else `WEBHOOKS_DEFER_SECONDS`; never less than that (a destination
+    saying 0 would have its owner claim and defer in a tight loop), nor past a
+    countdown's bound."""
+    least = float(conf.health().defer_seconds)
+    try:
+        seconds = float(outcome.retry_after or "")
+    except (TypeError, ValueError):
+        seconds = least
+    if not math.isfinite(seconds):
+        seconds = least
+    return min(max(seconds, least), float(conf.get().max_countdown_seconds))
+
+
+def _consented_meanwhile(endpoint_id: str) -> bool:
+    """Whether an endpoint found awaiting its target's consent has it now."""
+    endpoint = Endpoint.objects.filter(pk=endpoint_id).first()
+    return endpoint is not None and validation_ready(endpoint)
 
 
 def _unexpired(values: list[tuple[str, Any]], now: Any) -> list[str]:
@@ -720,8 +748,10 @@ def _settle_inactive(endpoint_id: str) -> None:
         # The endpoint's row locked, as every change of its state locks it first: a resume
         # committed before is seen here (nothing to settle), and one that comes after
         # waits for this commit, then releases what this held.
+        # FOR NO KEY UPDATE: state changes take the same lock, a delivery's insert (its
+        # foreign key's KEY SHARE) is not held up by it.
         state = (
-            Endpoint.objects.select_for_update()
+            Endpoint.objects.select_for_update(no_key=True)
             .filter(pk=endpoint_id)
             .values_list("state", flat=True)
             .first()
@@ -747,4 +777,8 @@ def _settle_inactive(endpoint_id: str) -> None:
 def settle_inactive_endpoints(endpoint_ids: Any) -> None:
     """The sweeper's net for the same (an owner that died before settling)."""
     for endpoint_id in endpoint_ids:
-        _settle_inactive(str(endpoint_id))
+        try:
+            _settle_inactive(str(endpoint_id))
+        except DatabaseError:
+            # A deadlock with a lapsed owner's recording, say: the next sweep settles it.
+            logger.warning("settling endpoint %s failed; the next sweep tries again", endpoint_id)

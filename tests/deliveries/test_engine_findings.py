@@ -14,7 +14,11 @@ from prometheus_client import REGISTRY, generate_latest
 from deliveries import metrics, services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
 from tests.conftest import wait_until
-from tests.deliveries.test_health import max_in_any_window, succeeded_count
+from tests.deliveries.test_health import (
+    emit_and_wait_for_arrivals,
+    max_in_any_window,
+    succeeded_count,
+)
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver, Reply
 
@@ -105,13 +109,8 @@ def test_every_request_takes_its_rate_limit_token_the_first_of_a_round_too(
 ) -> None:
     # Finding 8: the first request of each take-along round skipped the rate limiter.
     endpoint, _ = make_endpoint(receiver, max_in_flight=4, rate_limit_per_second=2)
-    with transaction.atomic():
-        for n in range(8):
-            services.emit("order.created", {"n": n})
 
-    wait_until(lambda: succeeded_count(endpoint) == 8, timeout=60, what="all eight delivered")
-    arrivals = [r.received_at for r in receiver.requests]
-    assert len(arrivals) == 8
+    arrivals = emit_and_wait_for_arrivals(endpoint, receiver, 8)
     # 2 admitted in any 1 s (a moving window); arrivals lag admission by a few ms.
     assert max_in_any_window(arrivals, 0.75) <= 2
 

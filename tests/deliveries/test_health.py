@@ -186,6 +186,18 @@ def test_breaker_opens_then_one_probe_then_closes(
 # --- rate and in-flight limits -----------------------------------------------------------
 
 
+def emit_and_wait_for_arrivals(endpoint: Endpoint, receiver: Receiver, count: int) -> list[float]:
+    """`count` events in one transaction, all delivered to the endpoint: their arrival
+    times (each arrived once)."""
+    with transaction.atomic():
+        for n in range(count):
+            services.emit("order.created", {"n": n})
+    wait_until(lambda: succeeded_count(endpoint) == count, timeout=60, what="all delivered")
+    arrivals = [r.received_at for r in receiver.requests]
+    assert len(arrivals) == count
+    return arrivals
+
+
 def max_in_any_window(times: list[float], seconds: float) -> int:
     times = sorted(times)
     return max(
@@ -225,13 +237,7 @@ def test_at_most_max_in_flight_requests_per_endpoint(
     endpoint, _ = make_endpoint(receiver, max_in_flight=2)
     receiver.default = Reply(delay_seconds=0.4)
 
-    with transaction.atomic():
-        for n in range(8):
-            services.emit("order.created", {"n": n})
-
-    wait_until(lambda: succeeded_count(endpoint) == 8, timeout=60, what="all delivered")
-    arrivals = [r.received_at for r in receiver.requests]
-    assert len(arrivals) == 8
+    arrivals = emit_and_wait_for_arrivals(endpoint, receiver, 8)
     # Each request is open for 0.4 s: a third one may only start when one has ended.
     assert max_in_any_window(arrivals, 0.35) <= 2
     assert sum(d.attempts for d in Delivery.objects.filter(endpoint=endpoint)) == 8

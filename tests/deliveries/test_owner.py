@@ -104,6 +104,21 @@ def test_a_trickling_answer_ends_at_connect_plus_read_timeout_in_total() -> None
     assert took < 1.5 + 1.0, f"the request took {took:.1f} s"
 
 
+def test_a_request_cut_before_it_started_sends_nothing(receiver: Receiver) -> None:
+    # A cut (an owner stopping) that came before the request's socket existed could not
+    # shut anything, and nothing checked it after: the request went out all the same.
+    deadline = transport.deadlines.after(30)
+    deadline.cut()
+
+    result = transport.post(
+        receiver.url, b"{}", {}, connect_timeout=5, read_timeout=5, deadline=deadline
+    )
+
+    assert result.status_code is None
+    assert "total deadline" in result.error
+    assert receiver.requests == []
+
+
 def test_a_trickled_attempt_is_recorded_as_a_timeout_and_not_sent_before_its_retry(
     celery_worker: object, receiver: Receiver
 ) -> None:
@@ -576,7 +591,8 @@ def _backends_waiting_for_a_lock() -> int:
         raw.execute("SELECT pg_stat_clear_snapshot()")
         raw.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
+            "AND datname = current_database() AND pid <> pg_backend_pid() "
+            "AND query ILIKE 'UPDATE%%deliveries_endpoint%%'"
         )
         return int(raw.fetchone()[0])
 
@@ -585,7 +601,10 @@ def test_rows_held_on_an_active_endpoint_are_released_by_the_sweeper(
     receiver: Receiver,
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
-    _held_and_pending_rows(endpoint)
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    Delivery.objects.create(
+        event=event, endpoint=endpoint, status=DeliveryStatus.HELD, next_attempt_at=None
+    )
     woken = published_wakes()
 
     result = services.sweep()
@@ -633,9 +652,9 @@ def _one_pending_row(endpoint: Endpoint) -> Delivery:
 def test_an_owner_renews_its_lease_every_third_of_it_while_a_request_is_open(
     receiver: Receiver, settings: SettingsWrapper
 ) -> None:
-    settings.WEBHOOKS_LEASE_SECONDS = 1.5
+    settings.WEBHOOKS_LEASE_SECONDS = 3
     endpoint, _ = make_endpoint(receiver, read_timeout_seconds=10)
-    receiver.default = Reply(delay_seconds=2.5)
+    receiver.default = Reply(delay_seconds=4)
     delivery = _one_pending_row(endpoint)
     worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
     worker.start()
@@ -651,7 +670,7 @@ def test_an_owner_renews_its_lease_every_third_of_it_while_a_request_is_open(
     held = [(token, expires, now) for token, expires, now in leases if token is not None]
     assert len({token for token, _, _ in held}) == 1  # one owner throughout
     assert all(expires > now for _, expires, now in held)  # never ran out
-    assert len({expires for _, expires, _ in held}) >= 4  # renewed about every 0.5 s
+    assert len({expires for _, expires, _ in held}) >= 3  # renewed about every second
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
 
@@ -733,6 +752,26 @@ def test_a_disable_cuts_a_long_open_request_short_and_cancels_its_row_within_sec
     worker.join(timeout=10)
     assert not worker.is_alive()
     assert len(receiver.requests) == 1
+    # Cut short by our own stop: no attempt spent, nothing learnt of the receiver.
+    assert sum(Delivery.objects.filter(endpoint=endpoint).values_list("attempts", flat=True)) == 0
+    endpoint.refresh_from_db()
+    assert endpoint.consecutive_failures == 0
+    assert EndpointOwner.objects.get(endpoint=endpoint).not_before is None
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "seconds"),
+    [(None, 1.0), ("0", 1.0), ("-5", 1.0), ("nan", 1.0), ("inf", 1.0), ("7.5", 7.5), ("1e9", 30)],
+)
+def test_a_deferral_waits_at_least_the_defer_seconds_and_at_most_a_countdown(
+    settings: SettingsWrapper, retry_after: str | None, seconds: float
+) -> None:
+    # A destination saying 0 had its owner claim and defer in a tight loop; "nan" or
+    # "inf" failed the recording.
+    settings.WEBHOOKS_DEFER_SECONDS = 1.0
+    settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 30
+    outcome = Outcome(Kind.DEFER, retry_after=retry_after)
+    assert owner_module._defer_seconds(outcome) == seconds
 
 
 def test_a_header_change_applies_to_the_owner_s_next_round(

@@ -29,21 +29,38 @@ def test_the_reference_deployment_turns_preparing_on() -> None:
     assert connection.connection.prepare_threshold == 5
 
 
-def test_a_statement_run_often_is_prepared_once_and_seen_by_django_s_wrappers() -> None:
+def test_a_statement_is_prepared_on_its_first_run_and_seen_by_django_s_wrappers() -> None:
     seen: list[str] = []
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         seen.append(sql)
         return execute(sql, params, many, context)
 
+    with connection.execute_wrapper(count), sql_cursor() as cursor:
+        cursor.execute(STATEMENT, [1])
+        assert cursor.fetchone()[0] == 2
+    assert _prepared("webhooks_sql_cursor_test") == 1
     with connection.execute_wrapper(count):
-        for n in range(8):
+        for n in range(5):
             with sql_cursor() as cursor:
                 cursor.execute(STATEMENT, [n])
                 assert cursor.fetchone()[0] == n + 1
 
-    assert seen == [STATEMENT] * 8
+    assert seen == [STATEMENT] * 6
     assert _prepared("webhooks_sql_cursor_test") == 1
+
+
+def test_nothing_is_prepared_where_the_host_turned_preparing_off() -> None:
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = None  # Django's default
+    try:
+        for n in range(3):
+            with sql_cursor() as cursor:
+                cursor.execute("SELECT %s::int AS webhooks_sql_unprepared_test", [n])
+    finally:
+        connection.connection.prepare_threshold = threshold
+    assert _prepared("webhooks_sql_unprepared_test") == 0
 
 
 def test_django_s_cursors_never_prepare() -> None:
@@ -59,3 +76,11 @@ def test_errors_are_django_s_and_leave_the_connection_usable() -> None:
     with sql_cursor() as cursor:
         cursor.execute("SELECT %s::int", [41])
         assert cursor.fetchone()[0] == 41
+
+
+def test_where_queries_are_logged_the_statements_are_logged_with_their_values() -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries, sql_cursor() as cursor:
+        cursor.execute("SELECT %s::int AS webhooks_sql_logged_test", [7])
+    assert [q["sql"] for q in queries] == ["SELECT 7::int AS webhooks_sql_logged_test"]
