@@ -52,7 +52,10 @@ class Deadline:
         `RETRY_SECONDS`), not at the deadline's own time."""
         with self._lock:
             self.at = min(self.at, time.monotonic())
-        if not self.fire():
+            attached = self._connection is not None
+        # A request with no connection yet sends nothing (`raise_if_cut`); one connecting
+        # is watched until its socket exists (a deadline never disarmed is never watched).
+        if not self.fire() and attached:
             _watchdog.watch(self)
 
     def rearm(self) -> bool:

@@ -146,8 +146,8 @@ def _connect(broker: BrokerURL, deadline: Deadline, policy: AddressPolicy) -> Na
     address = checked_address(broker, policy)
     sock: Any = socket.create_connection((address, broker.port), timeout=remaining(deadline))
     holder = Socket(sock)
-    deadlines.attach_current(holder)
     try:
+        deadlines.attach_current(holder)  # raises if the request was cut meanwhile
         connection = NatsConnection(sock, inbox=f"_INBOX.{secrets.token_hex(11)}")
         op, args, _, _ = _first(connection)
         info = json.loads(args[0]) if op == "INFO" else {}

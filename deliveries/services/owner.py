@@ -201,6 +201,7 @@ class _Owner:
             self.turn_ends = self.renewed_at + settings.batch_seconds
             self.first_claim = True
             self.lost = self.inactive = self.awaiting_consent = False
+            self.cut.clear()  # (nothing is open between turns)
             hand_on = self._work()
             if self.inactive and not self.awaiting_consent:
                 _settle_inactive(self.endpoint_id)
@@ -538,7 +539,11 @@ class _Owner:
         seconds = 0.0
         for delivery, outcome, credentials in finished:
             self.open.pop(delivery.pk, None)
-            if delivery.pk in self.cut and outcome.status_code is None:
+            if (
+                delivery.pk in self.cut
+                and outcome.status_code is None
+                and outcome.kind != Kind.SUCCEEDED  # (a broker's acknowledgement)
+            ):
                 # Cut short by its endpoint's stop: the settling holds or cancels it.
                 deferred.append(delivery)
             elif outcome.kind == Kind.DEFER:

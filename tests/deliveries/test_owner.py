@@ -774,6 +774,31 @@ def test_a_deferral_waits_at_least_the_defer_seconds_and_at_most_a_countdown(
     assert owner_module._defer_seconds(outcome) == seconds
 
 
+def test_of_requests_cut_by_a_stop_only_those_not_acknowledged_are_deferred(
+    receiver: Receiver,
+) -> None:
+    # A broker's acknowledgement carries no status code: a publish that succeeded just
+    # before the stop was once taken for a cut one (and cancelled or sent again).
+    endpoint, _ = make_endpoint(receiver)
+    acknowledged, cut = _one_pending_row(endpoint), _one_pending_row(endpoint)
+    for row in (acknowledged, cut):
+        row.endpoint = endpoint
+    owner = owner_module._Owner(str(endpoint.pk), uuid.uuid4())
+    owner.cut = {acknowledged.pk, cut.pk}
+    credentials = Credentials(["secret"], [], 0)
+    now = timezone.now()
+
+    results, deferral = owner._settled(
+        [
+            (acknowledged, Outcome(Kind.SUCCEEDED, started_at=now), credentials),
+            (cut, Outcome(Kind.RETRY, error="TimeoutError", started_at=now), credentials),
+        ]
+    )
+
+    assert [r.delivery.pk for r in results] == [acknowledged.pk]
+    assert [d.pk for d in deferral.deliveries] == [cut.pk]
+
+
 def test_a_header_change_applies_to_the_owner_s_next_round(
     celery_worker: object, receiver: Receiver
 ) -> None:
