@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 
+from bench import isolation as isolation_bench
 from bench import scenarios
 from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
 from bench.scenarios import Measured, Receiver, System
@@ -544,8 +545,8 @@ def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]])
                 "isolation: p99 beside / alone",
                 f"{ratio[0]:.2f}x" if ratio else "no figure",
                 "",
-                "<= 2x",
-                bool(ratio) and ratio[0] <= 2,
+                f"<= {isolation_bench.MAX_RATIO}x",
+                bool(ratio) and ratio[0] <= isolation_bench.MAX_RATIO,
             )
         )
     receiving = external.get("receiving")

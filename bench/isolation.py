@@ -3,7 +3,8 @@
 One healthy endpoint and, in the second phase, one that never answers (every request runs
 into the read timeout), both subscribed to the same steady stream of events. The table
 compares the healthy endpoint's commit->arrival latency alone and beside the dead one; the
-bound is a p99 within 2x (a dead endpoint must not slow the healthy ones much). What keeps
+bound is a p99 within 1.5x (issue #22's target; a dead endpoint must not slow the healthy
+ones much). What keeps
 it: at most `max_in_flight` requests per endpoint across the workers, and the circuit
 breaker that stops sending to the dead one.
 
@@ -36,6 +37,8 @@ from bench.common import (
 )
 from bench.scenarios import read_arrivals
 
+# The healthy endpoint's p99 beside a dead one, at most this many times its p99 alone.
+MAX_RATIO = 1.5
 HEALTHY_PATH = "/healthy"
 
 
@@ -222,7 +225,8 @@ def main() -> None:
             f"{percentile(values, 99):.0f}",
         )
     ratio = percentile(beside_ms, 99) / max(percentile(alone_ms, 99), 1e-9)
-    results.add("p99 beside / alone", f"{ratio:.2f}x ({'within' if ratio <= 2 else 'OVER'} 2x)")
+    verdict = "within" if ratio <= MAX_RATIO else "OVER"
+    results.add("p99 beside / alone", f"{ratio:.2f}x ({verdict} {MAX_RATIO}x)")
     results.add("healthy deliveries alone / beside", f"{len(alone_ms)} / {len(beside_ms)}")
     results.add("requests the dead endpoint took", str(dead_attempts))
     results.add("dead endpoint circuit", " -> ".join(["closed", *transitions]))
