@@ -284,17 +284,24 @@ class _Owner:
             return
         self.state_checked_at = now
         state = Endpoint.objects.filter(pk=self.endpoint_id).values_list("state", flat=True)
-        current = state.first()
-        if current == EndpointState.ACTIVE:
+        if not self._stopped(state.first()):
             return
-        if current is None:
-            self.lost = True  # deleted: its rows are gone with it
-        else:
-            self.inactive = True
-            self.read_at = 0.0
         self.cut.update(self.open)
         for _, deadline in list(self.open.values()):
             deadline.cut()
+
+    def _stopped(self, state: str | None) -> bool:
+        """Whether the endpoint, in this state, gets nothing more from this owner: deleted
+        (its rows are gone with it: lost) or disabled or suspended (inactive; a turn after
+        a resume reads it again)."""
+        if state is None:
+            self.lost = True
+        elif state != EndpointState.ACTIVE:
+            self.inactive = True
+            self.read_at = 0.0
+        else:
+            return False
+        return True
 
     def _turn_over(self) -> bool:
         now = time.monotonic()
@@ -323,15 +330,10 @@ class _Owner:
         version = endpoint_version(endpoint_id=self.endpoint_id) if versioned else None
         endpoint = Endpoint.objects.filter(pk=self.endpoint_id).first()
         self.read_at = time.monotonic()
-        if endpoint is None or endpoint.state != EndpointState.ACTIVE:
+        if self._stopped(None if endpoint is None else endpoint.state):
             forget_endpoint(self.endpoint_id)
-        if endpoint is None:
-            self.lost = True  # deleted: its rows are gone with it
             return False
-        if endpoint.state != EndpointState.ACTIVE:
-            self.inactive = True
-            self.read_at = 0.0  # a turn after a resume reads it again
-            return False
+        assert endpoint is not None
         if not validation_ready(endpoint):
             # The target has not consented (CloudEvents handshake): claim nothing; the
             # handshake's success wakes the endpoint again (services.validation).

@@ -3,22 +3,20 @@ stack, and the engine's metrics by name."""
 
 import threading
 import time
-from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.db.models.functions import Now
-from django.utils import timezone
 from prometheus_client import REGISTRY, generate_latest
 
 from deliveries import metrics, services
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.models import Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.test_health import (
     emit_and_wait_for_arrivals,
     max_in_any_window,
     succeeded_count,
 )
+from tests.deliveries.test_owner import delivery_row, owner_at_work
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver, Reply
 
@@ -26,13 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _pending_rows(endpoint: Endpoint, count: int) -> list[Delivery]:
-    rows = []
-    for n in range(count):
-        event = Event.objects.create(
-            type="order.created", data={"n": n}, occurred_at=timezone.now()
-        )
-        rows.append(Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now()))
-    return rows
+    return [delivery_row(endpoint) for _ in range(count)]
 
 
 def _published() -> float:
@@ -124,8 +116,7 @@ def test_the_engine_s_metrics_count_owners_lanes_wakes_and_deliveries_per_wake(
     owners, lanes = metrics.owners_working._value.get(), metrics.lanes_busy._value.get()
     turns = REGISTRY.get_sample_value("webhooks_deliveries_per_wake_count") or 0.0
     sent = REGISTRY.get_sample_value("webhooks_deliveries_per_wake_sum") or 0.0
-    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
-    worker.start()
+    worker = owner_at_work(endpoint)
     wait_until(lambda: len(receiver.requests) == 2, what="both requests open")
 
     assert metrics.owners_working._value.get() == owners + 1
@@ -150,10 +141,3 @@ def test_the_engine_s_metrics_count_owners_lanes_wakes_and_deliveries_per_wake(
         "webhooks_deliveries_per_wake_bucket",
     ):
         assert name in exposed
-
-
-def _work_in_its_own_connection(endpoint_id: Any) -> None:
-    try:
-        services.endpoint_work(endpoint_id=endpoint_id)
-    finally:
-        connection.close()

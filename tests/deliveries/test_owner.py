@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 from unittest import mock
@@ -535,12 +535,40 @@ def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
     )
 
 
-def _held_and_pending_rows(endpoint: Endpoint) -> None:
-    for status in (DeliveryStatus.HELD, DeliveryStatus.PENDING):
-        event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-        Delivery.objects.create(
-            event=event, endpoint=endpoint, status=status, next_attempt_at=Now()
-        )
+def delivery_row(endpoint: Endpoint, **fields: Any) -> Delivery:
+    """A delivery of a new event to the endpoint: pending and due now unless `fields` say
+    otherwise."""
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    return Delivery.objects.create(
+        event=event, endpoint=endpoint, **{"next_attempt_at": Now(), **fields}
+    )
+
+
+def in_its_own_connection(target: Callable[[], object]) -> threading.Thread:
+    """A thread (not started) running `target` on a database connection of its own,
+    closed when it ends."""
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connection.close()
+
+    return threading.Thread(target=run)
+
+
+def owner_at_work(endpoint: Endpoint) -> threading.Thread:
+    """The endpoint's owner working in a thread of its own (started)."""
+    worker = in_its_own_connection(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
+    worker.start()
+    return worker
+
+
+def _suspended_with_a_held_row(receiver: Receiver) -> Endpoint:
+    endpoint, _ = make_endpoint(receiver)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+    delivery_row(endpoint, status=DeliveryStatus.HELD)
+    return endpoint
 
 
 def test_a_resume_racing_the_settling_of_a_suspension_strands_nothing(
@@ -549,10 +577,9 @@ def test_a_resume_racing_the_settling_of_a_suspension_strands_nothing(
     # The settling once read the state, then held the rows in a second statement: a
     # resume committed in between found nothing held, and the rows then held on an
     # active endpoint stayed held for ever.
-    endpoint, _ = make_endpoint(receiver)
-    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
-    _held_and_pending_rows(endpoint)
-    resumed = threading.Thread(target=_resume_in_its_own_connection, args=(endpoint.pk,))
+    endpoint = _suspended_with_a_held_row(receiver)
+    delivery_row(endpoint)
+    resumed = in_its_own_connection(lambda: services.endpoint_resume(endpoint_id=endpoint.pk))
     started = False
 
     def resume_after_the_state_read(execute: Any, sql: str, *args: Any) -> Any:
@@ -577,13 +604,6 @@ def test_a_resume_racing_the_settling_of_a_suspension_strands_nothing(
     assert statuses(endpoint) == {DeliveryStatus.PENDING}
 
 
-def _resume_in_its_own_connection(endpoint_id: Any) -> None:
-    try:
-        services.endpoint_resume(endpoint_id=endpoint_id)
-    finally:
-        connection.close()
-
-
 def _backends_waiting_for_a_lock() -> int:
     with connection.cursor() as cursor:
         raw = cursor.cursor  # not through the test's execute wrapper again
@@ -601,10 +621,7 @@ def test_rows_held_on_an_active_endpoint_are_released_by_the_sweeper(
     receiver: Receiver,
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    Delivery.objects.create(
-        event=event, endpoint=endpoint, status=DeliveryStatus.HELD, next_attempt_at=None
-    )
+    delivery_row(endpoint, status=DeliveryStatus.HELD, next_attempt_at=None)
     woken = published_wakes()
 
     result = services.sweep()
@@ -621,12 +638,7 @@ def test_an_owner_that_settled_a_suspension_looks_once_more_and_sends_after_a_re
     # An owner that found its endpoint suspended once stopped without looking again: a
     # resume committed just after its settling had its wake folded into the owner's work
     # (the owner was marked working), and the released rows waited for the sweeper.
-    endpoint, _ = make_endpoint(receiver)
-    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    Delivery.objects.create(
-        event=event, endpoint=endpoint, status=DeliveryStatus.HELD, next_attempt_at=Now()
-    )
+    endpoint = _suspended_with_a_held_row(receiver)
     settle = owner_module._settle_inactive
     woken = published_wakes()
 
@@ -644,20 +656,14 @@ def test_an_owner_that_settled_a_suspension_looks_once_more_and_sends_after_a_re
     assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
 
 
-def _one_pending_row(endpoint: Endpoint) -> Delivery:
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    return Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
-
-
 def test_an_owner_renews_its_lease_every_third_of_it_while_a_request_is_open(
     receiver: Receiver, settings: SettingsWrapper
 ) -> None:
     settings.WEBHOOKS_LEASE_SECONDS = 3
     endpoint, _ = make_endpoint(receiver, read_timeout_seconds=10)
     receiver.default = Reply(delay_seconds=4)
-    delivery = _one_pending_row(endpoint)
-    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
-    worker.start()
+    delivery = delivery_row(endpoint)
+    worker = owner_at_work(endpoint)
     leases: list[tuple[Any, Any, Any]] = []
     while worker.is_alive():
         row = EndpointOwner.objects.filter(endpoint=endpoint).values_list("token", "expires_at")
@@ -681,9 +687,8 @@ def test_an_owner_that_lost_its_lease_cuts_its_open_request_and_stops(
     settings.WEBHOOKS_LEASE_SECONDS = 1.5
     endpoint, _ = make_endpoint(receiver, read_timeout_seconds=30)
     receiver.default = Reply(delay_seconds=20)
-    _one_pending_row(endpoint)
-    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
-    worker.start()
+    delivery_row(endpoint)
+    worker = owner_at_work(endpoint)
     wait_until(lambda: len(receiver.requests) == 1, what="the request open")
     started = time.monotonic()
 
@@ -694,13 +699,6 @@ def test_an_owner_that_lost_its_lease_cuts_its_open_request_and_stops(
     assert not worker.is_alive()
     # Cut at its next renewal (a third of the lease), not left open for the answer.
     assert time.monotonic() - started < 5
-
-
-def _work_in_its_own_connection(endpoint_id: Any) -> None:
-    try:
-        services.endpoint_work(endpoint_id=endpoint_id)
-    finally:
-        connection.close()
 
 
 class _DeferringDestination:
@@ -714,7 +712,7 @@ def test_a_delivery_a_destination_defers_is_due_again_later_without_spending_an_
     receiver: Receiver,
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
-    delivery = _one_pending_row(endpoint)
+    delivery = delivery_row(endpoint)
 
     with mock.patch.object(
         owner_module.destinations, "for_url", return_value=_DeferringDestination()
@@ -736,10 +734,9 @@ def test_a_disable_cuts_a_long_open_request_short_and_cancels_its_row_within_sec
     # with a long read timeout, its rows stayed sending for as long.
     endpoint, _ = make_endpoint(receiver, max_in_flight=1, read_timeout_seconds=60)
     receiver.default = Reply(delay_seconds=30)
-    _one_pending_row(endpoint)
-    _one_pending_row(endpoint)
-    worker = threading.Thread(target=_work_in_its_own_connection, args=(endpoint.pk,))
-    worker.start()
+    delivery_row(endpoint)
+    delivery_row(endpoint)
+    worker = owner_at_work(endpoint)
     wait_until(lambda: len(receiver.requests) == 1, what="the request open")
 
     services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.DISABLED)
@@ -780,7 +777,7 @@ def test_of_requests_cut_by_a_stop_only_those_not_acknowledged_are_deferred(
     # A broker's acknowledgement carries no status code: a publish that succeeded just
     # before the stop was once taken for a cut one (and cancelled or sent again).
     endpoint, _ = make_endpoint(receiver)
-    acknowledged, cut = _one_pending_row(endpoint), _one_pending_row(endpoint)
+    acknowledged, cut = delivery_row(endpoint), delivery_row(endpoint)
     for row in (acknowledged, cut):
         row.endpoint = endpoint
     owner = owner_module._Owner(str(endpoint.pk), uuid.uuid4())
