@@ -412,10 +412,13 @@ class Delivery(LeasedJob):
             ),
             models.Index(fields=["status", "-created_at"], name="delivery_status_created_idx"),
             models.Index(fields=["endpoint", "status"], name="delivery_endpoint_status_idx"),
-            # An owner's claim and the sweeper's "has this endpoint due work?" probe.
+            # An owner's claim and the sweeper's "has this endpoint due work?" probe. The
+            # claim's order whole (due time, then id): without the id, PostgreSQL read and
+            # sorted every due row of the endpoint to take the first few (a backlog of
+            # 10,000 rows: 5 ms a claim).
             models.Index(
-                fields=["endpoint", "next_attempt_at"],
-                name="delivery_endpoint_due_idx",
+                fields=["endpoint", "next_attempt_at", "id"],
+                name="delivery_claim_order_idx",
                 condition=Q(status="pending"),
             ),
             models.Index(
