@@ -52,7 +52,7 @@ from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
 from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
-from .connections import give_back_pooled_connection
+from .connections import connections_pooled, give_back_pooled_connection
 from .dispatch import dispatch_wakes, wake_book
 from .known_endpoints import KnownEndpoint, forget_endpoint, recall_endpoint, remember_endpoint
 from .lanes import acquire, release, tasks_wait_for_a_slot, try_acquire
@@ -167,8 +167,10 @@ class _Owner:
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
         self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
         # Finished, not yet recorded: a round that all succeeded is recorded just after
-        # the next round's requests start (`_sends_before_recording`).
+        # the next round's requests start (`_sends_before_recording`), and while they are
+        # out (`_record_meanwhile`): that recording, until the owner has waited for it.
         self.unrecorded: list[Result] = []
+        self.recording: tuple[threading.Thread, dict[str, Any]] | None = None
         self.endpoint: Endpoint | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
@@ -203,6 +205,8 @@ class _Owner:
             self.lost = self.inactive = self.awaiting_consent = False
             self.cut.clear()  # (nothing is open between turns)
             hand_on = self._work()
+            # (Before the settling: it must not cancel rows whose success is being written.)
+            self._await_recording()
             if self.inactive and not self.awaiting_consent:
                 _settle_inactive(self.endpoint_id)
             # An endpoint disabled or suspended: no hold outlives it (a resume's wake must
@@ -246,7 +250,7 @@ class _Owner:
                 self._claim_and_start()
             if self.unrecorded:
                 results, self.unrecorded = self.unrecorded, []
-                self._record(results, Deferral([]))
+                self._record_meanwhile(results)
             if not self.open:
                 if self.lost or self.inactive:
                     return False
@@ -573,9 +577,71 @@ class _Owner:
         )
 
     def _record(self, results: list[Result], deferral: Deferral) -> None:
+        self._await_recording()
+        r = self._round(results, deferral)
+        if r is None:
+            return
+        try:
+            self.result.outcomes.update(record_round(r))
+        except IntegrityError:
+            self._deleted_meanwhile()
+
+    def _record_meanwhile(self, results: list[Result]) -> None:
+        """Record a round that all succeeded while the owner goes on with the next one
+        (its requests are out already): in a thread of its own where database
+        connections are pooled (in a gevent worker, a greenlet taking a pooled connection
+        and giving it back), so that the writing is no link in the chain of an owner's
+        rounds; else here. One such recording at a time: the owner waits for it before it
+        records anything else and before its turn ends."""
+        if not connections_pooled():
+            self._record(results, Deferral([]))
+            return
+        self._await_recording()
+        r = self._round(results, Deferral([]))
+        if r is None:
+            return
+        box: dict[str, Any] = {}
+
+        def write() -> None:
+            try:
+                box["outcomes"] = record_round(r)
+            except BaseException as exc:  # (answered to the owner when it waits)
+                box["error"] = exc
+            finally:
+                connection.close()  # the pooled connection given back
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        self.recording = (writer, box)
+
+    def _await_recording(self) -> None:
+        """Wait for the recording `_record_meanwhile` started; its error is ours."""
+        if self.recording is None:
+            return
+        writer, box = self.recording
+        # Waiting holds no pooled connection: the writer may need the pool's last one.
+        give_back_pooled_connection()
+        writer.join()
+        self.recording = None
+        error = box.get("error")
+        if isinstance(error, IntegrityError):
+            self._deleted_meanwhile()
+        elif error is not None:
+            raise error
+        else:
+            self.result.outcomes.update(box["outcomes"])
+
+    def _deleted_meanwhile(self) -> None:
+        # The endpoint (and its rows) was deleted while its requests were out.
+        logger.info("endpoint %s deleted while sending; results dropped", self.endpoint_id)
+        self.lost = True
+
+    def _round(self, results: list[Result], deferral: Deferral) -> Round | None:
+        """The round to record (None when there is nothing to write), and the soonest
+        retry it schedules."""
         endpoint = self.endpoint
         if endpoint is None or not (results or deferral.deliveries):
-            return
+            return None
         claim = DeliveryClaim(
             deliveries=[r.delivery for r in results] + deferral.deliveries,
             token=self.token,
@@ -589,12 +655,7 @@ class _Owner:
                 self.soonest_retry = min(self.soonest_retry, now + result.decision.delay_seconds)
         if deferral.deliveries:
             self.soonest_retry = min(self.soonest_retry, now + deferral.seconds)
-        try:
-            self.result.outcomes.update(record_round(Round(claim, endpoint, results, deferral)))
-        except IntegrityError:
-            # The endpoint (and its rows) was deleted while its requests were out.
-            logger.info("endpoint %s deleted while sending; results dropped", self.endpoint_id)
-            self.lost = True
+        return Round(claim, endpoint, results, deferral)
 
     # -- the lease -----------------------------------------------------------------------
 
@@ -625,6 +686,8 @@ class _Owner:
     def abort(self) -> None:
         for _, deadline in list(self.open.values()):
             deadline.cut()
+        with contextlib.suppress(Exception):
+            self._await_recording()
         with contextlib.suppress(Exception):
             until = time.monotonic() + ABORT_WAIT_SECONDS
             finished: list[tuple[Delivery, Outcome, Credentials]] = []

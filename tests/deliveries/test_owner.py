@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -1104,3 +1104,62 @@ def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiv
     assert row.status == DeliveryStatus.PENDING
     assert row.lease_token is None
     assert not EndpointOwner.objects.filter(pk=endpoint.pk, token__isnull=False).exists()
+
+
+def _record_round_off_the_owner(
+    monkeypatch: pytest.MonkeyPatch, error: Exception | None = None
+) -> list[str]:
+    """Connections taken as pooled, so an owner writes a round that all succeeded in a
+    thread of its own; returns the names of the threads that wrote rounds (the write off
+    the owner's thread fails with `error`, if given)."""
+    monkeypatch.setattr(owner_module, "connections_pooled", lambda: True)
+    writers: list[str] = []
+    real = owner_module.record_round
+    owner_thread = threading.current_thread()
+
+    def record_round(r: Any) -> dict[int, str]:
+        writers.append(threading.current_thread().name)
+        if error is not None and threading.current_thread() is not owner_thread:
+            raise error
+        return real(r)
+
+    monkeypatch.setattr(owner_module, "record_round", record_round)
+    return writers
+
+
+def test_a_round_written_while_its_owner_goes_on_is_still_its_own(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writers = _record_round_off_the_owner(monkeypatch)
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    rows = [delivery_row(endpoint) for _ in range(4)]
+
+    result = services.endpoint_work(endpoint_id=endpoint.pk)
+
+    # The owner waited for every write before its turn ended: each row's outcome is its.
+    assert result.outcomes == {row.pk: services.DeliveryOutcome.SUCCEEDED for row in rows}
+    assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+    assert len(receiver.requests) == 4
+    assert set(writers) - {threading.current_thread().name}, "no round was written meanwhile"
+
+
+def test_a_failed_write_made_while_its_owner_went_on_is_the_owners_error(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _record_round_off_the_owner(monkeypatch, error=DatabaseError("refused"))
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    for _ in range(3):
+        delivery_row(endpoint)
+
+    with pytest.raises(DatabaseError, match="refused"):
+        services.endpoint_work(endpoint_id=endpoint.pk)
+
+    # As any error of the owner's: the lease is given back; the round whose write failed
+    # stays claimed (sent again once its lease ends), and no row is lost.
+    assert EndpointOwner.objects.get(endpoint=endpoint).token is None
+    assert DeliveryStatus.SENDING in statuses(endpoint)
+    assert statuses(endpoint) <= {
+        DeliveryStatus.SENDING,
+        DeliveryStatus.SUCCEEDED,
+        DeliveryStatus.PENDING,
+    }
