@@ -8,11 +8,9 @@ class Migration(migrations.Migration):
         ("deliveries", "0020_tokens_audit_move_to_core"),
     ]
 
+    # The new index built before the old one is dropped: the drop's exclusive lock on the
+    # table is then held only for the moment between it and the commit.
     operations = [
-        migrations.RemoveIndex(
-            model_name="delivery",
-            name="delivery_endpoint_due_idx",
-        ),
         migrations.AddIndex(
             model_name="delivery",
             index=models.Index(
@@ -20,5 +18,9 @@ class Migration(migrations.Migration):
                 fields=["endpoint", "next_attempt_at", "id"],
                 name="delivery_claim_order_idx",
             ),
+        ),
+        migrations.RemoveIndex(
+            model_name="delivery",
+            name="delivery_endpoint_due_idx",
         ),
     ]

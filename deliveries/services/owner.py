@@ -171,6 +171,8 @@ class _Owner:
         # out (`_record_meanwhile`): that recording, until the owner has waited for it.
         self.unrecorded: list[Result] = []
         self.recording: tuple[threading.Thread, dict[str, Any]] | None = None
+        # Rounds in hand when waiting for that recording failed: `abort` writes them.
+        self.unwritten: list[tuple[list[Result], Deferral]] = []
         self.endpoint: Endpoint | None = None
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
@@ -249,8 +251,7 @@ class _Owner:
             if can_claim and not turn_over and time.monotonic() >= self.hold_until:
                 self._claim_and_start()
             if self.unrecorded:
-                results, self.unrecorded = self.unrecorded, []
-                self._record_meanwhile(results)
+                self._record_meanwhile()
             if not self.open:
                 if self.lost or self.inactive:
                     return False
@@ -577,7 +578,11 @@ class _Owner:
         )
 
     def _record(self, results: list[Result], deferral: Deferral) -> None:
-        self._await_recording()
+        try:
+            self._await_recording()
+        except BaseException:
+            self.unwritten.append((results, deferral))  # (not lost: `abort` writes them)
+            raise
         r = self._round(results, deferral)
         if r is None:
             return
@@ -586,7 +591,7 @@ class _Owner:
         except IntegrityError:
             self._deleted_meanwhile()
 
-    def _record_meanwhile(self, results: list[Result]) -> None:
+    def _record_meanwhile(self) -> None:
         """Record a round that all succeeded while the owner goes on with the next one
         (its requests are out already): in a thread of its own where database
         connections are pooled (in a gevent worker, a greenlet taking a pooled connection
@@ -594,9 +599,13 @@ class _Owner:
         rounds; else here. One such recording at a time: the owner waits for it before it
         records anything else and before its turn ends."""
         if not connections_pooled():
+            results, self.unrecorded = self.unrecorded, []
             self._record(results, Deferral([]))
             return
+        # (The round stays in `unrecorded` until the last recording is waited for: if
+        # that fails, `abort` writes it.)
         self._await_recording()
+        results, self.unrecorded = self.unrecorded, []
         r = self._round(results, Deferral([]))
         if r is None:
             return
@@ -606,28 +615,33 @@ class _Owner:
             try:
                 box["outcomes"] = record_round(r)
             except BaseException as exc:  # (answered to the owner when it waits)
-                box["error"] = exc
+                box["error"] = (
+                    exc if isinstance(exc, Exception) else RuntimeError(f"interrupted: {exc!r}")
+                )
             finally:
                 connection.close()  # the pooled connection given back
 
         writer = threading.Thread(target=write, daemon=True)
-        writer.start()
         self.recording = (writer, box)
+        writer.start()
 
-    def _await_recording(self) -> None:
-        """Wait for the recording `_record_meanwhile` started; its error is ours."""
+    def _await_recording(self, timeout: float | None = None) -> None:
+        """Wait for the recording `_record_meanwhile` started (at most `timeout`: then it
+        goes on alone); its error is ours."""
         if self.recording is None:
             return
         writer, box = self.recording
         # Waiting holds no pooled connection: the writer may need the pool's last one.
         give_back_pooled_connection()
-        writer.join()
+        writer.join(timeout)
         self.recording = None
         error = box.get("error")
         if isinstance(error, IntegrityError):
             self._deleted_meanwhile()
         elif error is not None:
             raise error
+        elif "outcomes" not in box:
+            raise RuntimeError("the recording of a round did not end in time")
         else:
             self.result.outcomes.update(box["outcomes"])
 
@@ -668,6 +682,9 @@ class _Owner:
         now = time.monotonic()
         if self.lost or now - self.renewed_at < self.renew_every:
             return
+        # The renewal updates every row the owner is sending, the recording some of them:
+        # one after the other, never two statements locking the same rows in two orders.
+        self._await_recording()
         try:
             renewed = owner_renew(endpoint_id=self.endpoint_id, token=self.token)
         except DatabaseError:
@@ -686,8 +703,17 @@ class _Owner:
     def abort(self) -> None:
         for _, deadline in list(self.open.values()):
             deadline.cut()
-        with contextlib.suppress(Exception):
-            self._await_recording()
+        try:
+            self._await_recording(timeout=ABORT_WAIT_SECONDS)
+        except Exception:
+            # Its round stays claimed: sent again once the rows' lease ends.
+            logger.warning(
+                "endpoint %s: a round's recording failed", self.endpoint_id, exc_info=True
+            )
+        for results, deferral in self.unwritten:
+            with contextlib.suppress(Exception):
+                self._record(results, deferral)
+        self.unwritten = []
         with contextlib.suppress(Exception):
             until = time.monotonic() + ABORT_WAIT_SECONDS
             finished: list[tuple[Delivery, Outcome, Credentials]] = []
