@@ -597,15 +597,14 @@ class _Owner:
         connections are pooled (in a gevent worker, a greenlet taking a pooled connection
         and giving it back), so that the writing is no link in the chain of an owner's
         rounds; else here. One such recording at a time: the owner waits for it before it
-        records anything else and before its turn ends."""
-        if not connections_pooled():
-            results, self.unrecorded = self.unrecorded, []
-            self._record(results, Deferral([]))
-            return
+        records anything else, renews its lease or ends its turn."""
         # (The round stays in `unrecorded` until the last recording is waited for: if
         # that fails, `abort` writes it.)
         self._await_recording()
         results, self.unrecorded = self.unrecorded, []
+        if not connections_pooled():
+            self._record(results, Deferral([]))
+            return
         r = self._round(results, Deferral([]))
         if r is None:
             return
