@@ -33,6 +33,15 @@ from ..models import (
 )
 from .ownership import lease_seconds
 
+# The tables our statements read, for `sql_cursor` (prepared once PostgreSQL has their
+# statistics).
+_DELIVERIES = (Delivery._meta.db_table, Event._meta.db_table)
+_ENDPOINTS = (
+    Endpoint._meta.db_table,
+    EndpointSecret._meta.db_table,
+    EndpointSigningKey._meta.db_table,
+)
+
 
 def _pending_due() -> Q:
     return Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=Now())
@@ -143,7 +152,7 @@ def _claim_unordered(
     *, endpoint: Endpoint, token: uuid.UUID, limit: int, with_expired: bool
 ) -> list[Delivery]:
     params: list[Any] = [endpoint.pk, limit, DeliveryStatus.SENDING, token, lease_seconds()]
-    with sql_cursor() as cursor:
+    with sql_cursor(_DELIVERIES) as cursor:
         cursor.execute(_unordered_claim_sql(with_expired), params)
         ids = [row[0] for row in cursor.fetchall()]
     if not ids:
@@ -186,7 +195,7 @@ def endpoint_version(*, endpoint_id: UUID | str) -> str | None:
     secrets: a change between the two reads then shows as a newer version at the next
     claim, never as an old version over newer data."""
     table = Endpoint._meta.db_table
-    with sql_cursor() as cursor:
+    with sql_cursor(_ENDPOINTS) as cursor:
         cursor.execute(f"SELECT {_version_sql('e')} FROM {table} e WHERE e.id = %s", [endpoint_id])  # noqa: S608
         row = cursor.fetchone()
     return None if row is None else row[0]
@@ -268,7 +277,7 @@ def claim_round(
     still the endpoint's, in one statement (see `_round_claim_sql`)."""
     params: list[Any] = [endpoint.pk, endpoint.pk, EndpointState.ACTIVE, version]
     params += [max(limit, 0), DeliveryStatus.SENDING, token, lease_seconds()]
-    with sql_cursor() as cursor:
+    with sql_cursor(_ENDPOINTS + _DELIVERIES) as cursor:
         cursor.execute(_round_claim_sql(with_expired), params)
         rows = cursor.fetchall()
     if not rows:
@@ -322,7 +331,7 @@ def _next_unordered_due(endpoint_id: UUID | str) -> tuple[datetime | None, bool]
     `ordering.claimable_in_order`), so without keyed rows this is the ORM's answer, from
     SQL written once: every lone turn asks it, and compiling the ordering rule's
     subqueries cost more than running them."""
-    with sql_cursor() as cursor:
+    with sql_cursor(_DELIVERIES) as cursor:
         cursor.execute(_NEXT_UNORDERED_DUE_SQL, [endpoint_id, endpoint_id])
         first, keyed = cursor.fetchone()
     return first, keyed

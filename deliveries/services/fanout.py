@@ -113,7 +113,7 @@ def _mark_fanned_out(event_ids: list[UUID], now: datetime) -> set[UUID]:
     another fan-out holds is skipped: that one does it); returns their ids."""
     if connection.vendor == "postgresql":
         table = connection.ops.quote_name(Event._meta.db_table)
-        with sql_cursor() as cursor:
+        with sql_cursor([Event._meta.db_table]) as cursor:
             cursor.execute(
                 f"UPDATE {table} SET fanned_out_at = %s WHERE id IN ("  # noqa: S608 (our table)
                 f"SELECT id FROM {table} WHERE id = ANY(%s) AND fanned_out_at IS NULL "

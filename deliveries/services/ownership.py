@@ -63,7 +63,7 @@ def _take(endpoint_id: UUID | str, token: uuid.UUID) -> bool:
     """The conditional take: the lease is free (never taken, given back or run out) and
     not on hold."""
     if _written_sql():
-        with sql_cursor() as cursor:
+        with sql_cursor([EndpointOwner._meta.db_table]) as cursor:
             cursor.execute(_TAKE_SQL, [token, lease_seconds(), str(endpoint_id)])
             return bool(cursor.rowcount)
     free = (Q(token__isnull=True) | Q(expires_at__lt=Now())) & (
@@ -89,7 +89,7 @@ def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
 def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: float = 0.0) -> None:
     """Give the lease back; with `hold_seconds`, no owner claims before that long."""
     if _written_sql():
-        with sql_cursor() as cursor:
+        with sql_cursor([EndpointOwner._meta.db_table]) as cursor:
             hold = float(hold_seconds)
             cursor.execute(_RELEASE_SQL, [hold, hold, str(endpoint_id), token])
         return

@@ -202,7 +202,7 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
             row = (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        with sql_cursor() as cursor:
+        with sql_cursor([Delivery._meta.db_table]) as cursor:
             cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *columns])
         return
     groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)

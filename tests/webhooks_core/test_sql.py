@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from webhooks_core import sql
 from webhooks_core.sql import sql_cursor
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +85,64 @@ def test_where_queries_are_logged_the_statements_are_logged_with_their_values() 
     with CaptureQueriesContext(connection) as queries, sql_cursor() as cursor:
         cursor.execute("SELECT %s::int AS webhooks_sql_logged_test", [7])
     assert [q["sql"] for q in queries] == ["SELECT 7::int AS webhooks_sql_logged_test"]
+
+
+@pytest.fixture
+def statistics_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No table known to have statistics, none asked about yet."""
+    monkeypatch.setattr(sql, "_ANALYSED", set())
+    monkeypatch.setattr(sql, "_ASKED_AT", {})
+
+
+@pytest.mark.usefixtures("statistics_unknown")
+def test_a_statement_is_prepared_only_once_the_tables_it_reads_have_statistics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A plan PostgreSQL keeps for a prepared statement is made for its tables as they are
+    # then: on a table never analysed, for a few rows, and kept while it grows.
+    monkeypatch.setattr(sql, "STATISTICS_RECHECK_SECONDS", 0.0)
+    table = "webhooks_sql_statistics_test"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY)")
+        cursor.execute(f"INSERT INTO {table} SELECT generate_series(1, 10)")
+    statement = f"SELECT id FROM {table} WHERE id = %s"  # noqa: S608 (the test's table)
+
+    def run() -> int:
+        with sql_cursor([table]) as cursor:
+            cursor.execute(statement, [3])
+            return int(cursor.fetchone()[0])
+
+    assert [run() for _ in range(7)] == [3] * 7  # (past psycopg's threshold of 5)
+    assert _prepared(table) == 0
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {table}")
+    assert run() == 3
+    assert _prepared(table) == 1
+
+
+@pytest.mark.usefixtures("statistics_unknown")
+def test_the_statistics_are_asked_for_at_most_every_few_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = "webhooks_sql_statistics_asked_test"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {table} (id integer)")
+    asked: list[str] = []
+
+    def count(execute: Any, sql_: str, params: Any, many: bool, context: Any) -> Any:
+        if "pg_class" in sql_:
+            asked.append(sql_)
+        return execute(sql_, params, many, context)
+
+    clock = [1000.0]
+    monkeypatch.setattr(sql.time, "monotonic", lambda: clock[0])
+    with connection.execute_wrapper(count):
+        for _ in range(3):
+            with sql_cursor([table]) as cursor:
+                cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
+        assert len(asked) == 1
+        clock[0] += sql.STATISTICS_RECHECK_SECONDS
+        with sql_cursor([table]) as cursor:
+            cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
+    assert len(asked) == 2
