@@ -59,7 +59,7 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
     ),
     "DATABASE_PREPARE_THRESHOLD": (
         "`5`",
-        "PostgreSQL: psycopg's `prepare_threshold` (Django's `OPTIONS[\"prepare_threshold\"]`). Any number lets PostgreSQL prepare our own statements on hot paths (an owner's lease, claim and look; a fan-out's mark) on their first run, once per connection; the ORM's statements are never prepared. `none`: nothing is prepared, for a transaction-mode PgBouncer older than 1.21, which cannot keep prepared statements.",
+        "PostgreSQL: psycopg's `prepare_threshold` (Django's `OPTIONS[\"prepare_threshold\"]`). Any number lets PostgreSQL prepare our own statements on hot paths (an owner's lease, claim and look; a fan-out's mark) on their first run once PostgreSQL has analysed the tables they read, once per connection; the ORM's statements are never prepared. `none`: nothing is prepared, for a transaction-mode PgBouncer older than 1.21, which cannot keep prepared statements.",
     ),
     "CELERY_BROKER_URL": ("`memory://` (in-process)", "e.g. `redis://host:6379/0`."),
     "CELERY_BROKER_VISIBILITY_TIMEOUT": (
