@@ -32,6 +32,9 @@ MAX_RESPONSE_READ_BYTES = 64 * 1024
 # connections dropped after use.
 POOLED_HOSTS = 256
 CONNECTIONS_PER_HOST = 1024
+# No retries and no redirects followed (a policy of our own: the owner retries). Built
+# once: urllib3 builds one from `retries=False` on every request otherwise.
+NO_RETRIES = urllib3.Retry(total=False, redirect=False)
 
 # By (SSRF policy, client TLS fingerprint, egress proxy): a connection opened under one
 # is only ever reused under an equal one.
@@ -244,7 +247,7 @@ def _request(
                 headers=all_headers,
                 timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
                 redirect=False,
-                retries=False,
+                retries=NO_RETRIES,
                 preload_content=False,
             )
     except (HTTPError, OSError) as exc:

@@ -5,7 +5,6 @@ default: SQLite and Celery's in-process ``memory://`` broker, so ``make run`` wo
 machine with no servers. Every variable is listed in the README's configuration table.
 """
 
-import sys
 from pathlib import Path
 
 import environ
@@ -14,6 +13,7 @@ from deliveries.conf import SETTINGS as DELIVERIES_SETTINGS
 from receivers.conf import SETTINGS as RECEIVERS_SETTINGS
 from webhooks_core.conf import SETTINGS as CORE_SETTINGS
 from webhooks_core.conf import Setting
+from webhooks_core.cooperative import patched
 from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY, refuse_unsafe_keys
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -121,10 +121,7 @@ if USES_POSTGRES and DATABASE_PREPARE_THRESHOLD.strip().lower() != "none":
 
 
 def _runs_on_greenlets() -> bool:
-    # gevent.monkey is imported by whoever patched (gunicorn's gevent worker); checking
-    # sys.modules first keeps every other process from importing gevent at all.
-    monkey = sys.modules.get("gevent.monkey")
-    return bool(monkey is not None and monkey.is_module_patched("threading"))
+    return patched("threading")
 
 
 # The web process runs on gevent (Procfile): Django keeps a connection per thread, and there

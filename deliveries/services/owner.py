@@ -44,6 +44,8 @@ import redis
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from webhooks_core.cooperative import start_beside
+
 from .. import conf, deadlines, destinations, metrics
 from ..destinations import Credentials, Kind, Outcome
 from ..headers import MASK
@@ -489,9 +491,9 @@ class _Owner:
                 metrics.lanes_busy.dec()
             self.finished.put((delivery, outcome, credentials))
 
-        # A thread per request: a greenlet in the gevent worker (its pool patches
-        # `threading`); lanes never touch the database.
-        threading.Thread(target=lane, daemon=True).start()
+        # A greenlet per request in the gevent worker, a thread elsewhere; lanes never
+        # touch the database.
+        start_beside(lane)
         self.result.sent += 1
 
     def _wait_and_record(self, may_claim: bool) -> None:

@@ -3,6 +3,7 @@ endpoint's health, in one transaction, then the signals, metrics and logs. A ret
 needs no message: the owner sends it when it falls due soon, else wakes the endpoint
 with a countdown or leaves it to the sweeper (`owner`)."""
 
+import json
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -138,8 +139,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
         attempts = [
             result.attempt for r in rounds for result in r.results if result.attempt is not None
         ]
-        if attempts:
-            Attempt.objects.bulk_create(attempts)
+        _insert_attempts(attempts)
         succeeded: list[tuple[DeliveryClaim, Result]] = []
         for r, mine, done in zip(rounds, owned, outcomes, strict=True):
             for result in r.results:
@@ -172,6 +172,44 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 error=result.error,
             )
     return outcomes
+
+
+def _insert_attempts(attempts: list[Attempt]) -> None:
+    """One insert of the rounds' attempts. On PostgreSQL a statement written once (their
+    columns as arrays), which PostgreSQL prepares: the ORM's `bulk_create` compiled its
+    insert anew each time, about 5 % of the delivery worker's CPU; nothing reads the new
+    rows' ids back."""
+    if not attempts:
+        return
+    if connection.vendor != "postgresql":
+        Attempt.objects.bulk_create(attempts)
+        return
+    columns: list[list[Any]] = [[] for _ in range(8)]
+    for a in attempts:
+        row = (
+            a.delivery_id,
+            a.number,
+            a.started_at,
+            float(a.duration_ms),
+            json.dumps(a.request_headers),
+            a.response_status,
+            a.response_body,
+            a.error,
+        )
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    with sql_cursor() as cursor:
+        cursor.execute(_ATTEMPTS_SQL, columns)
+
+
+_ATTEMPTS_SQL = (
+    f"INSERT INTO {Attempt._meta.db_table} (delivery_id, number, started_at, duration_ms, "  # noqa: S608 (names from the model)
+    "request_headers, response_status, response_body, error) "
+    "SELECT v.delivery, v.number, v.started, v.took, v.headers::jsonb, v.status, v.body, "
+    "v.error FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], "
+    "%s::double precision[], %s::text[], %s::integer[], %s::text[], %s::text[]) "
+    "AS v(delivery, number, started, took, headers, status, body, error)"
+)
 
 
 def _still_owned(r: Round, now: datetime) -> set[int]:

@@ -212,3 +212,33 @@ def test_endpoints_whose_rounds_ended_well_get_their_health_in_one_write(
         assert stored.consecutive_failures == r.endpoint.consecutive_failures == 0
         assert stored.last_success_at == r.endpoint.last_success_at is not None
     assert Endpoint.objects.get(pk=failed.endpoint.pk).consecutive_failures == 1
+
+
+def test_attempts_are_written_with_every_column_as_recorded(receiver: Receiver) -> None:
+    """One insert of the rounds' attempts (columns as arrays, on PostgreSQL): text that
+    needs quoting in an array, JSON headers, an attempt with no answer and a whole number
+    of milliseconds come back as they went in."""
+    answered, unanswered = claimed_round(receiver), claimed_round(receiver, Verdict.RETRY)
+    first = answered.results[0].attempt
+    assert first is not None
+    first.request_headers = {"X-Webhook-Id": 'ab"c', "X-Note": "é, {x}\\ NULL"}
+    first.response_status = 200
+    first.response_body = 'a "quoted", {braced} \\ body\nNULL'
+    first.duration_ms = 12.5
+    second = unanswered.results[0].attempt
+    assert second is not None
+    second.response_status = None
+    second.error = "ConnectionError: refused, {1,2}"
+    second.duration_ms = 7
+
+    recorder.record_round(answered)
+    recorder.record_round(unanswered)
+
+    stored = Attempt.objects.get(delivery_id=first.delivery_id)
+    assert (stored.number, stored.started_at) == (1, first.started_at)
+    assert stored.request_headers == first.request_headers
+    assert (stored.response_status, stored.response_body) == (200, first.response_body)
+    assert (stored.duration_ms, stored.error) == (12.5, "")
+    failed = Attempt.objects.get(delivery_id=second.delivery_id)
+    assert (failed.response_status, failed.error, failed.duration_ms) == (None, second.error, 7.0)
+    assert failed.request_headers == {}
