@@ -177,8 +177,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
 def _insert_attempts(attempts: list[Attempt]) -> None:
     """One insert of the rounds' attempts. On PostgreSQL a statement written once (their
     columns as arrays), which PostgreSQL prepares: the ORM's `bulk_create` compiled its
-    insert anew each time, about 5 % of the delivery worker's CPU; nothing reads the new
-    rows' ids back."""
+    insert anew each time. Nothing reads the new rows' ids back."""
     if not attempts:
         return
     if connection.vendor != "postgresql":
