@@ -167,6 +167,10 @@ class _Owner:
         self.lease = lease_seconds()
         self.renew_every = self.lease / 3
         self.open: dict[int, tuple[Delivery, deadlines.Deadline]] = {}
+        # The claim (numbered) each open request came from: a round gathers only the
+        # requests of the claim of the one that ended first.
+        self.claim_of: dict[int, int] = {}
+        self.claims = 0
         self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
         # Finished, not yet recorded: a round that all succeeded is recorded just after
         # the next round's requests start (`_sends_before_recording`), and while they are
@@ -435,6 +439,7 @@ class _Owner:
         credentials = self._credentials(rows, endpoint)
         if credentials is None:
             return
+        self.claims += 1
         for index, delivery in enumerate(rows):
             wait = rate_limit_wait(endpoint=endpoint)
             if wait:
@@ -473,6 +478,7 @@ class _Owner:
     def _start(self, delivery: Delivery, endpoint: Endpoint, credentials: Credentials) -> None:
         deadline = deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds)
         self.open[delivery.pk] = (delivery, deadline)
+        self.claim_of[delivery.pk] = self.claims
         destination = destinations.for_url(endpoint.url)
         metrics.lanes_busy.inc()
 
@@ -509,16 +515,20 @@ class _Owner:
         # Lanes started together end together: wait a moment for the others, so a round
         # records and claims for all of them, not one statement set per request (a
         # quarter of a request's time at most, 50 ms at most: nothing for fast receivers).
+        # Only for those of the same claim: one claimed later (its row came while the
+        # others were out, as events one at a time do) ends later, and waiting for it
+        # would leave the lanes that ended idle for the whole window, round after round.
         window = min(MAX_GATHER_SECONDS, finished[0][1].duration_ms / 1000 * GATHER_SHARE)
+        waiting = self._claimed_with(finished[0][0].pk)
         until = time.monotonic() + window
-        while len(finished) < len(self.open):
+        while waiting:
             try:
                 left = until - time.monotonic()
-                finished.append(
-                    self.finished.get(timeout=left) if left > 0 else self.finished.get_nowait()
-                )
+                ended = self.finished.get(timeout=left) if left > 0 else self.finished.get_nowait()
             except queue.Empty:
                 break
+            finished.append(ended)
+            waiting.discard(ended[0].pk)
         results, deferral = self._settled(finished)
         if deferral.deliveries:
             # Not before the destination said (no claim would take them sooner anyway).
@@ -538,6 +548,15 @@ class _Owner:
             return
         self._record(results, deferral)
 
+    def _claimed_with(self, pk: int) -> set[int]:
+        """The other open requests of the claim request `pk` came from."""
+        claim = self.claim_of.get(pk)
+        return {
+            other
+            for other, of in self.claim_of.items()
+            if other != pk and of == claim and other in self.open
+        }
+
     def _settled(
         self, finished: list[tuple[Delivery, Outcome, Credentials]]
     ) -> tuple[list[Result], Deferral]:
@@ -548,6 +567,7 @@ class _Owner:
         seconds = 0.0
         for delivery, outcome, credentials in finished:
             self.open.pop(delivery.pk, None)
+            self.claim_of.pop(delivery.pk, None)
             if (
                 delivery.pk in self.cut
                 and outcome.status_code is None
