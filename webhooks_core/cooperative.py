@@ -55,6 +55,9 @@ def readable_now(fileno: int) -> bool:
     """Whether the file descriptor is readable (data, end of file or an error) now,
     without waiting."""
     global _poll_class
+    if not hasattr(select, "poll"):
+        # (Windows has no poll: the portable form, as urllib3's own check takes.)
+        return bool(select.select([fileno], [], [], 0)[0])
     if _poll_class is None:
         _poll_class = _os_poll()
     poller = _poll_class()

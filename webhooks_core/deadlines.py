@@ -9,6 +9,7 @@ The same handle lets an owner that loses its lease abort its requests (`abort`).
 """
 
 import contextlib
+import contextvars
 import heapq
 import itertools
 import os
@@ -124,7 +125,11 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
-_current = threading.local()
+# The request this thread (or greenlet) is sending: a context variable, not a
+# `threading.local`, whose first use in each new greenlet (a lane each) built its storage.
+_current: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "request_deadline", default=None
+)
 
 
 def after(seconds: float) -> Deadline:
@@ -135,15 +140,15 @@ def after(seconds: float) -> Deadline:
 def arm(deadline: Deadline) -> Deadline:
     """Watch the deadline; the connections this thread uses for a request until `finish`
     attach to it."""
-    _current.deadline = deadline
+    _current.set(deadline)
     _watchdog.watch(deadline)
     return deadline
 
 
 def finish(deadline: Deadline) -> bool:
     """End the request's watch; returns whether its deadline cut it short."""
-    if getattr(_current, "deadline", None) is deadline:
-        _current.deadline = None
+    if _current.get() is deadline:
+        _current.set(None)
     return deadline.disarm()
 
 
@@ -154,7 +159,7 @@ class CutShort(OSError):
 def attach_current(connection: Any) -> None:
     """Called by our connection classes as a request starts on `connection`; raises
     `CutShort` when its deadline has already fired."""
-    deadline: Deadline | None = getattr(_current, "deadline", None)
+    deadline = _current.get()
     if deadline is not None:
         deadline.attach(connection)
     raise_if_cut()
@@ -164,6 +169,6 @@ def raise_if_cut() -> None:
     """Called by our connection classes once connected, before sending: a connect that
     was under way when the request was cut (its socket could not be shut yet) sends
     nothing."""
-    deadline: Deadline | None = getattr(_current, "deadline", None)
+    deadline = _current.get()
     if deadline is not None and deadline.fired:
         raise CutShort("cut short before it was sent")

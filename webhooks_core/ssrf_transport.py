@@ -38,11 +38,14 @@ class AddressRefused(NewConnectionError):
 @contextlib.contextmanager
 def address_policy(policy: AddressPolicy | None) -> Iterator[None]:
     """Apply `policy` to the connections this thread opens inside the block."""
-    token = _policy.set(policy)
+    # Restored by value, not by the set's token: a generator holding this block open
+    # across its yields may be closed in another context, where a token's reset raises.
+    previous = _policy.get()
+    _policy.set(policy)
     try:
         yield
     finally:
-        _policy.reset(token)
+        _policy.set(previous)
 
 
 def _open_checked_socket(conn: HTTPConnection) -> socket.socket:

@@ -16,7 +16,7 @@ from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.retry_policy import Decision, Verdict
 from deliveries.services import claims, ownership, recorder
 from deliveries.services.outcomes import DeliveryOutcome
-from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round
+from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round, record_rounds
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver
@@ -231,8 +231,7 @@ def test_attempts_are_written_with_every_column_as_recorded(receiver: Receiver) 
     second.error = "ConnectionError: refused, {1,2}"
     second.duration_ms = 7
 
-    recorder.record_round(answered)
-    recorder.record_round(unanswered)
+    record_rounds([answered, unanswered])  # one insert of both
 
     stored = Attempt.objects.get(delivery_id=first.delivery_id)
     assert (stored.number, stored.started_at) == (1, first.started_at)

@@ -2,17 +2,20 @@
 connections before it reuses one: in this process (threads) and under gevent's patching
 (a process of its own, as the delivery worker runs)."""
 
+import contextvars
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Generator
 
 from urllib3.util.wait import wait_for_read
 
 from tests.conftest import wait_until
-from webhooks_core import cooperative
-from webhooks_core.ssrf_transport import GuardedHTTPConnection
+from webhooks_core import cooperative, ssrf_transport
+from webhooks_core.ssrf import AddressPolicy
+from webhooks_core.ssrf_transport import GuardedHTTPConnection, address_policy
 
 
 def test_readable_now_says_whether_the_peer_said_something_or_left() -> None:
@@ -75,6 +78,12 @@ GEVENT_CHECK = textwrap.dedent(
     gevent.sleep(0.05)
     assert done == [True], done
 
+    import select
+
+    def cooperative_poll():
+        raise AssertionError("gevent's poll was asked")
+
+    select.poll = cooperative_poll  # (what the patched module offers is not used)
     ours, peer = socket.socketpair()
     assert not cooperative.readable_now(ours.fileno())
     peer.close()
@@ -90,3 +99,20 @@ def test_under_gevent_a_raw_greenlet_and_the_operating_systems_poll() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_an_address_policy_block_closed_in_another_context_restores_quietly() -> None:
+    # The receiving side's reconciliation holds the block open across a generator's
+    # yields; such a generator may be closed in another context (another thread, the
+    # garbage collector), where resetting a context variable by its token raises and
+    # hides the error that closed it.
+    policy = AddressPolicy(require_https=False)
+
+    def pages() -> Generator[int, None, None]:
+        with address_policy(policy):
+            yield 1
+
+    opened = pages()
+    contextvars.copy_context().run(next, opened)  # entered in a context of its own
+    opened.close()  # closed here
+    assert ssrf_transport._policy.get() is None
