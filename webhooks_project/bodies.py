@@ -32,6 +32,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
+# (Named as gevent's own: the tests replace it.)
+from webhooks_core.cooperative import patched as is_module_patched
+
 # The largest body any view takes: a receiving source's own limit is at most 10 MiB.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 BODY_TIMEOUT_SECONDS = 30.0
@@ -199,12 +202,8 @@ def _answer(start_response: StartResponse, status: str, detail: str) -> Iterable
 
 try:
     from gevent import Timeout as _GeventTimeout
-    from gevent.monkey import is_module_patched
 except ImportError:  # pragma: no cover - gevent is a dependency; kept optional for hosts
     _GeventTimeout = None
-
-    def is_module_patched(name: str) -> bool:
-        return False
 
 
 class _Timeout(Exception):

@@ -551,11 +551,8 @@ class _Owner:
     def _claimed_with(self, pk: int) -> set[int]:
         """The other open requests of the claim request `pk` came from."""
         claim = self.claim_of.get(pk)
-        return {
-            other
-            for other, of in self.claim_of.items()
-            if other != pk and of == claim and other in self.open
-        }
+        # (`claim_of` holds the open requests only: both are kept and emptied together.)
+        return {other for other, of in self.claim_of.items() if other != pk and of == claim}
 
     def _settled(
         self, finished: list[tuple[Delivery, Outcome, Credentials]]

@@ -183,9 +183,8 @@ def _insert_attempts(attempts: list[Attempt]) -> None:
     if connection.vendor != "postgresql":
         Attempt.objects.bulk_create(attempts)
         return
-    columns: list[list[Any]] = [[] for _ in range(8)]
-    for a in attempts:
-        row = (
+    rows = [
+        (
             a.delivery_id,
             a.number,
             a.started_at,
@@ -195,10 +194,16 @@ def _insert_attempts(attempts: list[Attempt]) -> None:
             a.response_body,
             a.error,
         )
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
+        for a in attempts
+    ]
     with sql_cursor() as cursor:
-        cursor.execute(_ATTEMPTS_SQL, columns)
+        cursor.execute(_ATTEMPTS_SQL, _as_columns(rows))
+
+
+def _as_columns(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows (at least one) as their columns, each a list: the arrays a statement of ours
+    unnests."""
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 _ATTEMPTS_SQL = (
@@ -233,14 +238,14 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
     if not succeeded:
         return
     if connection.vendor == "postgresql" and all(r.attempt for _, r in succeeded):
-        columns: list[list[Any]] = [[], [], [], []]
+        rows = []
         for claim, result in succeeded:
             assert result.attempt is not None
-            row = (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
+            rows.append(
+                (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
+            )
         with sql_cursor([Delivery._meta.db_table]) as cursor:
-            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *columns])
+            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *_as_columns(rows)])
         return
     groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)
     for claim, result in succeeded:
