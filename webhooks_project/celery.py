@@ -26,3 +26,12 @@ def _drop_unusable_connections(**_: Any) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@signals.worker_ready.connect
+@signals.worker_process_init.connect
+def _settle_garbage_collection(**_: Any) -> None:
+    # What start-up made, out of the collector's sight (webhooks_core/collector.py).
+    from webhooks_core.collector import settle_after_start_up
+
+    settle_after_start_up()
