@@ -8,6 +8,7 @@ a name or value would start a new header. Values must be Latin-1, the only text 
 headers can carry (`http.client` raises on anything else, at send time).
 """
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -48,6 +49,8 @@ MASK = "<redacted>"
 CREDENTIAL_WORDS = ("authorization", "signature", "secret", "token", "key", "cookie", "password")
 
 
+# Asked for every header of every attempt (`wire.redact_headers`), of a few names.
+@functools.lru_cache(maxsize=1024)
 def is_credential(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in CREDENTIAL_WORDS)

@@ -20,6 +20,11 @@ it then sees them and kept until their statistics change. Made on a table never 
 table of a few rows, sequential scans and sorts of everything, while the table grows to
 thousands of rows (an owner's claim went from 0.6 to 2.5-5 ms). Until then the statement
 is bound on the server but planned on each run, for the table as it is.
+
+Where Django keeps times in UTC (`USE_TZ`), these cursors read `timestamptz` columns
+with psycopg's own loader (its C one, with `psycopg[binary]`): Django's wraps psycopg's
+pure-Python one, about 10 µs a value, and a round's claim reads seven per row. Both give
+the same instant, aware, in the session's zone (UTC, as Django sets it).
 """
 
 import contextlib
@@ -105,8 +110,16 @@ def _cursor_class(prepare: bool) -> Any:
     be prepared yet, would be after five runs)."""
     if prepare not in _CURSOR_CLASSES:
         import psycopg
+        from django.conf import settings
+        from psycopg.types.datetime import TimestamptzLoader
 
         class ServerBindingCursor(psycopg.Cursor[Any]):
+            def __init__(self, connection: Any, **kwargs: Any) -> None:
+                super().__init__(connection, **kwargs)
+                if settings.USE_TZ:
+                    # (psycopg swaps in its C loader where it has one.)
+                    self.adapters.register_loader("timestamptz", TimestamptzLoader)
+
             def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
                 options.setdefault("prepare", prepare)
                 return super().execute(query, params, **options)

@@ -175,44 +175,60 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
 
 
 def _insert_attempts(attempts: list[Attempt]) -> None:
-    """One insert of the rounds' attempts. On PostgreSQL a statement written once (their
-    columns as arrays), which PostgreSQL prepares: the ORM's `bulk_create` compiled its
-    insert anew each time. Nothing reads the new rows' ids back."""
+    """One insert of the rounds' attempts. On PostgreSQL a statement written once, which
+    PostgreSQL prepares (the ORM's `bulk_create` compiled its insert anew each time), its
+    rows passed as one JSON document (`_as_json`). Nothing reads the new rows' ids back."""
     if not attempts:
         return
     if connection.vendor != "postgresql":
         Attempt.objects.bulk_create(attempts)
         return
     rows = [
-        (
-            a.delivery_id,
-            a.number,
-            a.started_at,
-            float(a.duration_ms),
-            json.dumps(a.request_headers),
-            a.response_status,
-            a.response_body,
-            a.error,
-        )
+        {
+            "delivery": a.delivery_id,
+            "number": a.number,
+            "started": a.started_at,
+            "took": float(a.duration_ms),
+            "headers": a.request_headers,
+            "status": a.response_status,
+            "body": _storable(a.response_body),
+            "error": _storable(a.error),
+        }
         for a in attempts
     ]
     with sql_cursor() as cursor:
-        cursor.execute(_ATTEMPTS_SQL, _as_columns(rows))
+        cursor.execute(_ATTEMPTS_SQL, [_as_json(rows)])
 
 
-def _as_columns(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
-    """Rows (at least one) as their columns, each a list: the arrays a statement of ours
-    unnests."""
-    return [list(column) for column in zip(*rows, strict=True)]
+def _as_json(rows: list[dict[str, Any]]) -> str:
+    """Rows as one JSON document, for a statement of ours to read with
+    `json_to_recordset`. Not one array per column: psycopg quotes each element of a text
+    array in Python (a regular expression per string), about 35 µs per attempt, a fifth
+    of the recording's CPU, where `json.dumps` writes the same rows in C (about 4)."""
+    return json.dumps(rows, separators=(",", ":"), default=_json_value)
+
+
+def _json_value(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not written as JSON")
+
+
+def _storable(text: str | None) -> str | None:
+    # PostgreSQL text holds no NUL (nor does jsonb's text): as the transport stores a
+    # receiver's body.
+    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
 _ATTEMPTS_SQL = (
     f"INSERT INTO {Attempt._meta.db_table} (delivery_id, number, started_at, duration_ms, "  # noqa: S608 (names from the model)
     "request_headers, response_status, response_body, error) "
-    "SELECT v.delivery, v.number, v.started, v.took, v.headers::jsonb, v.status, v.body, "
-    "v.error FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], "
-    "%s::double precision[], %s::text[], %s::integer[], %s::text[], %s::text[]) "
-    "AS v(delivery, number, started, took, headers, status, body, error)"
+    "SELECT v.delivery, v.number, v.started, v.took, v.headers, v.status, v.body, v.error "
+    "FROM json_to_recordset(%s::json) AS v(delivery bigint, number integer, "
+    "started timestamptz, took double precision, headers jsonb, status integer, body text, "
+    "error text)"
 )
 
 
@@ -242,10 +258,15 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
         for claim, result in succeeded:
             assert result.attempt is not None
             rows.append(
-                (result.delivery.pk, claim.token, result.status_code, result.attempt.started_at)
+                {
+                    "id": result.delivery.pk,
+                    "token": claim.token,
+                    "code": result.status_code,
+                    "started": result.attempt.started_at,
+                }
             )
         with sql_cursor([Delivery._meta.db_table]) as cursor:
-            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, *_as_columns(rows)])
+            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, _as_json(rows)])
         return
     groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)
     for claim, result in succeeded:
@@ -269,8 +290,8 @@ _SUCCESSES_SQL = (
     "lease_expires_at = NULL, last_status_code = v.code, last_error = '', updated_at = %s, "
     "completed_at = %s, next_attempt_at = NULL, "
     "first_attempt_at = COALESCE(d.first_attempt_at, v.started) "
-    "FROM unnest(%s::bigint[], %s::uuid[], %s::integer[], %s::timestamptz[]) "
-    "AS v(id, token, code, started) WHERE d.id = v.id AND d.lease_token = v.token"
+    "FROM json_to_recordset(%s::json) AS v(id bigint, token uuid, code integer, "
+    "started timestamptz) WHERE d.id = v.id AND d.lease_token = v.token"
 )
 
 

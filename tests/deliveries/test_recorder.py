@@ -215,15 +215,16 @@ def test_endpoints_whose_rounds_ended_well_get_their_health_in_one_write(
 
 
 def test_attempts_are_written_with_every_column_as_recorded(receiver: Receiver) -> None:
-    """One insert of the rounds' attempts (columns as arrays, on PostgreSQL): text that
-    needs quoting in an array, JSON headers, an attempt with no answer and a whole number
-    of milliseconds come back as they went in."""
+    """One insert of the rounds' attempts (their rows as one JSON document, on
+    PostgreSQL): text that needs quoting in JSON or an array, non-ASCII text, JSON headers,
+    an attempt with no answer and a whole number of milliseconds come back as they went
+    in; a NUL, which PostgreSQL's text cannot hold, comes back as U+FFFD."""
     answered, unanswered = claimed_round(receiver), claimed_round(receiver, Verdict.RETRY)
     first = answered.results[0].attempt
     assert first is not None
     first.request_headers = {"X-Webhook-Id": 'ab"c', "X-Note": "é, {x}\\ NULL"}
     first.response_status = 200
-    first.response_body = 'a "quoted", {braced} \\ body\nNULL'
+    first.response_body = 'a "quoted", {braced} \\ body\nNULL \\u0000 \x00 ✓'
     first.duration_ms = 12.5
     second = unanswered.results[0].attempt
     assert second is not None
@@ -236,7 +237,10 @@ def test_attempts_are_written_with_every_column_as_recorded(receiver: Receiver) 
     stored = Attempt.objects.get(delivery_id=first.delivery_id)
     assert (stored.number, stored.started_at) == (1, first.started_at)
     assert stored.request_headers == first.request_headers
-    assert (stored.response_status, stored.response_body) == (200, first.response_body)
+    assert (stored.response_status, stored.response_body) == (
+        200,
+        'a "quoted", {braced} \\ body\nNULL \\u0000 \ufffd ✓',
+    )
     assert (stored.duration_ms, stored.error) == (12.5, "")
     failed = Attempt.objects.get(delivery_id=second.delivery_id)
     assert (failed.response_status, failed.error, failed.duration_ms) == (None, second.error, 7.0)
