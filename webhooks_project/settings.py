@@ -141,6 +141,13 @@ if USES_POSTGRES and DATABASE_POOL_MAX_SIZE:
         "max_size": DATABASE_POOL_MAX_SIZE,
         "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
     }
+    # Django's backend but for one thing: a pooled connection is checked by its socket,
+    # not by an empty query per checkout (a round trip per owner's round; see
+    # webhooks_core/db/postgresql/base.py). CONN_HEALTH_CHECKS on brings the query back.
+    DATABASES["default"]["ENGINE"] = "webhooks_core.db.postgresql"
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
+        "DATABASE_POOL_CHECK_BY_QUERY", default=False
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

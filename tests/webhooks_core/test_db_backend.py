@@ -1,0 +1,110 @@
+"""`webhooks_core.db.postgresql`: a pooled connection is checked by its socket, and one
+the server has closed is never handed out (real PostgreSQL, a pool of our own)."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.conftest import wait_until
+from webhooks_core.db.postgresql.base import DatabaseWrapper, sound
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def pooled() -> Iterator[DatabaseWrapper]:
+    settings = {
+        **connection.settings_dict,
+        "ENGINE": "webhooks_core.db.postgresql",
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": False,
+        "OPTIONS": {
+            **connection.settings_dict.get("OPTIONS", {}),
+            "pool": {"min_size": 2, "max_size": 2, "timeout": 10},
+        },
+    }
+    wrapper = DatabaseWrapper(settings, alias="pool_check_test")
+    try:
+        yield wrapper
+    finally:
+        wrapper.close()
+        wrapper.close_pool()
+
+
+def _backend_pid(wrapper: DatabaseWrapper) -> int:
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+def _terminate(pids: set[int]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [list(pids)]
+        )
+
+
+def _idle_pids(wrapper: DatabaseWrapper) -> set[int]:
+    """The backends of the pool's connections (each taken once, then given back)."""
+    pool: Any = wrapper.pool
+    pool.open()
+    taken = [pool.getconn() for _ in range(pool.max_size)]
+    pids = {conn.info.backend_pid for conn in taken}
+    for conn in taken:
+        pool.putconn(conn)
+    return pids
+
+
+def test_an_idle_connection_is_sound_without_a_query() -> None:
+    with psycopg.connect(**_params()) as conn:
+        conn.autocommit = True
+        assert sound(conn)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_connection_the_server_closed_is_not_sound() -> None:
+    conn = psycopg.connect(**_params(), autocommit=True)
+    try:
+        _terminate({conn.info.backend_pid})
+        wait_until(lambda: not sound(conn), timeout=10, what="the closed connection to be found")
+    finally:
+        conn.close()
+
+
+def test_a_pool_whose_connections_were_all_closed_hands_out_a_working_one(
+    pooled: DatabaseWrapper,
+) -> None:
+    first = _backend_pid(pooled)
+    pooled.close()  # given back to the pool
+    closed = _idle_pids(pooled)
+    assert first in closed
+    _terminate(closed)
+
+    # Without the check, the first query on a closed connection would fail.
+    assert _backend_pid(pooled) not in closed
+    pooled.close()
+    assert _backend_pid(pooled) not in closed
+
+
+def test_the_check_by_query_is_left_to_django_when_health_checks_are_on(
+    pooled: DatabaseWrapper,
+) -> None:
+    pooled.settings_dict["CONN_HEALTH_CHECKS"] = True
+    pooled.close_pool()  # made again with Django's check
+    closed = _idle_pids(pooled)
+    _terminate(closed)
+    assert _backend_pid(pooled) not in closed
+
+
+def _params() -> dict[str, Any]:
+    settings = connection.settings_dict
+    return {
+        "dbname": settings["NAME"],
+        "user": settings["USER"] or None,
+        "host": settings["HOST"] or None,
+        "port": settings["PORT"] or None,
+        "password": settings["PASSWORD"] or None,
+    }
