@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from celery import signals
 
-from webhooks_core.collector import YOUNG_GENERATION_THRESHOLD, settle_after_start_up
+from webhooks_core.collector import WORKER_YOUNG_GENERATION_THRESHOLD, settle_after_start_up
 
 
 @pytest.fixture
@@ -19,16 +19,19 @@ def collector_restored() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("collector_restored")
-def test_settling_freezes_what_exists_and_raises_the_young_threshold() -> None:
+def test_settling_freezes_what_exists_and_leaves_the_thresholds_unless_asked() -> None:
     gc.unfreeze()
-    made_at_start_up = [object() for _ in range(3)]  # (containers are what gc tracks)
+    made_at_start_up = [[] for _ in range(3)]  # (containers are what gc tracks)
     assert gc.get_freeze_count() == 0
-    middle, old = gc.get_threshold()[1:]
+    threshold = gc.get_threshold()
 
     settle_after_start_up()
 
     assert gc.get_freeze_count() > len(made_at_start_up)
-    assert gc.get_threshold() == (YOUNG_GENERATION_THRESHOLD, middle, old)
+    assert gc.get_threshold() == threshold
+
+    settle_after_start_up(5_000)
+    assert gc.get_threshold() == (5_000, *threshold[1:])
 
 
 @pytest.mark.usefixtures("collector_restored")
@@ -39,4 +42,4 @@ def test_a_celery_worker_of_the_reference_deployment_settles_once_ready(signal: 
     gc.unfreeze()
     signal.send(sender=None)  # type: ignore[attr-defined]
     assert gc.get_freeze_count() > 0
-    assert gc.get_threshold()[0] == YOUNG_GENERATION_THRESHOLD
+    assert gc.get_threshold()[0] == WORKER_YOUNG_GENERATION_THRESHOLD
