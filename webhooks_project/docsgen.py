@@ -57,6 +57,10 @@ DEPLOYMENT: dict[str, tuple[str, str]] = {
         "`10.0`",
         "Seconds a request or task waits for a pooled connection (a request then answers 503; a task fails and its rows wait for the sweeper).",
     ),
+    "DATABASE_POOL_CHECK_BY_QUERY": (
+        "`false`",
+        "With a pool: `true` has Django check every connection taken from it by an empty query (a round trip each time); `false` checks it by its socket, and runs the query only when the server has closed the connection or sent something (`webhooks_core.db.postgresql`; see [the delivery worker](operations/deployment.md#the-delivery-worker)).",
+    ),
     "DATABASE_PREPARE_THRESHOLD": (
         "`5`",
         "PostgreSQL: psycopg's `prepare_threshold` (Django's `OPTIONS[\"prepare_threshold\"]`). Any number lets PostgreSQL prepare our own statements on hot paths (an owner's lease, claim and look; a fan-out's mark) on their first run once PostgreSQL has analysed the tables they read, once per connection; the ORM's statements are never prepared. `none`: nothing is prepared, for a transaction-mode PgBouncer older than 1.21, which cannot keep prepared statements.",

@@ -203,9 +203,13 @@ def _insert_attempts(attempts: list[Attempt]) -> None:
 def _as_json(rows: list[dict[str, Any]]) -> str:
     """Rows as one JSON document, for a statement of ours to read with
     `json_to_recordset`. Not one array per column: psycopg quotes each element of a text
-    array in Python (a regular expression per string), about 35 µs per attempt, a fifth
-    of the recording's CPU, where `json.dumps` writes the same rows in C (about 4)."""
-    return json.dumps(rows, separators=(",", ":"), default=_json_value)
+    array in Python (a regular expression per string), about 35 µs per attempt and two
+    thirds of the recording's CPU, where `json.dumps` writes the same rows in C (about
+    4). Text goes as UTF-8, as the arrays did; a NaN or an infinity is refused here (the
+    JSON PostgreSQL reads has neither)."""
+    return json.dumps(
+        rows, separators=(",", ":"), default=_json_value, ensure_ascii=False, allow_nan=False
+    )
 
 
 def _json_value(value: Any) -> str:
@@ -265,8 +269,11 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
                     "started": result.attempt.started_at,
                 }
             )
+        ids = [row["id"] for row in rows]
         with sql_cursor([Delivery._meta.db_table]) as cursor:
-            cursor.execute(_SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, _as_json(rows)])
+            cursor.execute(
+                _SUCCESSES_SQL, [DeliveryStatus.SUCCEEDED, now, now, _as_json(rows), ids]
+            )
         return
     groups: dict[tuple[uuid.UUID, int | None], list[Result]] = defaultdict(list)
     for claim, result in succeeded:
@@ -291,8 +298,12 @@ _SUCCESSES_SQL = (
     "completed_at = %s, next_attempt_at = NULL, "
     "first_attempt_at = COALESCE(d.first_attempt_at, v.started) "
     "FROM json_to_recordset(%s::json) AS v(id bigint, token uuid, code integer, "
-    "started timestamptz) WHERE d.id = v.id AND d.lease_token = v.token"
+    "started timestamptz) WHERE d.id = ANY(%s::bigint[]) AND d.id = v.id "
+    "AND d.lease_token = v.token"
 )
+# (The ids again, as an array: PostgreSQL takes a JSON record set for 100 rows whatever
+# it holds, and joined the deliveries table to it by reading the whole table, 2.7 ms at
+# 10,000 rows; `= ANY` of the ids goes by the primary key.)
 
 
 def _record_round_effects(rounds: list[Round], owned: list[set[int]]) -> None:

@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from deliveries.services import claims, ownership
+from deliveries.services import claims, ownership, recording
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver
 
@@ -42,7 +42,7 @@ def backlog(endpoint: Endpoint, count: int = BACKLOG) -> None:
         cursor.execute(f"ANALYZE {Delivery._meta.db_table}")
 
 
-def generic_plan(sql: str, params: list[Any]) -> dict[str, Any]:
+def generic_plan(sql: str, params: list[Any], *, seqscan: bool = False) -> dict[str, Any]:
     """The plan PostgreSQL runs `sql` (with `%s` placeholders) by once it is prepared and
     planned for any parameters, as run with `params` (EXPLAIN ANALYZE). Without reading
     whole tables: a test's table is small enough for that to be the cheaper plan, which it
@@ -51,7 +51,8 @@ def generic_plan(sql: str, params: list[Any]) -> dict[str, Any]:
     numbered = re.sub("%s", lambda _: f"${next(numbers)}", sql)
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute("SET LOCAL enable_seqscan = off")
+        if not seqscan:
+            cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"PREPARE planned AS {numbered}")
         try:
             placeholders = ", ".join(["%s"] * len(params))
@@ -110,3 +111,22 @@ def test_the_look_for_the_next_due_row_reads_one_row(receiver: Receiver) -> None
     scans = list(rows_read(plan))
     assert scans, plan
     assert all(read <= 1 for _, read in scans), scans
+
+
+def test_the_recording_of_successes_reads_only_its_rows(receiver: Receiver) -> None:
+    """With sequential scans allowed, on a table of thousands of rows: PostgreSQL takes a
+    JSON record set for 100 rows, and joined the whole deliveries table to it."""
+    endpoint, _ = make_endpoint(receiver)
+    backlog(endpoint, 3000)
+    token = uuid.uuid4()
+    mine = list(Delivery.objects.order_by("pk").values_list("pk", flat=True)[:2])
+    Delivery.objects.filter(pk__in=mine).update(status=DeliveryStatus.SENDING, lease_token=token)
+    now = timezone.now()
+    rows = [{"id": pk, "token": token, "code": 200, "started": now} for pk in mine]
+    params = [DeliveryStatus.SUCCEEDED, now, now, recording._as_json(rows), mine]
+
+    plan = generic_plan(recording._SUCCESSES_SQL, params, seqscan=True)
+
+    scans = list(rows_read(plan))
+    assert scans, plan
+    assert all(read <= len(mine) for _, read in scans), scans

@@ -7,8 +7,10 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connection
+from psycopg_pool import ConnectionPool
 
 from tests.conftest import wait_until
+from webhooks_core.db.postgresql import base as backend
 from webhooks_core.db.postgresql.base import DatabaseWrapper, sound
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,9 +43,11 @@ def _backend_pid(wrapper: DatabaseWrapper) -> int:
 
 
 def _terminate(pids: set[int]) -> None:
+    """End these backends, and wait (up to 5 s each) until they have exited, so that
+    their clients' sockets have the server's goodbye to read."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [list(pids)]
+            "SELECT pg_terminate_backend(pid, 5000) FROM unnest(%s::int[]) AS pid", [list(pids)]
         )
 
 
@@ -58,11 +62,14 @@ def _idle_pids(wrapper: DatabaseWrapper) -> set[int]:
     return pids
 
 
-def test_an_idle_connection_is_sound_without_a_query() -> None:
+def test_an_idle_connection_is_sound_without_a_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_query(conn: Any) -> None:
+        raise AssertionError("a round trip to check an idle connection")
+
+    monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(no_query))
     with psycopg.connect(**_params()) as conn:
         conn.autocommit = True
         assert sound(conn)
-        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def test_a_connection_the_server_closed_is_not_sound() -> None:
@@ -90,13 +97,35 @@ def test_a_pool_whose_connections_were_all_closed_hands_out_a_working_one(
 
 
 def test_the_check_by_query_is_left_to_django_when_health_checks_are_on(
-    pooled: DatabaseWrapper,
+    pooled: DatabaseWrapper, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def not_ours(conn: Any) -> bool:
+        raise AssertionError("the socket check ran with CONN_HEALTH_CHECKS on")
+
+    monkeypatch.setattr(backend, "sound", not_ours)
     pooled.settings_dict["CONN_HEALTH_CHECKS"] = True
     pooled.close_pool()  # made again with Django's check
     closed = _idle_pids(pooled)
     _terminate(closed)
-    assert _backend_pid(pooled) not in closed
+    assert _backend_pid(pooled) not in closed  # Django's query found them closed
+
+
+def test_a_check_interrupted_gives_the_connection_back_to_the_pool(
+    pooled: DatabaseWrapper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Stop(BaseException):
+        pass
+
+    def interrupted(conn: Any) -> bool:
+        raise Stop  # as a time limit or a kill would, in the check's query
+
+    pool: Any = pooled.pool
+    pool.open()
+    monkeypatch.setattr(backend, "sound", interrupted)
+    for _ in range(pool.max_size + 1):  # more than the pool holds
+        with pytest.raises(Stop):
+            pooled.ensure_connection()
+    assert pool.get_stats()["pool_available"] == pool.max_size
 
 
 def _params() -> dict[str, Any]:

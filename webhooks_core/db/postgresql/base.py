@@ -33,9 +33,17 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # than the pool holds, then a new connection (the pool's, as it comes).
         for _ in range(pool.max_size + 1):
             connection = super().get_new_connection(conn_params)
-            if sound(connection):
-                return connection
-            connection.close()
+            try:
+                if sound(connection):
+                    return connection
+            except BaseException:
+                # A time limit or a kill in the check's query: the pool keeps its slot.
+                pool.putconn(connection)
+                raise
+            # Closed at the libpq level (`close()` may hand it back to the pool as it is,
+            # with `close_returns`): the pool discards a closed connection and makes
+            # another in its place.
+            connection.pgconn.finish()
             pool.putconn(connection)
         return super().get_new_connection(conn_params)
 
