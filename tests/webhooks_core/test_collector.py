@@ -3,6 +3,7 @@ and the reference deployment's processes do it once they are ready."""
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from celery import signals
@@ -21,7 +22,7 @@ def collector_restored() -> Iterator[None]:
 @pytest.mark.usefixtures("collector_restored")
 def test_settling_freezes_what_exists_and_leaves_the_thresholds_unless_asked() -> None:
     gc.unfreeze()
-    made_at_start_up = [[] for _ in range(3)]  # (containers are what gc tracks)
+    made_at_start_up: list[list[int]] = [[] for _ in range(3)]  # (gc tracks containers)
     assert gc.get_freeze_count() == 0
     threshold = gc.get_threshold()
 
@@ -41,7 +42,8 @@ def test_a_celery_worker_of_the_reference_deployment_settles_once_ready() -> Non
     # Connected to both (not sent here: other receivers of these signals, Celery's
     # Django fix-up among them, would act on this test process).
     for signal in (signals.worker_ready, signals.worker_process_init):
-        assert app_module._settle_garbage_collection in signal._live_receivers(None)
+        live: Any = signal._live_receivers  # type: ignore[attr-defined]  # (no public list)
+        assert app_module._settle_garbage_collection in live(None)
     gc.unfreeze()
     app_module._settle_garbage_collection()
     assert gc.get_freeze_count() > 0

@@ -125,7 +125,11 @@ def test_a_check_interrupted_gives_the_connection_back_to_the_pool(
     for _ in range(pool.max_size + 1):  # more than the pool holds
         with pytest.raises(Stop):
             pooled.ensure_connection()
-    assert pool.get_stats()["pool_available"] == pool.max_size
+    wait_until(
+        lambda: pool.get_stats()["pool_available"] == pool.max_size,
+        timeout=10,
+        what="every connection back in the pool",
+    )
 
 
 def _params() -> dict[str, Any]:
