@@ -93,8 +93,9 @@ def _manager(
     return manager
 
 
-def _storable(text: str) -> str:
-    # PostgreSQL text cannot hold NUL; a receiver's body may contain anything.
+def storable(text: str) -> str:
+    """`text` as PostgreSQL can store it: its text holds no NUL (nor does jsonb's text),
+    and a receiver's body or an error may contain anything."""
     return text.replace("\x00", "\ufffd")
 
 
@@ -255,7 +256,7 @@ def _request(
             status_code=None,
             body_excerpt="",
             retry_after=None,
-            error=_storable(
+            error=storable(
                 _cut_short(deadline, started) or f"{type(exc).__name__}: {_describe(exc)}"
             ),
             duration_ms=(time.perf_counter() - started) * 1000,
@@ -280,9 +281,9 @@ def _request(
     response.release_conn()
     return HttpResult(
         status_code=response.status,
-        body_excerpt=_storable(excerpt),
+        body_excerpt=storable(excerpt),
         retry_after=response.headers.get("Retry-After"),
-        error=_storable(error),
+        error=storable(error),
         duration_ms=duration_ms,
         headers=dict(response.headers.items()) if keep_headers else {},
     )

@@ -20,6 +20,7 @@ from webhooks_core.sql import sql_cursor
 from .. import observability
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
 from ..retry_policy import Decision, Verdict
+from ..transport import storable
 from .breaker import circuit_transition, endpoints_record_attempts
 from .finished import on_delivery_outcome
 from .outcomes import DeliveryOutcome
@@ -191,8 +192,8 @@ def _insert_attempts(attempts: list[Attempt]) -> None:
             "took": float(a.duration_ms),
             "headers": a.request_headers,
             "status": a.response_status,
-            "body": _storable(a.response_body),
-            "error": _storable(a.error),
+            "body": storable(a.response_body),
+            "error": storable(a.error),
         }
         for a in attempts
     ]
@@ -218,12 +219,6 @@ def _json_value(value: Any) -> str:
     if isinstance(value, uuid.UUID):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not written as JSON")
-
-
-def _storable(text: str | None) -> str | None:
-    # PostgreSQL text holds no NUL (nor does jsonb's text): as the transport stores a
-    # receiver's body.
-    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
 _ATTEMPTS_SQL = (
