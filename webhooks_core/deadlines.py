@@ -105,7 +105,10 @@ class _Watchdog:
                 )
                 self._thread.start()
             heapq.heappush(self._heap, (deadline.at, next(_sequence), deadline))
-            self._condition.notify()
+            if self._heap[0][2] is deadline:
+                # Sooner than the one it waits for; otherwise it wakes in time anyway
+                # (and a wake per request is a switch per request).
+                self._condition.notify()
 
     def _run(self) -> None:
         while True:

@@ -94,6 +94,12 @@ def _tracer() -> Any:
     return provider.get_tracer(TRACER_NAME)
 
 
+def enabled() -> bool:
+    """Whether spans are made (see above): a caller may skip gathering a span's
+    attributes when they are not."""
+    return _tracer() is not None
+
+
 @contextmanager
 def span(
     name: str,

@@ -34,6 +34,8 @@ def _kind(status_code: int | None) -> Kind:
 
 class HttpDestination:
     def send(self, delivery: "Delivery", deadline: Deadline, credentials: Credentials) -> Outcome:
+        if not tracing.enabled():
+            return self._send(delivery, deadline, credentials, None)
         with tracing.span(
             "POST",
             kind="CLIENT",
