@@ -44,8 +44,11 @@ def _record(
     if outcome == "succeeded" and not delivery.is_replay and not delivery.attempts_before_cycle:
         latency = (timezone.now() - delivery.event.created_at).total_seconds()
         metrics.delivery_latency_seconds.observe(max(latency, 0.0))
+    level = logging.WARNING if outcome == "dead_lettered" else logging.INFO
+    if not logger.isEnabledFor(level):
+        return  # (its fields are not gathered for nothing, once per attempt)
     logger.log(
-        logging.WARNING if outcome == "dead_lettered" else logging.INFO,
+        level,
         "webhook attempt %s",
         outcome,
         extra={

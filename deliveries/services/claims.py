@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -201,6 +201,18 @@ def endpoint_version(*, endpoint_id: UUID | str) -> str | None:
     return None if row is None else row[0]
 
 
+def endpoint_state(*, endpoint_id: UUID | str) -> str | None:
+    """The endpoint's state (None when it is gone): asked every few seconds by each owner
+    whose lanes are all busy, so on PostgreSQL as a statement written once."""
+    if connection.vendor != "postgresql":
+        return Endpoint.objects.filter(pk=endpoint_id).values_list("state", flat=True).first()
+    table = Endpoint._meta.db_table
+    with sql_cursor(_ENDPOINTS) as cursor:
+        cursor.execute(f"SELECT state FROM {table} WHERE id = %s", [str(endpoint_id)])  # noqa: S608
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
 @dataclass(frozen=True)
 class RoundClaim:
     """One round's claim: the endpoint's version and state as the claim saw them, and the
@@ -253,16 +265,17 @@ def _field_converters(model: type[Any]) -> tuple[list[str], list[tuple[Any, list
 _FIELD_CONVERTERS: dict[tuple[str, str], tuple[list[str], list[tuple[Any, list[Any]]]]] = {}
 
 
-def _from_row(model: type[Any], values: list[Any]) -> Any:
+def _from_row(model: type[Any], values: list[Any], db: Any) -> Any:
     """A model instance from its concrete columns as the database returned them, with
-    the converters the ORM would apply."""
+    the converters the ORM would apply. `db`: the connection itself, not Django's proxy
+    of it (whose every use looks the connection up again)."""
     names, columns = _field_converters(model)
     converted = []
     for (expression, converters), value in zip(columns, values, strict=True):
         for converter in converters:
-            value = converter(value, expression, connection)
+            value = converter(value, expression, db)
         converted.append(value)
-    return model.from_db(connection.alias, names, converted)
+    return model.from_db(db.alias, names, converted)
 
 
 def claim_round(
@@ -284,12 +297,13 @@ def claim_round(
         return RoundClaim(None, False, [])
     state, current = rows[0][0], rows[0][1]
     width = len(Delivery._meta.concrete_fields)
+    db = connections[DEFAULT_DB_ALIAS]
     claimed = []
     for row in rows:
         if row[2] is None:
             continue  # the endpoint's row alone: nothing taken
-        delivery = _from_row(Delivery, list(row[2 : 2 + width]))
-        event = _from_row(Event, list(row[2 + width :]))
+        delivery = _from_row(Delivery, list(row[2 : 2 + width]), db)
+        event = _from_row(Event, list(row[2 + width :]), db)
         Delivery.event.field.set_cached_value(delivery, event)
         delivery.endpoint = endpoint
         claimed.append(delivery)

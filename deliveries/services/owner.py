@@ -53,7 +53,14 @@ from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint, 
 from ..retry_policy import Decision, Verdict, decide
 from ..wire import signing_keys, uses_signing_keys
 from .admission import Gate, endpoint_gate, rate_limit_wait
-from .claims import claim_due, claim_round, endpoint_version, has_due, next_due_in
+from .claims import (
+    claim_due,
+    claim_round,
+    endpoint_state,
+    endpoint_version,
+    has_due,
+    next_due_in,
+)
 from .connections import connections_pooled, give_back_pooled_connection
 from .dispatch import dispatch_wakes, wake_book
 from .known_endpoints import KnownEndpoint, forget_endpoint, recall_endpoint, remember_endpoint
@@ -294,8 +301,7 @@ class _Owner:
         if self.lost or self.inactive or now - self.state_checked_at < STATE_CHECK_SECONDS:
             return
         self.state_checked_at = now
-        state = Endpoint.objects.filter(pk=self.endpoint_id).values_list("state", flat=True)
-        if not self._stopped(state.first()):
+        if not self._stopped(endpoint_state(endpoint_id=self.endpoint_id)):
             return
         self.cut.update(self.open)
         for _, deadline in list(self.open.values()):

@@ -38,19 +38,31 @@ def owner_take(*, endpoint_id: UUID | str) -> uuid.UUID | None:
     token = uuid.uuid4()
     if _take(endpoint_id, token):
         return token
-    if EndpointOwner.objects.filter(endpoint_id=endpoint_id).exists():
-        return None
     try:
         # The endpoint's first owner: its row, then the same conditional take (of two
         # first owners, one wins).
-        EndpointOwner.objects.bulk_create(
-            [EndpointOwner(endpoint_id=endpoint_id)], ignore_conflicts=True
-        )
+        if not _create_row(endpoint_id):
+            return None  # it has one: another owner holds it, or it is on hold
     except IntegrityError:
         return None  # the endpoint was deleted
     if _take(endpoint_id, token):
         return token
     return None
+
+
+def _create_row(endpoint_id: UUID | str) -> bool:
+    """The endpoint's lease row, unless it has one; whether this made it. Raises
+    IntegrityError when the endpoint is gone."""
+    if _written_sql():
+        with sql_cursor([EndpointOwner._meta.db_table]) as cursor:
+            cursor.execute(_CREATE_SQL, [str(endpoint_id)])
+            return bool(cursor.rowcount)
+    if EndpointOwner.objects.filter(endpoint_id=endpoint_id).exists():
+        return False
+    EndpointOwner.objects.bulk_create(
+        [EndpointOwner(endpoint_id=endpoint_id)], ignore_conflicts=True
+    )
+    return True
 
 
 def _written_sql() -> bool:
@@ -75,7 +87,17 @@ def _take(endpoint_id: UUID | str, token: uuid.UUID) -> bool:
 
 def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
     """Extend the lease, and the leases of the rows the owner is sending; False when the
-    lease is no longer this owner's (it ran out and was taken, or the endpoint is gone)."""
+    lease is no longer this owner's (it ran out and was taken, or the endpoint is gone).
+    The lease first, then the rows (the order the recording locks them in too)."""
+    if _written_sql():
+        seconds = lease_seconds()
+        with sql_cursor([EndpointOwner._meta.db_table]) as cursor:
+            cursor.execute(_RENEW_SQL, [seconds, str(endpoint_id), token])
+            if not cursor.rowcount:
+                return False
+        with sql_cursor([Delivery._meta.db_table]) as cursor:
+            cursor.execute(_RENEW_ROWS_SQL, [seconds, str(endpoint_id), token])
+        return True
     renewed = EndpointOwner.objects.filter(endpoint_id=endpoint_id, token=token).update(
         expires_at=_until()
     )
@@ -99,9 +121,10 @@ def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: fl
     )
 
 
-# PostgreSQL's forms of the take and the release, written once: every turn runs both, and
-# the ORM's forms cost over three times their CPU, most of it compiling them. `Now()` is
-# STATEMENT_TIMESTAMP() there.
+# PostgreSQL's forms of the take (with the lease row's creation), the renewal and the
+# release, written once: every turn runs them, and the ORM's forms cost over three times
+# their CPU, most of it compiling them. `Now()` is STATEMENT_TIMESTAMP() there. The status
+# is written into the text, not passed, as in the claims (`claims`).
 _OWNERS = EndpointOwner._meta.db_table
 _TAKE_SQL = (
     f"UPDATE {_OWNERS} SET token = %s, "  # noqa: S608 (our table)
@@ -109,6 +132,20 @@ _TAKE_SQL = (
     "taken_at = STATEMENT_TIMESTAMP() "
     "WHERE endpoint_id = %s AND (token IS NULL OR expires_at < STATEMENT_TIMESTAMP()) "
     "AND (not_before IS NULL OR not_before <= STATEMENT_TIMESTAMP())"
+)
+_CREATE_SQL = (
+    f"INSERT INTO {_OWNERS} (endpoint_id) VALUES (%s) "  # noqa: S608 (our table)
+    "ON CONFLICT (endpoint_id) DO NOTHING"
+)
+_RENEW_SQL = (
+    f"UPDATE {_OWNERS} "  # noqa: S608 (our table)
+    "SET expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second' "
+    "WHERE endpoint_id = %s AND token = %s"
+)
+_RENEW_ROWS_SQL = (
+    f"UPDATE {Delivery._meta.db_table} "  # noqa: S608 (our table)
+    "SET lease_expires_at = STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second' "
+    f"WHERE endpoint_id = %s AND lease_token = %s AND status = '{DeliveryStatus.SENDING}'"
 )
 _RELEASE_SQL = (
     f"UPDATE {_OWNERS} SET token = NULL, expires_at = NULL, "  # noqa: S608 (our table)

@@ -215,6 +215,69 @@ def test_a_lease_that_ran_out_is_taken_over(receiver: Receiver) -> None:
     assert ownership.owner_renew(endpoint_id=endpoint.pk, token=first) is False
 
 
+@pytest.mark.usefixtures("lease_sql")
+def test_an_endpoint_s_first_owner_makes_its_lease_row_and_a_gone_endpoint_has_none(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    EndpointOwner.objects.filter(endpoint=endpoint).delete()
+    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert first is not None
+    assert EndpointOwner.objects.get(endpoint=endpoint).token == first
+    # The row exists now and is held: a second first-owner finds it so and takes nothing.
+    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+    assert EndpointOwner.objects.get(endpoint=endpoint).token == first
+    # An endpoint that is gone gets no row and no owner (no error either).
+    assert ownership.owner_take(endpoint_id=uuid.uuid4()) is None
+    assert not EndpointOwner.objects.exclude(endpoint=endpoint).filter(token__isnull=False)
+
+
+@pytest.mark.usefixtures("lease_sql")
+def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    other, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    other_token = ownership.owner_take(endpoint_id=other.pk)
+    assert token is not None
+    assert other_token is not None
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    mine = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    theirs = Delivery.objects.create(event=event, endpoint=other, next_attempt_at=Now())
+    assert [d.pk for d in claims.claim_due(endpoint=endpoint, token=token, limit=5)] == [mine.pk]
+    assert [d.pk for d in claims.claim_due(endpoint=other, token=other_token, limit=5)] == [
+        theirs.pk
+    ]
+    soon = Now() + timedelta(seconds=1)
+    EndpointOwner.objects.update(expires_at=soon)
+    Delivery.objects.update(lease_expires_at=soon)
+
+    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=token) is True
+
+    lease = ownership.lease_seconds()
+    owner = EndpointOwner.objects.get(endpoint=endpoint)
+    assert owner.expires_at is not None
+    assert (owner.expires_at - timezone.now()).total_seconds() > lease - 5
+    mine.refresh_from_db()
+    assert mine.lease_expires_at is not None
+    assert (mine.lease_expires_at - timezone.now()).total_seconds() > lease - 5
+    # Another endpoint's lease and rows are not this owner's to extend.
+    theirs.refresh_from_db()
+    assert theirs.lease_expires_at is not None
+    assert (theirs.lease_expires_at - timezone.now()).total_seconds() < 5
+    other_owner = EndpointOwner.objects.get(endpoint=other)
+    assert other_owner.expires_at is not None
+    assert (other_owner.expires_at - timezone.now()).total_seconds() < 5
+    # An owner whose lease was taken over renews nothing, the rows it claimed included.
+    EndpointOwner.objects.filter(endpoint=endpoint).update(token=uuid.uuid4())
+    Delivery.objects.filter(pk=mine.pk).update(lease_expires_at=soon)
+    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=token) is False
+    mine.refresh_from_db()
+    assert mine.lease_expires_at is not None
+    assert (mine.lease_expires_at - timezone.now()).total_seconds() < 5
+
+
 def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
     token = ownership.owner_take(endpoint_id=endpoint.pk)
@@ -754,6 +817,16 @@ def test_a_disable_cuts_a_long_open_request_short_and_cancels_its_row_within_sec
     endpoint.refresh_from_db()
     assert endpoint.consecutive_failures == 0
     assert EndpointOwner.objects.get(endpoint=endpoint).not_before is None
+
+
+def test_an_owner_s_state_check_reads_the_state_or_none_when_the_endpoint_is_gone(
+    receiver: Receiver,
+) -> None:
+    endpoint, _ = make_endpoint(receiver)
+    assert claims.endpoint_state(endpoint_id=endpoint.pk) == EndpointState.ACTIVE
+    services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.DISABLED)
+    assert claims.endpoint_state(endpoint_id=str(endpoint.pk)) == EndpointState.DISABLED
+    assert claims.endpoint_state(endpoint_id=uuid.uuid4()) is None
 
 
 @pytest.mark.parametrize(
