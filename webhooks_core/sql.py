@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 # How often the statistics of tables not yet analysed are asked for again.
 STATISTICS_RECHECK_SECONDS = 5.0
@@ -46,19 +46,22 @@ def sql_cursor(tables: Sequence[str] = ()) -> Iterator[Any]:
     Django: its errors and its execute wrappers apply); on PostgreSQL with psycopg 3 it
     binds its parameters on the server and prepares its statements once each of `tables`
     (those they read) has statistics (see the module)."""
-    if connection.vendor != "postgresql" or not _psycopg3() or connection.queries_logged:
+    # The connection itself, looked up once: each use of Django's `connection` proxy
+    # looks it up again (in a context-local store, costly under gevent).
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or not _psycopg3() or db.queries_logged:
         # Where queries are logged (DEBUG, a test capturing them), Django's own cursor:
         # its log shows each statement with its values, which a prepared one lacks.
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             yield cursor
         return
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
     # Typed Any: django-stubs declare the wrapper's argument as a wrapper, where Django
     # passes (and wraps) the driver's own cursor.
-    raw: Any = _cursor_class(_analysed(tables))(connection.connection)
-    with connection.make_cursor(raw) as cursor:
+    raw: Any = _cursor_class(_analysed(db, tables))(db.connection)
+    with db.make_cursor(raw) as cursor:
         yield cursor
 
 
@@ -76,10 +79,10 @@ _ASKED_AT: dict[str, float] = {}
 _LOCK = threading.Lock()
 
 
-def _analysed(tables: Sequence[str]) -> bool:
+def _analysed(db: Any, tables: Sequence[str]) -> bool:
     """Whether PostgreSQL has statistics of every one of `tables` (asked at most every
     `STATISTICS_RECHECK_SECONDS` while one has none)."""
-    database = str(connection.settings_dict["NAME"])
+    database = str(db.settings_dict["NAME"])
     missing = [table for table in tables if (database, table) not in _ANALYSED]
     if not missing:
         return True
@@ -89,7 +92,7 @@ def _analysed(tables: Sequence[str]) -> bool:
             return False
         _ASKED_AT[database] = now
     # (reltuples is -1 until the table's first ANALYZE or VACUUM: PostgreSQL 14 and later.)
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             "SELECT relname FROM pg_class WHERE relname = ANY(%s) AND reltuples >= 0 "
             "AND pg_table_is_visible(oid)",
