@@ -248,9 +248,11 @@ class Endpoint(models.Model):
 
     def oauth2_credentials(self) -> "ClientCredentials | None":
         """The endpoint's OAuth2 client credentials with the secret, or None."""
+        if not self.auth:
+            return None  # (asked on every attempt: no import for the endpoints without)
         from .oauth2 import AUTH_TYPE, ClientCredentials
 
-        auth = self.auth or {}
+        auth = self.auth
         if auth.get("type") != AUTH_TYPE:
             return None
         return ClientCredentials(
