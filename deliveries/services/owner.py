@@ -483,8 +483,8 @@ class _Owner:
 
     def _start(self, delivery: Delivery, endpoint: Endpoint, credentials: Credentials) -> None:
         deadline = deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds)
-        self.open[delivery.pk] = (delivery, deadline)
-        self.claim_of[delivery.pk] = self.claims
+        self.open[delivery.id] = (delivery, deadline)
+        self.claim_of[delivery.id] = self.claims
         destination = destinations.for_url(endpoint.url)
         metrics.lanes_busy.inc()
 
@@ -525,7 +525,7 @@ class _Owner:
         # others were out, as events one at a time do) ends later, and waiting for it
         # would leave the lanes that ended idle for the whole window, round after round.
         window = min(MAX_GATHER_SECONDS, finished[0][1].duration_ms / 1000 * GATHER_SHARE)
-        waiting = self._claimed_with(finished[0][0].pk)
+        waiting = self._claimed_with(finished[0][0].id)
         until = time.monotonic() + window
         while waiting:
             try:
@@ -534,13 +534,13 @@ class _Owner:
             except queue.Empty:
                 break
             finished.append(ended)
-            waiting.discard(ended[0].pk)
+            waiting.discard(ended[0].id)
         results, deferral = self._settled(finished)
         if deferral.deliveries:
             # Not before the destination said (no claim would take them sooner anyway).
             self.hold_until = max(self.hold_until, time.monotonic() + deferral.seconds)
         for delivery, outcome, _ in finished:
-            if outcome.no_answer and delivery.pk not in self.cut:
+            if outcome.no_answer and delivery.id not in self.cut:
                 # The others would most likely wait as long for nothing: no new request
                 # for about as long as such a request takes (and the breaker's judgement).
                 endpoint = delivery.endpoint
@@ -569,10 +569,10 @@ class _Owner:
         deferred: list[Delivery] = []
         seconds = 0.0
         for delivery, outcome, credentials in finished:
-            self.open.pop(delivery.pk, None)
-            self.claim_of.pop(delivery.pk, None)
+            self.open.pop(delivery.id, None)
+            self.claim_of.pop(delivery.id, None)
             if (
-                delivery.pk in self.cut
+                delivery.id in self.cut
                 and outcome.status_code is None
                 and outcome.kind != Kind.SUCCEEDED  # (a broker's acknowledgement)
             ):
@@ -826,7 +826,7 @@ def _result(delivery: Delivery, outcome: Outcome, credentials: Credentials) -> R
     attempt = None
     if outcome.started_at is not None:
         attempt = Attempt(
-            delivery_id=delivery.pk,
+            delivery_id=delivery.id,
             number=delivery.attempts,
             started_at=outcome.started_at,
             duration_ms=outcome.duration_ms,

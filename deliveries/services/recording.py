@@ -88,7 +88,7 @@ def release_claim(
     """Release claimed deliveries unsent, returning the attempt the claim counted (and
     setting `fields`); returns how many were still this claim's."""
     return Delivery.objects.filter(
-        pk__in=[d.pk for d in deliveries], lease_token=claim.token
+        pk__in=[d.id for d in deliveries], lease_token=claim.token
     ).update(
         status=status,
         lease_token=None,
@@ -145,7 +145,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
         for r, mine, done in zip(rounds, owned, outcomes, strict=True):
             for result in r.results:
                 delivery = result.delivery
-                if delivery.pk not in mine:
+                if delivery.id not in mine:
                     outcome = DeliveryOutcome.LEASE_LOST
                 elif result.decision.verdict == Verdict.SUCCEEDED:
                     # The common case: one statement for all of them (`_record_successes`).
@@ -153,7 +153,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                     succeeded.append((r.claim, result))
                 else:
                     outcome = _record_failure(r.claim, result, now)
-                done[delivery.pk] = outcome
+                done[delivery.id] = outcome
                 on_delivery_outcome(delivery, outcome)
         _record_successes(succeeded, now)
         _record_round_effects(rounds, owned)
@@ -161,14 +161,14 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
             if r.deferral.deliveries:
                 _defer(r.claim, r.deferral)
                 done.update(
-                    (delivery.pk, DeliveryOutcome.DEFERRED) for delivery in r.deferral.deliveries
+                    (delivery.id, DeliveryOutcome.DEFERRED) for delivery in r.deferral.deliveries
                 )
     for r, done in zip(rounds, outcomes, strict=True):
         for result in r.results:
             observability.attempt_recorded(
                 delivery=result.delivery,
                 attempt=result.attempt,
-                outcome=done[result.delivery.pk],
+                outcome=done[result.delivery.id],
                 status_code=result.status_code,
                 error=result.error,
             )
@@ -234,7 +234,7 @@ _ATTEMPTS_SQL = (
 def _still_owned(r: Round, now: datetime) -> set[int]:
     """The round's rows its claim still holds: all of them while its lease has a margin
     left (the updates check the token anyway), else as the database says, locked."""
-    ids = {result.delivery.pk for result in r.results}
+    ids = {result.delivery.id for result in r.results}
     lease_left = (r.claim.lease_expires_at - now).total_seconds()
     if ids and lease_left < LEASE_MARGIN_SECONDS:
         # Another worker may have taken some over: write only the rows still ours.
@@ -258,7 +258,7 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
             assert result.attempt is not None
             rows.append(
                 {
-                    "id": result.delivery.pk,
+                    "id": result.delivery.id,
                     "token": claim.token,
                     "code": result.status_code,
                     "started": result.attempt.started_at,
@@ -274,7 +274,7 @@ def _record_successes(succeeded: list[tuple[DeliveryClaim, Result]], now: dateti
     for claim, result in succeeded:
         groups[(claim.token, result.status_code)].append(result)
     for (token, status_code), done in groups.items():
-        Delivery.objects.filter(pk__in=[r.delivery.pk for r in done], lease_token=token).update(
+        Delivery.objects.filter(pk__in=[r.delivery.id for r in done], lease_token=token).update(
             status=DeliveryStatus.SUCCEEDED,
             lease_token=None,
             lease_expires_at=None,
@@ -320,7 +320,7 @@ def _record_round_effects(rounds: list[Round], owned: list[set[int]]) -> None:
                 reason="the probe was not sent (an error on our side)",
             )
         gone = next((x for x in r.results if x.decision.suspend_endpoint), None)
-        if gone is not None and gone.delivery.pk in mine:
+        if gone is not None and gone.delivery.id in mine:
             endpoint_suspend_automatically(
                 endpoint_id=endpoint.pk,
                 reason=f"receiver answered {gone.status_code} (Gone)",
@@ -349,7 +349,7 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     else:
         fields.update(status=DeliveryStatus.DEAD_LETTERED, completed_at=now, next_attempt_at=None)
         outcome = DeliveryOutcome.DEAD_LETTERED
-    updated = Delivery.objects.filter(pk=result.delivery.pk, lease_token=claim.token).update(
+    updated = Delivery.objects.filter(pk=result.delivery.id, lease_token=claim.token).update(
         **fields
     )
     return outcome if updated else DeliveryOutcome.LEASE_LOST

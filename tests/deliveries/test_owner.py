@@ -326,6 +326,15 @@ def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Recei
     assert claimed.event.data == fresh.event.data == {"nested": {"n": 1}}
     assert claimed.event.occurred_at == fresh.event.occurred_at
     assert claimed.endpoint is endpoint
+    for model, made, loaded in ((Delivery, claimed, fresh), (Event, claimed.event, fresh.event)):
+        for field in model._meta.concrete_fields:
+            assert getattr(made, field.attname) == getattr(loaded, field.attname), field.name
+        assert made._state.adding is False
+        assert made._state.db == loaded._state.db
+    # Saved like any loaded instance (an update, not an insert).
+    claimed.last_error = "kept"
+    claimed.save(update_fields=["last_error"])
+    assert Delivery.objects.get(pk=delivery.pk).last_error == "kept"
 
     Endpoint.objects.filter(pk=endpoint.pk).update(state=EndpointState.DISABLED)
     later = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
@@ -336,6 +345,35 @@ def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Recei
     assert disabled.rows == []
     assert not disabled.active
     assert Delivery.objects.get(pk=other.pk).status == DeliveryStatus.PENDING
+
+
+def test_a_round_claim_s_instances_are_made_as_the_orm_makes_them_for_init_listeners(
+    receiver: Receiver,
+) -> None:
+    # Without listeners the claim makes its instances without Model.__init__; a host that
+    # listens to post_init for these models still hears of every one.
+    from django.db.models.signals import post_init
+
+    endpoint, _ = make_endpoint(receiver)
+    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    assert token is not None
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    version = claims.endpoint_version(endpoint_id=endpoint.pk)
+    assert version is not None
+    heard: list[object] = []
+
+    def listener(sender: type, instance: object, **kwargs: object) -> None:
+        heard.append(instance)
+
+    post_init.connect(listener, sender=Delivery)
+    try:
+        [claimed] = claims.claim_round(
+            endpoint=endpoint, version=version, token=token, limit=5
+        ).rows
+    finally:
+        post_init.disconnect(listener, sender=Delivery)
+    assert heard == [claimed]
 
 
 def test_next_due_in_sees_only_what_an_owner_could_claim(receiver: Receiver) -> None:
