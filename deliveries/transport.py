@@ -18,6 +18,7 @@ from typing import Any
 
 import urllib3
 from requests.utils import check_header_validity
+from urllib3.connectionpool import port_by_scheme
 from urllib3.exceptions import HTTPError
 from urllib3.util.url import parse_url
 
@@ -290,8 +291,27 @@ def _open(
     if proxied:
         return manager.request(method, url, **options)
     scheme, host, port, target = _target(url)
-    pool = manager.connection_from_host(host, port=port, scheme=scheme)
+    key, context = _pool_key(manager, scheme, host, port)
+    # The manager's own pool for the host, as `connection_from_host` finds it (and its
+    # recently-used order kept), with its key made once per host rather than on every
+    # request. (A copy of the context: a new pool's making takes keys out of it.)
+    pool = manager.connection_from_pool_key(key, request_context=dict(context))
     return pool.urlopen(method, target, assert_same_host=False, **options)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pool_key(
+    manager: urllib3.PoolManager, scheme: str, host: str, port: int | None
+) -> tuple[Any, dict[str, Any]]:
+    """The key `manager` files the host's pool under, and the context it makes the pool
+    from: as `PoolManager.connection_from_host` builds them."""
+    context = {
+        **manager.connection_pool_kw,
+        "scheme": scheme,
+        "host": host,
+        "port": port or port_by_scheme.get(scheme, 80),
+    }
+    return manager.key_fn_by_scheme[scheme](context), context
 
 
 def _request(

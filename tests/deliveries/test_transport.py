@@ -68,6 +68,26 @@ def test_a_header_that_could_break_the_request_is_refused_before_sending(
         assert receiver.requests == []
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/a",
+        "http://127.0.0.1/b?x=1",
+        "https://hooks.example:8443/c",
+        "https://hooks.example/d",
+    ],
+)
+def test_a_request_uses_the_pool_the_manager_itself_would_hand_out(url: str) -> None:
+    # The pool's key is made once per host (`_pool_key`); the pool must still be the
+    # manager's own for that host, else connections would not be shared or reused.
+    manager = transport._manager(None)
+    scheme, host, port, _ = transport._target(url)
+    key, context = transport._pool_key(manager, scheme, host, port)
+    ours = manager.connection_from_pool_key(key, request_context=dict(context))
+    assert ours is manager.connection_from_host(host, port=port, scheme=scheme)
+    assert (ours.host, ours.port) == (host, port or (443 if scheme == "https" else 80))
+
+
 def test_deadlines_armed_in_any_order_each_fire_at_their_time() -> None:
     # The watchdog is woken only for a deadline sooner than the one it waits for; a later
     # one is still cut at its own time, and an earlier one armed after it is not late.
