@@ -19,7 +19,7 @@ from typing import Any
 import urllib3
 from requests.utils import check_header_validity
 from urllib3.connectionpool import port_by_scheme
-from urllib3.exceptions import HTTPError
+from urllib3.exceptions import HTTPError, URLSchemeUnknown
 from urllib3.util.url import parse_url
 
 from . import client_tls, deadlines, egress
@@ -225,7 +225,7 @@ def _send(
 
 def _names_user_agent(headers: dict[str, str]) -> bool:
     """Whether the caller sets its own User-Agent (in any case): it replaces ours."""
-    return any(name.lower() == "user-agent" for name in headers)
+    return any(isinstance(name, str) and name.lower() == "user-agent" for name in headers)
 
 
 def _check_headers(headers: dict[str, str]) -> None:
@@ -305,13 +305,16 @@ def _pool_key(
 ) -> tuple[Any, dict[str, Any]]:
     """The key `manager` files the host's pool under, and the context it makes the pool
     from: as `PoolManager.connection_from_host` builds them."""
+    make_key = manager.key_fn_by_scheme.get(scheme)
+    if make_key is None:
+        raise URLSchemeUnknown(scheme)  # (as the manager itself says it)
     context = {
         **manager.connection_pool_kw,
         "scheme": scheme,
         "host": host,
-        "port": port or port_by_scheme.get(scheme, 80),
+        "port": port if port is not None else port_by_scheme.get(scheme, 80),
     }
-    return manager.key_fn_by_scheme[scheme](context), context
+    return make_key(context), context
 
 
 def _request(

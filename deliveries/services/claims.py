@@ -16,7 +16,7 @@ from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F, Q
-from django.db.models.base import ModelState
+from django.db.models.base import Model, ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.functions import Now
 from django.db.models.query_utils import DeferredAttribute
@@ -298,10 +298,16 @@ def _plain_fields(model: type[Any]) -> bool:
     cached related object, of which a new instance has none)."""
     label = model._meta.label
     if label not in _PLAIN_FIELDS:
-        _PLAIN_FIELDS[label] = all(
-            type(getattr(model, field.attname, None))
-            in (DeferredAttribute, ForeignKeyDeferredAttribute)
-            for field in model._meta.concrete_fields
+        # Nor a `from_db` or `__init__` of the model's own (one remembering the loaded
+        # values, say), which only the general path runs.
+        _PLAIN_FIELDS[label] = (
+            model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+            and model.__init__ is Model.__init__
+            and all(
+                type(getattr(model, field.attname, None))
+                in (DeferredAttribute, ForeignKeyDeferredAttribute)
+                for field in model._meta.concrete_fields
+            )
         )
     return _PLAIN_FIELDS[label]
 

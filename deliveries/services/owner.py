@@ -646,6 +646,10 @@ class _Owner:
             finally:
                 try:
                     connection.close()  # the pooled connection given back
+                except Exception:
+                    # (A greenlet's error would go to gevent's hub; a connection that
+                    # cannot close cleanly is dropped by the pool anyway.)
+                    logger.warning("closing the recording's connection failed", exc_info=True)
                 finally:
                     done.set()
 

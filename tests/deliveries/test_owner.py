@@ -8,9 +8,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 from unittest import mock
 
 import pytest
@@ -374,6 +374,33 @@ def test_a_round_claim_s_instances_are_made_as_the_orm_makes_them_for_init_liste
     finally:
         post_init.disconnect(listener, sender=Delivery)
     assert heard == [claimed]
+
+
+class _RememberingDelivery(Delivery):
+    """A host's kind of model: its own `from_db` remembers what was loaded."""
+
+    loaded_status = ""
+
+    class Meta:
+        proxy = True
+        app_label = "deliveries"
+
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kw: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kw)
+        instance.loaded_status = instance.status
+        return instance
+
+
+def test_a_model_with_its_own_from_db_is_made_by_it() -> None:
+    values = [field.get_default() for field in Delivery._meta.concrete_fields]
+    values[[f.attname for f in Delivery._meta.concrete_fields].index("status")] = "sending"
+    assert claims._plain_fields(Delivery)
+    assert not claims._plain_fields(_RememberingDelivery)
+    made = claims._from_row(_RememberingDelivery, values, connection)
+    assert made.loaded_status == "sending"
 
 
 def test_next_due_in_sees_only_what_an_owner_could_claim(receiver: Receiver) -> None:

@@ -88,6 +88,12 @@ def test_a_request_uses_the_pool_the_manager_itself_would_hand_out(url: str) -> 
     assert (ours.host, ours.port) == (host, port or (443 if scheme == "https" else 80))
 
 
+def test_a_scheme_no_pool_serves_is_an_error_result_not_an_exception() -> None:
+    result = post("ftp://127.0.0.1:21/hook", {})
+    assert result.status_code is None
+    assert "URLSchemeUnknown" in result.error
+
+
 def test_deadlines_armed_in_any_order_each_fire_at_their_time() -> None:
     # The watchdog is woken only for a deadline sooner than the one it waits for; a later
     # one is still cut at its own time, and an earlier one armed after it is not late.
@@ -117,7 +123,7 @@ def test_deadlines_armed_in_any_order_each_fire_at_their_time() -> None:
     for offset, connection in zip(offsets, held, strict=True):
         assert connection.shut_at is not None, f"the deadline at +{offset}s never fired"
         late = connection.shut_at - (started + offset)
-        assert -0.01 <= late < 0.35, f"the deadline at +{offset}s fired {late:.2f}s off"
+        assert -0.01 <= late < 0.5, f"the deadline at +{offset}s fired {late:.2f}s off"
 
 
 def _values(headers: dict[str, str], name: str) -> list[str]:
