@@ -88,7 +88,8 @@ def _take(endpoint_id: UUID | str, token: uuid.UUID) -> bool:
 def owner_renew(*, endpoint_id: UUID | str, token: uuid.UUID) -> bool:
     """Extend the lease, and the leases of the rows the owner is sending; False when the
     lease is no longer this owner's (it ran out and was taken, or the endpoint is gone).
-    The lease first, then the rows (the order the recording locks them in too)."""
+    The lease first, then the rows, as two statements, as the ORM's form does (the owner
+    never runs it beside its own recording: `owner._renew_if_due`)."""
     if _written_sql():
         seconds = lease_seconds()
         with sql_cursor([EndpointOwner._meta.db_table]) as cursor:
