@@ -1,12 +1,17 @@
 """The database connection of a thread or greenlet that is about to wait."""
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 
 def connections_pooled() -> bool:
     """Whether this process's database connections come from a pool (psycopg's, as
     `DATABASE_POOL_MAX_SIZE` sets it up): taking one is then cheap for a new thread."""
-    return getattr(connections[DEFAULT_DB_ALIAS], "pool", None) is not None
+    return _pooled(connections[DEFAULT_DB_ALIAS])
+
+
+def _pooled(db: BaseDatabaseWrapper) -> bool:
+    return getattr(db, "pool", None) is not None
 
 
 def give_back_pooled_connection() -> None:
@@ -16,5 +21,5 @@ def give_back_pooled_connection() -> None:
     # (The connection looked up once: each use of Django's `connection` proxy looks it up
     # again, a context-local read that costs under gevent.)
     db = connections[DEFAULT_DB_ALIAS]
-    if getattr(db, "pool", None) is not None and not db.in_atomic_block:
+    if _pooled(db) and not db.in_atomic_block:
         db.close()

@@ -242,9 +242,7 @@ def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
     other_token = ownership.owner_take(endpoint_id=other.pk)
     assert token is not None
     assert other_token is not None
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    mine = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
-    theirs = Delivery.objects.create(event=event, endpoint=other, next_attempt_at=Now())
+    mine, theirs = delivery_row(endpoint), delivery_row(other)
     assert [d.pk for d in claims.claim_due(endpoint=endpoint, token=token, limit=5)] == [mine.pk]
     assert [d.pk for d in claims.claim_due(endpoint=other, token=other_token, limit=5)] == [
         theirs.pk
@@ -357,8 +355,7 @@ def test_a_round_claim_s_instances_are_made_as_the_orm_makes_them_for_init_liste
     endpoint, _ = make_endpoint(receiver)
     token = ownership.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+    delivery_row(endpoint)
     version = claims.endpoint_version(endpoint_id=endpoint.pk)
     assert version is not None
     heard: list[object] = []
