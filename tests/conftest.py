@@ -5,6 +5,7 @@ CELERY_BROKER_URL at them). Tests that need the worker use ``transaction=True`` 
 what they write is committed and visible to the worker's threads.
 """
 
+import gc
 import ipaddress
 import socket
 import time
@@ -87,6 +88,10 @@ def celery_worker(
     ):
         yield worker
     redis_client.flushdb()
+    # The pool's threads have ended, each leaving its persistent database connection
+    # (`CONN_MAX_AGE`) to the cycle collector: collected now, else they pile up across
+    # the suite until PostgreSQL refuses new clients.
+    gc.collect()
 
 
 @pytest.fixture
