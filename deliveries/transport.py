@@ -22,7 +22,7 @@ from urllib3.connectionpool import port_by_scheme
 from urllib3.exceptions import HTTPError, URLSchemeUnknown
 from urllib3.util.url import parse_url
 
-from . import client_tls, deadlines, egress
+from . import client_tls, deadlines, egress, http_exchange
 from .ssrf import AddressPolicy, scheme_refusal
 from .ssrf_transport import POOL_CLASSES, address_policy
 
@@ -100,18 +100,6 @@ def storable(text: str) -> str:
     """`text` as PostgreSQL can store it: its text holds no NUL (nor does jsonb's text),
     and a receiver's body or an error may contain anything."""
     return text.replace("\x00", "\ufffd")
-
-
-def _read_bounded(response: urllib3.BaseHTTPResponse, excerpt_limit: int) -> tuple[str, bool]:
-    """The first `excerpt_limit` bytes as text, and whether the body was drained."""
-    chunks: list[bytes] = []
-    total = 0
-    for chunk in response.stream(8192):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > MAX_RESPONSE_READ_BYTES:
-            return b"".join(chunks)[:excerpt_limit].decode("utf-8", "replace"), False
-    return b"".join(chunks)[:excerpt_limit].decode("utf-8", "replace"), True
 
 
 def post(
@@ -271,32 +259,74 @@ def _open(
     url: str,
     body: bytes | None,
     headers: dict[str, str],
-    timeout: urllib3.Timeout,
+    connect_timeout: float,
+    read_timeout: float,
     proxied: bool,
-) -> urllib3.BaseHTTPResponse:
-    """Send the request on a pooled connection of `manager`. Straight to the host's pool
-    without a proxy: the manager's own `request` would parse the URL, copy the headers
-    and look for a redirect to follow on every request, none of which a delivery needs
-    (about a tenth of a request's CPU). Through a proxy, the proxy manager's path, which
-    adds the proxy's headers and chooses the URL's form."""
-    # No redirect followed, no retry (the owner retries), the body read by the caller.
-    options: dict[str, Any] = {
-        "body": body,
-        "headers": headers,
-        "timeout": timeout,
-        "redirect": False,
-        "retries": NO_RETRIES,
-        "preload_content": False,
-    }
+) -> "http_exchange.Exchange | _ProxiedExchange":
+    """Send the request on a pooled connection of `manager`. Without a proxy, straight on
+    a connection of the host's pool (`http_exchange`): the manager's own `request` would
+    parse the URL, copy the headers and look for a redirect to follow on every request,
+    and `urlopen` wrap it in objects of its own, none of which a delivery needs. Through
+    a proxy, the proxy manager's path, which adds the proxy's headers, chooses the URL's
+    form and opens the tunnel."""
     if proxied:
-        return manager.request(method, url, **options)
+        # No redirect followed, no retry (the owner retries), the body read by the caller.
+        return _ProxiedExchange(
+            manager.request(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                timeout=_timeout(connect_timeout, read_timeout),
+                redirect=False,
+                retries=NO_RETRIES,
+                preload_content=False,
+            )
+        )
     scheme, host, port, target = _target(url)
     key, context = _pool_key(manager, scheme, host, port)
     # The manager's own pool for the host, as `connection_from_host` finds it (and its
     # recently-used order kept), with its key made once per host rather than on every
     # request. (A copy of the context: a new pool's making takes keys out of it.)
     pool = manager.connection_from_pool_key(key, request_context=dict(context))
-    return pool.urlopen(method, target, assert_same_host=False, **options)
+    return http_exchange.send(
+        pool,
+        method,
+        target,
+        body,
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+    )
+
+
+class _ProxiedExchange:
+    """A proxied request's urllib3 response, read and given back as an `Exchange` is."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self.status = response.status
+
+    def header(self, name: str) -> str | None:
+        return self._response.headers.get(name)
+
+    def headers(self) -> dict[str, str]:
+        return dict(self._response.headers.items())
+
+    def read_excerpt(self, read_limit: int, excerpt_limit: int) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in self._response.stream(8192):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > read_limit:
+                return b"".join(chunks)[:excerpt_limit], False
+        return b"".join(chunks)[:excerpt_limit], True
+
+    def finish(self, reuse: bool) -> None:
+        if not reuse:
+            self._response.close()
+        self._response.release_conn()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -341,7 +371,8 @@ def _request(
                 url,
                 body,
                 all_headers,
-                _timeout(connect_timeout, read_timeout),
+                connect_timeout,
+                read_timeout,
                 proxied=bool(proxy_url),
             )
     except (HTTPError, OSError) as exc:
@@ -355,30 +386,32 @@ def _request(
             duration_ms=(time.perf_counter() - started) * 1000,
         )
     try:
-        excerpt, drained = _read_bounded(response, excerpt_limit)
+        raw_excerpt, drained = response.read_excerpt(MAX_RESPONSE_READ_BYTES, excerpt_limit)
+        excerpt = raw_excerpt.decode("utf-8", "replace")
         error = ""
     except (HTTPError, OSError) as exc:
         excerpt, drained = "", False
         error = _cut_short(deadline, started) or (
             f"reading the response failed: {type(exc).__name__}: {_describe(exc)}"
         )
+    except BaseException:
+        response.finish(reuse=False)
+        raise
     finally:
         duration_ms = (time.perf_counter() - started) * 1000
     if deadline.disarm():
         # Cut short by its deadline, or aborted with its owner: never reused.
         drained = False
         error = error or _cut_short(deadline, started)
-    if not drained:
-        # An unread body would poison the pooled connection; drop it instead.
-        response.close()
-    response.release_conn()
+    # An unread body would poison the pooled connection: it is dropped instead.
+    response.finish(reuse=drained)
     return HttpResult(
         status_code=response.status,
         body_excerpt=storable(excerpt),
-        retry_after=response.headers.get("Retry-After"),
+        retry_after=response.header("Retry-After"),
         error=storable(error),
         duration_ms=duration_ms,
-        headers=dict(response.headers.items()) if keep_headers else {},
+        headers=response.headers() if keep_headers else {},
     )
 
 
