@@ -181,7 +181,9 @@ class _Owner:
         self.finished: queue.Queue[tuple[Delivery, Outcome, Credentials]] = queue.Queue()
         # Finished, not yet recorded: a round that all succeeded is recorded just after
         # the next round's requests start (`_sends_before_recording`), and while they are
-        # out (`_record_meanwhile`): that recording, until the owner has waited for it.
+        # out (`_record_meanwhile`), together with the rounds that succeeded while an
+        # earlier recording was still being written: that recording, until the owner has
+        # waited for it.
         self.unrecorded: list[Result] = []
         self.recording: tuple[threading.Event, dict[str, Any]] | None = None
         # Rounds in hand when waiting for that recording failed: `abort` writes them.
@@ -263,7 +265,16 @@ class _Owner:
                 can_claim = self._read_endpoint()
             if can_claim and not turn_over and time.monotonic() >= self.hold_until:
                 self._claim_and_start()
-            if self.unrecorded:
+            if self.unrecorded and (
+                not self.open
+                or not self._recording_busy()
+                or len(self.unrecorded) >= conf.get().batch_size
+            ):
+                # Not while the last recording is still being written, unless nothing is
+                # open or a batch's worth waits: the rounds that end meanwhile are written
+                # together next, and the owner's requests go on instead of waiting for
+                # the database (one endpoint's rounds were otherwise as slow as its
+                # recordings).
                 self._record_meanwhile()
             if not self.open:
                 if self.lost or self.inactive:
@@ -535,6 +546,11 @@ class _Owner:
                 break
             finished.append(ended)
             waiting.discard(ended[0].id)
+        # And those of other claims that have ended already (no wait): left in the queue,
+        # their lanes would count as busy, and the next claim would ask for less.
+        with contextlib.suppress(queue.Empty):
+            while True:
+                finished.append(self.finished.get_nowait())
         results, deferral = self._settled(finished)
         if deferral.deliveries:
             # Not before the destination said (no claim would take them sooner anyway).
@@ -550,9 +566,13 @@ class _Owner:
                 )
                 self.hold_until = max(self.hold_until, time.monotonic() + seconds)
         if may_claim and not deferral.deliveries and self._sends_before_recording(results):
-            self.unrecorded = results  # recorded right after the next round's claim
+            # Recorded right after the next round's claim, or with the rounds that end
+            # while an earlier recording is still being written (`_work`).
+            self.unrecorded += results
             return
-        self._record(results, deferral)
+        # In order: the rounds that succeeded before this one, then this one.
+        unrecorded, self.unrecorded = self.unrecorded, []
+        self._record(unrecorded + results, deferral)
 
     def _claimed_with(self, pk: int) -> set[int]:
         """The other open requests of the claim request `pk` came from."""
@@ -657,6 +677,10 @@ class _Owner:
         # about 2 % of the process's CPU), a thread elsewhere.
         self.recording = (done, box)
         start_beside(write)
+
+    def _recording_busy(self) -> bool:
+        """Whether the recording `_record_meanwhile` started is still being written."""
+        return self.recording is not None and not self.recording[0].is_set()
 
     def _await_recording(self, timeout: float | None = None) -> None:
         """Wait for the recording `_record_meanwhile` started (at most `timeout`: then it

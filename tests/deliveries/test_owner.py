@@ -1278,6 +1278,37 @@ def test_a_round_written_while_its_owner_goes_on_is_still_its_own(
     assert set(writers) - {threading.current_thread().name}, "no round was written meanwhile"
 
 
+def test_an_owner_goes_on_sending_while_its_last_round_is_still_being_written(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An owner once waited for its last round's write before it recorded the next, so
+    # one endpoint's rounds went no faster than its recordings (a fast receiver: 470
+    # deliveries/s, two per round). Now the rounds that end meanwhile are written
+    # together next: with the first round's write held, every request still goes out.
+    monkeypatch.setattr(owner_module, "connections_pooled", lambda: True)
+    writing, release = threading.Event(), threading.Event()
+    real = owner_module.record_round
+
+    def held_record_round(r: Any) -> dict[int, str]:
+        writing.set()
+        assert release.wait(60), "the test never let the write go on"
+        return real(r)
+
+    monkeypatch.setattr(owner_module, "record_round", held_record_round)
+    endpoint, _ = make_endpoint(receiver, max_in_flight=1)
+    rows = [delivery_row(endpoint) for _ in range(6)]
+    worker = owner_at_work(endpoint)
+    try:
+        receiver.wait_for(6, timeout=20)
+        assert writing.is_set()
+    finally:
+        release.set()
+        worker.join(60)
+    assert not worker.is_alive()
+    assert statuses(endpoint) == {DeliveryStatus.SUCCEEDED}
+    assert Attempt.objects.filter(delivery__in=rows).count() == 6
+
+
 def test_a_failed_write_made_while_its_owner_went_on_is_the_owners_error(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
