@@ -168,6 +168,23 @@ def attach_current(connection: Any) -> None:
     raise_if_cut()
 
 
+class _Socket:
+    """A socket held for its deadline alone (`_shut` asks for `.sock`)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+
+def attach_socket(sock: socket.socket) -> None:
+    """Attach the current request's deadline to `sock` itself: its connection let go of
+    it while the answer is still read through it (`http.client` closes the connection
+    of an answer that ends with it, the response reading on through its own handle), so
+    the deadline must still reach it."""
+    deadline = _current.get()
+    if deadline is not None:
+        deadline.attach(_Socket(sock))
+
+
 def raise_if_cut() -> None:
     """Called by our connection classes once connected, before sending: a connect that
     was under way when the request was cut (its socket could not be shut yet) sends
