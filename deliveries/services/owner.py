@@ -521,7 +521,8 @@ class _Owner:
 
     def _wait_and_record(self, may_claim: bool) -> None:
         timeout = max(min(self._until_renewal(), STATE_CHECK_SECONDS), 0.01)
-        if may_claim and len(self.open) < self.gate.lanes:
+        if (may_claim and len(self.open) < self.gate.lanes) or self.unrecorded:
+            # (Rounds in hand are written once the last recording is: looked at as often.)
             timeout = min(timeout, POLL_SECONDS)
         give_back_pooled_connection()
         finished = []
