@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
 
@@ -37,6 +37,7 @@ SCENARIOS = (
     "throughput",
     "slow",
     "slow-api",
+    "ordered",
     "api",
     "latency",
     "flaky",
@@ -186,7 +187,16 @@ def run_system(
     end, so what was measured before a failure is kept."""
     chosen = set(args.chosen)
     print(f"\n== {system.name}", flush=True)
-    if chosen & {"throughput", "slow", "slow-api", "latency", "flaky", "rollback", "refused"}:
+    if chosen & {
+        "throughput",
+        "slow",
+        "slow-api",
+        "ordered",
+        "latency",
+        "flaky",
+        "rollback",
+        "refused",
+    }:
         with system.worker():
             if "throughput" in chosen:
                 print(f"{system.name}: throughput, {args.events} events", flush=True)
@@ -219,6 +229,11 @@ def run_system(
                 with api_poster() as post:
                     for endpoints, events in args.slow_runs:
                         slow_run(endpoints, events, "one per API request", post=post)
+            if "ordered" in chosen and system.name == "ours":
+                # (django-webhook has no ordered delivery.)
+                print(f"{system.name}: ordered endpoint, 60 events over 6 keys", flush=True)
+                ordered_system = cast(scenarios.OrderedSystem, system)
+                out.ordered = scenarios.ordered(ordered_system, slow, 60, 6, args.timeout)
             if "latency" in chosen:
                 print(f"{system.name}: latency, {args.rate:g}/s for {args.seconds:g}s", flush=True)
                 out.latency = scenarios.latency(
@@ -356,6 +371,20 @@ def table_rows(
                 None
                 if mine_t is None
                 else mine_t.arrived == mine_t.count and min(mine_t.recorded) >= mine_t.count,
+            )
+        )
+    if ours.ordered:
+        o = ours.ordered
+        per = o.messages_per_delivery
+        rows.append(
+            Row(
+                f"ordered endpoint (in flight 1, {args.slow_delay * 1000:g} ms), {o.events} "
+                f"events over {o.keys} keys: task messages per delivery",
+                "?" if per is None else f"{per:.2f}",
+                "no ordering",
+                f"<= 1.5; {o.arrived} / {o.events} arrived, "
+                + ("every key in order" if o.in_order else "OUT OF ORDER"),
+                None if per is None else per <= 1.5 and o.in_order and o.arrived == o.events,
             )
         )
     peer_slow = {(s.endpoints, s.events, s.per_transaction): s for s in peer.slow}

@@ -42,8 +42,10 @@ class OurSystem:
         self.pool, self.concurrency, self.retry_scale = pool, concurrency, retry_scale
         self.db_pool = db_pool
         self.workdir = Path(tempfile.mkdtemp(prefix="webhooks-bench-ours-"))
-        # Beat sweeps every 2 s, as a deployment with a short interval would.
-        os.environ.update({**ENV, "WEBHOOKS_SWEEP_INTERVAL_SECONDS": "2"})
+        # Beat sweeps every 2 s, as a deployment with a short interval would (each sweep
+        # is five maintenance messages: `BENCH_SWEEP_INTERVAL_SECONDS` for another).
+        interval = os.environ.get("BENCH_SWEEP_INTERVAL_SECONDS", "2")
+        os.environ.update({**ENV, "WEBHOOKS_SWEEP_INTERVAL_SECONDS": interval})
         recreate_database()
         import django
 
@@ -74,6 +76,26 @@ class OurSystem:
                 backoff_max_seconds=DEFAULT_BACKOFF_MAX_SECONDS * scale,
                 retry_window_seconds=DEFAULT_RETRY_WINDOW_SECONDS * scale,
             )
+
+    def subscribe_ordered(self, url: str) -> None:
+        """The only endpoint from now on: ordered delivery, one request at a time."""
+        from deliveries import services
+        from deliveries.models import Endpoint, EndpointState
+
+        Endpoint.objects.update(state=EndpointState.DISABLED)
+        services.endpoint_create(
+            url=url, event_types=[EVENT_TYPE], ordered_delivery=True, max_in_flight=1
+        )
+
+    def emit_keyed(self, count: int, keys: int) -> list[tuple[str, int]]:
+        """`count` events one per transaction, their ordering keys taken in turn from
+        `keys`: (event id, key number) in the order they were emitted."""
+        from deliveries import services
+
+        return [
+            (str(services.emit(EVENT_TYPE, {"n": n}, ordering_key=f"k{n % keys}").id), n % keys)
+            for n in range(count)
+        ]
 
     def emit(self, count: int, per_transaction: int) -> dict[str, float]:
         from django.db import transaction

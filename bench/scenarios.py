@@ -33,6 +33,13 @@ class System(Protocol):
     def worker(self) -> AbstractContextManager[int]: ...
 
 
+class OrderedSystem(System, Protocol):
+    """A system with ordered delivery (ours)."""
+
+    def subscribe_ordered(self, url: str) -> None: ...
+    def emit_keyed(self, count: int, keys: int) -> list[tuple[str, int]]: ...
+
+
 @dataclass
 class Receiver:
     """A running `bench.peer`: its base URL and its arrival log."""
@@ -223,6 +230,42 @@ def slow(
 
 
 @dataclass
+class Ordered:
+    events: int
+    keys: int
+    arrived: int
+    # Task messages published to the broker (all queues) per delivery.
+    messages_per_delivery: float | None
+    # Every key's events arrived in the order they were emitted.
+    in_order: bool
+
+
+def ordered(
+    system: OrderedSystem, receiver: Receiver, events: int, keys: int, timeout: float
+) -> Ordered:
+    """An ordered endpoint with an in-flight limit of 1, kept busy by `events` events over
+    `keys` ordering keys (one per transaction, emitted at once) at a receiver that answers
+    after its delay: the task messages each delivery cost, and whether every key's events
+    arrived in order (their arrival times, the first of each)."""
+    path = f"/{system.name}/ordered{events}x{keys}"
+    system.subscribe_ordered(receiver.url + path)
+    broker = getattr(system, "broker_url", None)
+    pushes_before = broker_pushes(broker)
+    committed = system.emit_keyed(events, keys)
+    arrived = wait_arrivals(receiver, path, {event_id for event_id, _ in committed}, timeout)
+    pushes_after = broker_pushes(broker)
+    per_delivery = None
+    if pushes_before is not None and pushes_after is not None and arrived:
+        per_delivery = (pushes_after - pushes_before) / len(arrived)
+    in_order = True
+    for key in range(keys):
+        line = [event_id for event_id, k in committed if k == key]
+        times = [min(arrived[event_id]) for event_id in line if event_id in arrived]
+        in_order = in_order and times == sorted(times)
+    return Ordered(events, keys, len(arrived), per_delivery, in_order)
+
+
+@dataclass
 class Latency:
     offered: int
     arrived: int
@@ -348,6 +391,7 @@ class Measured:
 
     throughput: Throughput | None = None
     slow: list[Slow] = field(default_factory=list)
+    ordered: Ordered | None = None
     latency: Latency | None = None
     flaky: Flaky | None = None
     rollback: int | None = None

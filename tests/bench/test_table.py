@@ -4,10 +4,10 @@ apart, the side-by-side table and reading the rows of the benchmarks it runs as 
 import argparse
 from pathlib import Path
 
-from bench.__main__ import FULL, external_rows
+from bench.__main__ import FULL, external_rows, table_rows
 from bench.common import Row, run_paced, side_by_side
 from bench.peer import id_from_body
-from bench.scenarios import read_arrivals
+from bench.scenarios import Measured, Ordered, read_arrivals
 
 
 def test_the_peer_is_identified_by_the_ref_in_its_body() -> None:
@@ -92,3 +92,20 @@ def test_paced_calls_share_one_schedule_across_lanes() -> None:
 
     assert sorted(committed) == sorted(f"id-{n}" for n in range(20))
     assert len(exits) == 4
+
+
+def test_the_ordered_endpoints_row_holds_its_messages_to_the_target_and_its_order() -> None:
+    args = argparse.Namespace(**FULL, slow_delay=0.2)
+
+    def row(per: float, in_order: bool = True, arrived: int = 60) -> Row:
+        ours = Measured(ordered=Ordered(60, 6, arrived, per, in_order))
+        [ordered] = [
+            r for r in table_rows(args, None, ours, Measured(), {}, "") if "ordered" in r.measure
+        ]
+        return ordered
+
+    assert row(1.2).met is True
+    assert row(1.2).ours == "1.20"
+    assert row(1.6).met is False  # more than 1.5 task messages a delivery
+    assert row(1.2, in_order=False).met is False
+    assert row(1.2, arrived=59).met is False
