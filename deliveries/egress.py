@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.response import HTTPResponse
 
 from . import deadlines
 from .ssrf import AddressPolicy, address_refusal
@@ -69,6 +70,10 @@ class ProxiedHTTPConnection(HTTPConnection):
         deadlines.attach_current(self)
         super().request(*args, **kwargs)
 
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
+        # An answer that ends with its connection: http.client lets go of the socket.
+        return deadlines.held_answer(self, super().getresponse)
+
 
 class ProxiedHTTPSConnection(HTTPSConnection):
     def connect(self) -> None:
@@ -78,6 +83,10 @@ class ProxiedHTTPSConnection(HTTPSConnection):
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadlines.attach_current(self)
         super().request(*args, **kwargs)
+
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
+        # An answer that ends with its connection: http.client lets go of the socket.
+        return deadlines.held_answer(self, super().getresponse)
 
 
 class ProxiedHTTPConnectionPool(HTTPConnectionPool):

@@ -16,9 +16,11 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 _sequence = itertools.count()
+Answer = TypeVar("Answer")
 # A deadline that passed while its connection was still opening is tried again this often.
 RETRY_SECONDS = 0.05
 
@@ -183,6 +185,16 @@ def attach_socket(sock: socket.socket) -> None:
     deadline = _current.get()
     if deadline is not None:
         deadline.attach(_Socket(sock))
+
+
+def held_answer(connection: Any, getresponse: Callable[[], Answer]) -> Answer:
+    """`getresponse()` of a connection our classes opened, its socket kept within the
+    current deadline's reach (`attach_socket`) when the connection lets go of it."""
+    sock = getattr(connection, "sock", None)
+    response = getresponse()
+    if sock is not None and getattr(connection, "sock", None) is None:
+        attach_socket(sock)
+    return response
 
 
 def raise_if_cut() -> None:

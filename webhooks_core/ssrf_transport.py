@@ -18,6 +18,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.response import HTTPResponse
 from urllib3.util import connection as urllib3_connection
 
 from . import cooperative, deadlines
@@ -108,6 +109,9 @@ class GuardedHTTPConnection(_QuickDropCheck, HTTPConnection):
         deadlines.attach_current(self)
         super().request(*args, **kwargs)
 
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
+        return deadlines.held_answer(self, super().getresponse)
+
 
 class GuardedHTTPSConnection(_QuickDropCheck, HTTPSConnection):
     def _new_conn(self) -> socket.socket:
@@ -120,6 +124,9 @@ class GuardedHTTPSConnection(_QuickDropCheck, HTTPSConnection):
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadlines.attach_current(self)
         super().request(*args, **kwargs)
+
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
+        return deadlines.held_answer(self, super().getresponse)
 
 
 class GuardedHTTPConnectionPool(HTTPConnectionPool):

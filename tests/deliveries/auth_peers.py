@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.raw_peer import read_head
+
 # --- PKI ------------------------------------------------------------------------------
 
 
@@ -290,13 +292,10 @@ class ForwardProxy:
 
     def _handle(self, client: socket.socket) -> None:
         with contextlib.closing(client):
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = client.recv(65536)
-                if not chunk:
-                    return
-                head += chunk
-            head, _, rest = head.partition(b"\r\n\r\n")
+            read = read_head(client)
+            if read is None:
+                return
+            head, rest = read
             lines = head.decode("latin-1").split("\r\n")
             method, target, _version = lines[0].split(" ", 2)
             headers = {

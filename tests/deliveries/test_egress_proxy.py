@@ -16,6 +16,7 @@ from deliveries.ssrf import AddressPolicy, parse_networks
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, ForwardProxy, TokenServer, server_context
 from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.raw_peer import ENDS_WITH_CONNECTION, trickling
 from tests.receiver import Receiver
 
 BASIC = "Basic " + base64.b64encode(b"relay:pr0xy-pass").decode()
@@ -134,3 +135,25 @@ def test_a_bad_proxy_setting_fails_the_system_check(
     errors = [e for e in run_checks() if e.id == "webhooks.E012"]
     assert len(errors) == 1
     assert problem in errors[0].msg
+
+
+@pytest.mark.parametrize("head", ENDS_WITH_CONNECTION.values(), ids=ENDS_WITH_CONNECTION.keys())
+def test_a_proxied_answer_that_ends_with_its_connection_still_ends_by_its_total_deadline(
+    proxy: ForwardProxy, head: bytes
+) -> None:
+    # As on the direct path (`test_http_exchange`): http.client lets go of the socket of
+    # an answer that ends with its connection, and through the proxy manager's path the
+    # deadline held only the connection, so a trickling receiver outlived the deadline.
+    with trickling(head) as peer:
+        result = transport.post(
+            peer.url,
+            b"{}",
+            {},
+            connect_timeout=0.5,
+            read_timeout=1.0,
+            proxy_url=f"http://relay:pr0xy-pass@127.0.0.1:{proxy.port}",
+        )
+    assert proxy.seen == [f"POST {peer.url}"]
+    assert result.status_code == 200
+    assert "within its total deadline" in result.error
+    assert result.duration_ms < 5000

@@ -6,91 +6,14 @@ when the peer misbehaves."""
 import contextlib
 import gzip
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
 
 import pytest
 import urllib3
 
 from deliveries import transport
-
-# What the peer does with one request on a connection: it gets the request's head and
-# body and the socket, and says whether the connection stays open for another.
-Script = Callable[[bytes, bytes, socket.socket], bool]
-
-
-class Peer:
-    """A raw HTTP/1.1 server: each connection's requests answered by `script`."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.connections = 0
-        self.hung_up = threading.Semaphore(0)  # released as the peer closes a connection
-        self.requests: list[tuple[bytes, bytes]] = []
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/hook"
-        self._lock = threading.Lock()
-
-    def serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return
-            with self._lock:
-                self.connections += 1
-            threading.Thread(target=self._talk, args=(connection,), daemon=True).start()
-
-    def _talk(self, connection: socket.socket) -> None:
-        try:
-            self._answer(connection)
-        except OSError:
-            pass  # the client dropped the connection (as some tests make it)
-        finally:
-            connection.close()
-            self.hung_up.release()
-
-    def _answer(self, connection: socket.socket) -> None:
-        pending = b""
-        while True:
-            while b"\r\n\r\n" not in pending:
-                data = connection.recv(65536)
-                if not data:
-                    return
-                pending += data
-            head, _, pending = pending.partition(b"\r\n\r\n")
-            length = int(_header(head, "Content-Length") or 0)
-            while len(pending) < length:
-                pending += connection.recv(65536)
-            body, pending = pending[:length], pending[length:]
-            with self._lock:
-                self.requests.append((head, body))
-            if not self.script(head, body, connection):
-                return
-
-    @classmethod
-    @contextmanager
-    def running(cls, script: Script) -> Iterator["Peer"]:
-        peer = cls(script)
-        thread = threading.Thread(target=peer.serve, daemon=True)
-        thread.start()
-        try:
-            yield peer
-        finally:
-            # (A shut-down listening socket wakes its `accept`; a closed one does not.)
-            with contextlib.suppress(OSError):
-                peer._server.shutdown(socket.SHUT_RDWR)
-            peer._server.close()
-            thread.join(5)
-
-
-def _header(head: bytes, name: str) -> str | None:
-    for line in head.decode("latin-1").split("\r\n")[1:]:
-        key, _, value = line.partition(":")
-        if key.strip().lower() == name.lower():
-            return value.strip()
-    return None
+from tests.raw_peer import ENDS_WITH_CONNECTION, Peer, Script, header, trickling
+from webhooks_core import deadlines, ssrf_transport
 
 
 def answer(reply: bytes, keep: bool = True) -> Script:
@@ -141,7 +64,7 @@ def test_a_request_without_a_body_goes_as_urllib3_sends_it() -> None:
         )
         ours, theirs = peer.requests
     assert ours == theirs
-    assert _header(ours[0], "Content-Length") is None
+    assert header(ours[0], "Content-Length") is None
 
 
 def test_requests_one_after_another_share_one_kept_alive_connection() -> None:
@@ -299,15 +222,7 @@ def test_a_compressed_answer_never_grows_past_its_excerpt() -> None:
     assert (asked.status_code, asked.body_excerpt) == (200, "")
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100000\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",  # read to its end
-        b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\n\r\n",
-    ],
-    ids=["connection-close", "no-length", "http-1.0"],
-)
+@pytest.mark.parametrize("head", ENDS_WITH_CONNECTION.values(), ids=ENDS_WITH_CONNECTION.keys())
 def test_an_answer_that_ends_with_its_connection_still_ends_by_its_total_deadline(
     head: bytes,
 ) -> None:
@@ -315,19 +230,29 @@ def test_an_answer_that_ends_with_its_connection_still_ends_by_its_total_deadlin
     # is read through the response's own handle): the deadline's watchdog once found
     # nothing to shut, and a receiver trickling a byte a second under the read timeout
     # held the request for as long as it liked.
-    stop = threading.Event()
-
-    def trickle(head_in: bytes, body: bytes, connection: socket.socket) -> bool:
-        connection.sendall(head)
-        while not stop.wait(0.2):
-            connection.sendall(b"x")
-        return False
-
-    with Peer.running(trickle) as peer:
-        try:
-            result = transport.post(peer.url, b"{}", {}, connect_timeout=0.5, read_timeout=1.0)
-        finally:
-            stop.set()
+    with trickling(head) as peer:
+        result = transport.post(peer.url, b"{}", {}, connect_timeout=0.5, read_timeout=1.0)
     assert result.status_code == 200
     assert "within its total deadline" in result.error
     assert result.duration_ms < 5000
+
+
+def test_urllib3s_own_path_through_the_guarded_connections_holds_the_deadline_too() -> None:
+    # The guarded connection classes serve urllib3's `urlopen` as well (a pool manager with
+    # `ssrf_transport.POOL_CLASSES`): the same hand-over of the socket, the same hold.
+    manager = urllib3.PoolManager()
+    manager.pool_classes_by_scheme = ssrf_transport.POOL_CLASSES
+    deadline = deadlines.arm(deadlines.after(1.0))
+    started = time.monotonic()
+    try:
+        with trickling(ENDS_WITH_CONNECTION["no-length"]) as peer:
+            response = manager.request(
+                "GET", peer.url, preload_content=False, timeout=urllib3.Timeout(1, 1)
+            )
+            # Cut short, the answer ends (end of file, for one without a length).
+            with contextlib.suppress(urllib3.exceptions.HTTPError):
+                for _ in response.stream(1024):
+                    pass
+    finally:
+        assert deadlines.finish(deadline), "the deadline did not cut the request"
+    assert time.monotonic() - started < 5
