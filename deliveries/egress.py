@@ -14,9 +14,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import urllib3
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connection import HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.response import HTTPResponse
 
 from . import deadlines
 from .ssrf import AddressPolicy, address_refusal
@@ -61,32 +60,14 @@ def target_refusal(url: str, policy: AddressPolicy) -> str | None:
     return None
 
 
-class ProxiedHTTPConnection(HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        deadlines.raise_if_cut()
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        deadlines.attach_current(self)
-        super().request(*args, **kwargs)
-
-    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
-        # An answer that ends with its connection: http.client lets go of the socket.
-        return deadlines.held_answer(self, super().getresponse)
+# Connections to the proxy, not judged by the SSRF guard (the module's docstring), each
+# within its request's deadline from its connect (the CONNECT answer included) to its answer.
+class ProxiedHTTPConnection(deadlines.DeadlineBoundConnection):
+    pass
 
 
-class ProxiedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        deadlines.raise_if_cut()
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        deadlines.attach_current(self)
-        super().request(*args, **kwargs)
-
-    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
-        # An answer that ends with its connection: http.client lets go of the socket.
-        return deadlines.held_answer(self, super().getresponse)
+class ProxiedHTTPSConnection(deadlines.DeadlineBoundConnection, HTTPSConnection):
+    pass
 
 
 class ProxiedHTTPConnectionPool(HTTPConnectionPool):

@@ -148,6 +148,8 @@ def send(
         if connection.sock is None:
             # An answer that ends with its connection (`Connection: close`, no length):
             # http.client let go of the socket, which the body is still read through.
+            # (`DeadlineBoundConnection.getresponse` does this before urllib3's own
+            # reading; here, past it, nothing of the body has been read yet.)
             deadlines.attach_socket(sock)
     except BaseException:
         connection.close()

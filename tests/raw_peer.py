@@ -4,7 +4,9 @@ a request head that the test peers share."""
 
 import contextlib
 import socket
+import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -16,8 +18,9 @@ Script = Callable[[bytes, bytes, socket.socket], bool]
 class Peer:
     """A raw HTTP/1.1 server: each connection's requests answered by `script`."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, tls: ssl.SSLContext | None = None) -> None:
         self.script = script
+        self.tls = tls
         self.connections = 0
         self.hung_up = threading.Semaphore(0)  # released as the peer closes a connection
         self.requests: list[tuple[bytes, bytes]] = []
@@ -37,6 +40,8 @@ class Peer:
 
     def _talk(self, connection: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                connection = self.tls.wrap_socket(connection, server_side=True)
             self._answer(connection)
         except OSError:
             pass  # the client dropped the connection (as some tests make it)
@@ -53,7 +58,10 @@ class Peer:
             head, pending = read
             length = int(header(head, "Content-Length") or 0)
             while len(pending) < length:
-                pending += connection.recv(65536)
+                data = connection.recv(65536)
+                if not data:
+                    return  # the client hung up in the middle of its body
+                pending += data
             body, pending = pending[:length], pending[length:]
             with self._lock:
                 self.requests.append((head, body))
@@ -62,8 +70,8 @@ class Peer:
 
     @classmethod
     @contextmanager
-    def running(cls, script: Script) -> Iterator["Peer"]:
-        peer = cls(script)
+    def running(cls, script: Script, tls: ssl.SSLContext | None = None) -> Iterator["Peer"]:
+        peer = cls(script, tls)
         thread = threading.Thread(target=peer.serve, daemon=True)
         thread.start()
         try:
@@ -105,19 +113,25 @@ ENDS_WITH_CONNECTION = {
 }
 
 
+# Long past any deadline a test sets, short enough that a request the deadline fails to
+# end fails its test in seconds rather than at the suite's per-test timeout.
+TRICKLE_SECONDS = 10.0
+
+
 @contextmanager
-def trickling(head: bytes) -> Iterator[Peer]:
+def trickling(head: bytes, tls: ssl.SSLContext | None = None) -> Iterator[Peer]:
     """A peer that answers every request with `head` and then a byte every 0.2 s, well
-    within any read timeout, until the test is done with it."""
+    within any read timeout, for `TRICKLE_SECONDS` or until the test is done with it."""
     stop = threading.Event()
 
     def trickle(head_in: bytes, body: bytes, connection: socket.socket) -> bool:
         connection.sendall(head)
-        while not stop.wait(0.2):
+        ends = time.monotonic() + TRICKLE_SECONDS
+        while not stop.wait(0.2) and time.monotonic() < ends:
             connection.sendall(b"x")
         return False
 
-    with Peer.running(trickle) as peer:
+    with Peer.running(trickle, tls) as peer:
         try:
             yield peer
         finally:

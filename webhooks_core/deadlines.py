@@ -16,11 +16,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
+
+from urllib3.connection import HTTPConnection
+from urllib3.response import HTTPResponse
 
 _sequence = itertools.count()
-Answer = TypeVar("Answer")
 # A deadline that passed while its connection was still opening is tried again this often.
 RETRY_SECONDS = 0.05
 
@@ -187,16 +188,6 @@ def attach_socket(sock: socket.socket) -> None:
         deadline.attach(_Socket(sock))
 
 
-def held_answer(connection: Any, getresponse: Callable[[], Answer]) -> Answer:
-    """`getresponse()` of a connection our classes opened, its socket kept within the
-    current deadline's reach (`attach_socket`) when the connection lets go of it."""
-    sock = getattr(connection, "sock", None)
-    response = getresponse()
-    if sock is not None and getattr(connection, "sock", None) is None:
-        attach_socket(sock)
-    return response
-
-
 def raise_if_cut() -> None:
     """Called by our connection classes once connected, before sending: a connect that
     was under way when the request was cut (its socket could not be shut yet) sends
@@ -204,3 +195,28 @@ def raise_if_cut() -> None:
     deadline = _current.get()
     if deadline is not None and deadline.fired:
         raise CutShort("cut short before it was sent")
+
+
+class DeadlineBoundConnection(HTTPConnection):
+    """A urllib3 connection whose socket is within the current request's deadline from the
+    moment it is opened until its answer is read. Mixed in before `HTTPSConnection` too.
+
+    From the connect on: a proxy's `CONNECT` answer and a TLS handshake are part of the
+    request. Before the answer: urllib3 may read a whole body inside `getresponse`
+    (`preload_content`), and `http.client` lets go of the socket of an answer that ends
+    with its connection (`Connection: close`, no length, HTTP/1.0), reading on through
+    the response's own handle, so the deadline holds the socket itself by then."""
+
+    def connect(self) -> None:
+        attach_current(self)
+        super().connect()
+        raise_if_cut()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        attach_current(self)
+        super().request(*args, **kwargs)
+
+    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
+        if self.sock is not None:
+            attach_socket(self.sock)
+        return super().getresponse()

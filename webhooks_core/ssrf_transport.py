@@ -18,7 +18,6 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
-from urllib3.response import HTTPResponse
 from urllib3.util import connection as urllib3_connection
 
 from . import cooperative, deadlines
@@ -96,37 +95,14 @@ class _QuickDropCheck:
         return self.sock is not None and not cooperative.readable_now(self.sock.fileno())
 
 
-class GuardedHTTPConnection(_QuickDropCheck, HTTPConnection):
+class GuardedHTTPConnection(_QuickDropCheck, deadlines.DeadlineBoundConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
 
-    def connect(self) -> None:
-        super().connect()
-        deadlines.raise_if_cut()
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        # The request's total deadline may shut this connection's socket (`deadlines`).
-        deadlines.attach_current(self)
-        super().request(*args, **kwargs)
-
-    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
-        return deadlines.held_answer(self, super().getresponse)
-
-
-class GuardedHTTPSConnection(_QuickDropCheck, HTTPSConnection):
+class GuardedHTTPSConnection(_QuickDropCheck, deadlines.DeadlineBoundConnection, HTTPSConnection):
     def _new_conn(self) -> socket.socket:
         return _open_checked_socket(self)
-
-    def connect(self) -> None:
-        super().connect()
-        deadlines.raise_if_cut()
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        deadlines.attach_current(self)
-        super().request(*args, **kwargs)
-
-    def getresponse(self) -> HTTPResponse:  # type: ignore[override]
-        return deadlines.held_answer(self, super().getresponse)
 
 
 class GuardedHTTPConnectionPool(HTTPConnectionPool):

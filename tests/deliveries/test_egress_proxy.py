@@ -5,6 +5,7 @@ judges the target before the proxy is asked."""
 import base64
 import logging
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.checks import run_checks
@@ -137,23 +138,50 @@ def test_a_bad_proxy_setting_fails_the_system_check(
     assert problem in errors[0].msg
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
 @pytest.mark.parametrize("head", ENDS_WITH_CONNECTION.values(), ids=ENDS_WITH_CONNECTION.keys())
 def test_a_proxied_answer_that_ends_with_its_connection_still_ends_by_its_total_deadline(
-    proxy: ForwardProxy, head: bytes
+    proxy: ForwardProxy, head: bytes, scheme: str
 ) -> None:
     # As on the direct path (`test_http_exchange`): http.client lets go of the socket of
     # an answer that ends with its connection, and through the proxy manager's path the
     # deadline held only the connection, so a trickling receiver outlived the deadline.
-    with trickling(head) as peer:
+    # https goes through a CONNECT tunnel: the socket then is the TLS one.
+    pki = PKI.create()
+    context = server_context(
+        pki, pki.issue("receiver", names=("127.0.0.1",)), require_client_cert=False
+    )
+    tls = client_tls.ClientTLS(ca_certificates=pki.ca.certificate)
+    with trickling(head, tls=context if scheme == "https" else None) as peer:
+        url = peer.url.replace("http:", f"{scheme}:", 1)
         result = transport.post(
-            peer.url,
+            url,
             b"{}",
             {},
             connect_timeout=0.5,
             read_timeout=1.0,
+            tls=tls,
             proxy_url=f"http://relay:pr0xy-pass@127.0.0.1:{proxy.port}",
         )
-    assert proxy.seen == [f"POST {peer.url}"]
-    assert result.status_code == 200
+    tunnel = f"CONNECT {urlsplit(url).netloc}"
+    assert proxy.seen == [tunnel if scheme == "https" else f"POST {url}"]
+    assert result.status_code == 200, result.error
     assert "within its total deadline" in result.error
+    assert result.duration_ms < 5000
+
+
+def test_a_proxy_trickling_its_answer_to_connect_is_held_to_the_deadline_too() -> None:
+    # The tunnel's set-up is part of the request: the deadline holds the connection from
+    # its connect on, not only once the request is written into the tunnel.
+    with trickling(b"HTTP/1.1 200 Connection established\r\nX-Wait: ") as slow_proxy:
+        result = transport.post(
+            "https://127.0.0.1:9/hook",
+            b"{}",
+            {},
+            connect_timeout=0.5,
+            read_timeout=1.0,
+            proxy_url=f"http://127.0.0.1:{urlsplit(slow_proxy.url).port}",
+        )
+    assert result.status_code is None
+    assert "within its total deadline" in result.error, result.error
     assert result.duration_ms < 5000

@@ -237,22 +237,26 @@ def test_an_answer_that_ends_with_its_connection_still_ends_by_its_total_deadlin
     assert result.duration_ms < 5000
 
 
-def test_urllib3s_own_path_through_the_guarded_connections_holds_the_deadline_too() -> None:
+@pytest.mark.parametrize("preload", [False, True], ids=["streamed", "preloaded"])
+@pytest.mark.parametrize("head", ENDS_WITH_CONNECTION.values(), ids=ENDS_WITH_CONNECTION.keys())
+def test_urllib3s_own_path_through_the_guarded_connections_holds_the_deadline_too(
+    head: bytes, preload: bool
+) -> None:
     # The guarded connection classes serve urllib3's `urlopen` as well (a pool manager with
-    # `ssrf_transport.POOL_CLASSES`): the same hand-over of the socket, the same hold.
+    # `ssrf_transport.POOL_CLASSES`), which may read the whole body inside `getresponse`.
     manager = urllib3.PoolManager()
     manager.pool_classes_by_scheme = ssrf_transport.POOL_CLASSES
     deadline = deadlines.arm(deadlines.after(1.0))
     started = time.monotonic()
     try:
-        with trickling(ENDS_WITH_CONNECTION["no-length"]) as peer:
+        # Cut short, the answer ends: at its end of file, or short of its length.
+        with trickling(head) as peer, contextlib.suppress(urllib3.exceptions.HTTPError):
             response = manager.request(
-                "GET", peer.url, preload_content=False, timeout=urllib3.Timeout(1, 1)
+                "GET", peer.url, preload_content=preload, timeout=urllib3.Timeout(1, 1)
             )
-            # Cut short, the answer ends (end of file, for one without a length).
-            with contextlib.suppress(urllib3.exceptions.HTTPError):
-                for _ in response.stream(1024):
-                    pass
+            for _ in response.stream(1024):
+                pass
     finally:
-        assert deadlines.finish(deadline), "the deadline did not cut the request"
+        cut_short = deadlines.finish(deadline)
+    assert cut_short, "the deadline did not cut the request"
     assert time.monotonic() - started < 5
