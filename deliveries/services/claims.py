@@ -67,10 +67,22 @@ def claim_due(
         claimed = _claim_unordered(
             endpoint=endpoint, token=token, limit=limit, with_expired=with_expired
         )
-        if claimed or not with_expired:
+        if len(claimed) >= limit or not keyed_waiting(endpoint_id=endpoint.pk):
             return claimed
-        # An owner's first claim found nothing plain: rows with an ordering key, left from
-        # when the endpoint asked for order, take the ordered path.
+        # Rows with an ordering key, fanned out while the endpoint asked for order (or a
+        # keyed dead letter retried since): they keep their key's order, so they take the
+        # ordered path, by the same rule that counts them as due (`has_due`).
+        return claimed + _claim_in_order(
+            endpoint=endpoint, token=token, limit=limit - len(claimed), with_expired=with_expired
+        )
+    return _claim_in_order(endpoint=endpoint, token=token, limit=limit, with_expired=with_expired)
+
+
+def _claim_in_order(
+    *, endpoint: Endpoint, token: uuid.UUID, limit: int, with_expired: bool
+) -> list[Delivery]:
+    """The claim by the ORM's rule: every due row that `ordering.claimable_in_order`
+    allows (rows without a key, and the head of each key's line)."""
     rows = Delivery.objects.filter(endpoint_id=endpoint.pk).filter(ordering.claimable_in_order())
     ids = list(
         rows.filter(_pending_due())
@@ -171,6 +183,23 @@ def _claim_unordered(
     return claimed
 
 
+def keyed_waiting(*, endpoint_id: UUID | str) -> bool:
+    """Whether the endpoint has rows with an ordering key waiting to be sent (pending, or
+    sending under a lease that may run out): the plain claim of an unordered endpoint
+    does not take them."""
+    with sql_cursor(_DELIVERIES) as cursor:
+        cursor.execute("SELECT " + _KEYED_EXISTS_SQL.format(endpoint="%s"), [str(endpoint_id)])
+        (keyed,) = cursor.fetchone()
+    return bool(keyed)
+
+
+_KEYED_EXISTS_SQL = (
+    f"EXISTS (SELECT 1 FROM {Delivery._meta.db_table} "  # noqa: S608 (our table)
+    "WHERE endpoint_id = {endpoint} AND ordering_key IS NOT NULL "
+    f"AND status IN ('{DeliveryStatus.PENDING}', '{DeliveryStatus.SENDING}'))"
+)
+
+
 # The endpoint's health bookkeeping, which its owner's own recording writes (and keeps in
 # its copy): nothing a round sends depends on it, so writing it is no new version (else
 # every recording would send the owner back to read the endpoint again).
@@ -239,11 +268,13 @@ def _round_claim_sql(with_expired: bool) -> str:
     events, endpoints = Event._meta.db_table, Endpoint._meta.db_table
     current = "AND EXISTS (SELECT 1 FROM ep WHERE ep.state = %s AND ep.version = %s) "
     return (
-        f"WITH ep AS MATERIALIZED (SELECT e.state, {_version_sql('e')} AS version "  # noqa: S608
+        f"WITH ep AS MATERIALIZED (SELECT e.state, {_version_sql('e')} AS version, "  # noqa: S608
+        f"{_KEYED_EXISTS_SQL.format(endpoint='e.id')} AS keyed "
         f"FROM {endpoints} e WHERE e.id = %s), "
         f"{_picked_sql(with_expired, also=current)}, "
         f"taken AS ({_take_sql('d.*')}) "
-        f"SELECT ep.state, ep.version, {_columns(Delivery, 'taken')}, {_columns(Event, 'ev')} "
+        f"SELECT ep.state, ep.version, ep.keyed, "
+        f"{_columns(Delivery, 'taken')}, {_columns(Event, 'ev')} "
         f"FROM ep LEFT JOIN (taken JOIN {events} ev ON ev.id = taken.event_id) ON TRUE "
         f'ORDER BY taken."next_attempt_at", taken."id"'
     )
@@ -332,19 +363,25 @@ def claim_round(
         rows = cursor.fetchall()
     if not rows:
         return RoundClaim(None, False, [])
-    state, current = rows[0][0], rows[0][1]
+    state, current, keyed = rows[0][0], rows[0][1], rows[0][2]
     width = len(Delivery._meta.concrete_fields)
     db = connections[DEFAULT_DB_ALIAS]
     claimed = []
     for row in rows:
-        if row[2] is None:
+        if row[3] is None:
             continue  # the endpoint's row alone: nothing taken
-        delivery = _from_row(Delivery, list(row[2 : 2 + width]), db)
-        event = _from_row(Event, list(row[2 + width :]), db)
+        delivery = _from_row(Delivery, list(row[3 : 3 + width]), db)
+        event = _from_row(Event, list(row[3 + width :]), db)
         Delivery.event.field.set_cached_value(delivery, event)
         delivery.endpoint = endpoint
         claimed.append(delivery)
-    return RoundClaim(current, state == EndpointState.ACTIVE, claimed)
+    active = state == EndpointState.ACTIVE
+    if keyed and active and current == version and len(claimed) < limit:
+        # Keyed rows left from when the endpoint asked for order (see `claim_due`).
+        claimed += _claim_in_order(
+            endpoint=endpoint, token=token, limit=limit - len(claimed), with_expired=with_expired
+        )
+    return RoundClaim(current, active, claimed)
 
 
 def has_due(*, endpoint_id: UUID | str) -> bool:

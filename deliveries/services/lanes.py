@@ -139,3 +139,28 @@ def release(count: int) -> None:
 def open_requests() -> int:
     with _lock:
         return _cap - _free
+
+
+class Permits:
+    """The permits one round holds: each request it starts hands one to its lane (which
+    gives it back when the request ends); whatever is left goes back when the round
+    leaves its `with` block, however it leaves it (an error while claiming or preparing
+    the round's credentials included), so no path keeps a permit for ever."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __enter__(self) -> "Permits":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.give_back(self.count)
+
+    def hand_to_lane(self) -> None:
+        """One permit now belongs to a request's lane (it releases it when it ends)."""
+        self.count -= 1
+
+    def give_back(self, count: int) -> None:
+        count = min(count, self.count)
+        self.count -= count
+        release(count)

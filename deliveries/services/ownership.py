@@ -13,7 +13,7 @@ from datetime import timedelta
 from uuid import UUID
 
 from django.db import IntegrityError, connection
-from django.db.models import Q
+from django.db.models import DurationField, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 
 from webhooks_core.sql import sql_cursor
@@ -153,3 +153,16 @@ _RELEASE_SQL = (
     "not_before = CASE WHEN %s > 0 THEN STATEMENT_TIMESTAMP() + %s * INTERVAL '1 second' END "
     "WHERE endpoint_id = %s AND token = %s"
 )
+
+
+def held_for(*, endpoint_id: UUID | str) -> float | None:
+    """Seconds until an endpoint whose lease nobody holds may be claimed again (its
+    claims on hold: an open circuit, a rate limit), or None when it is not on hold."""
+    left = (
+        EndpointOwner.objects.filter(endpoint_id=endpoint_id, not_before__gt=Now())
+        .filter(Q(token__isnull=True) | Q(expires_at__lt=Now()))
+        .annotate(left=ExpressionWrapper(F("not_before") - Now(), output_field=DurationField()))
+        .values_list("left", flat=True)
+        .first()
+    )
+    return None if left is None else max(left.total_seconds(), 0.0)

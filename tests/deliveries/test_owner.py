@@ -32,8 +32,12 @@ from deliveries.models import (
     Event,
 )
 from deliveries.services import claims, ownership
-from deliveries.services import owner as owner_module
-from deliveries.services.owner import _result
+from deliveries.services.owner import requests as owner_requests
+from deliveries.services.owner import results as owner_results
+from deliveries.services.owner import settling as owner_settling
+from deliveries.services.owner import work as owner_work
+from deliveries.services.owner import writing as owner_writing
+from deliveries.services.owner.results import result_of as _result
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver, Reply
@@ -721,7 +725,7 @@ def test_a_resume_racing_the_settling_of_a_suspension_strands_nothing(
         return result
 
     with connection.execute_wrapper(resume_after_the_state_read):
-        owner_module._settle_inactive(str(endpoint.pk))
+        owner_settling.settle_inactive(str(endpoint.pk))
     resumed.join(timeout=20)
     assert not resumed.is_alive()
     endpoint.refresh_from_db()
@@ -764,7 +768,7 @@ def test_an_owner_that_settled_a_suspension_looks_once_more_and_sends_after_a_re
     # resume committed just after its settling had its wake folded into the owner's work
     # (the owner was marked working), and the released rows waited for the sweeper.
     endpoint = _suspended_with_a_held_row(receiver)
-    settle = owner_module._settle_inactive
+    settle = owner_settling.settle_inactive
     woken = published_wakes()
 
     def settle_then_resume(endpoint_id: str) -> None:
@@ -772,7 +776,7 @@ def test_an_owner_that_settled_a_suspension_looks_once_more_and_sends_after_a_re
         if Endpoint.objects.get(pk=endpoint_id).state != EndpointState.ACTIVE:
             services.endpoint_resume(endpoint_id=endpoint.pk)
 
-    with mock.patch.object(owner_module, "_settle_inactive", side_effect=settle_then_resume):
+    with mock.patch.object(owner_work, "settle_inactive", side_effect=settle_then_resume):
         result = services.endpoint_work(endpoint_id=endpoint.pk)
 
     assert published_wakes() == woken  # the resume's wake was folded into the owner's
@@ -840,7 +844,7 @@ def test_a_delivery_a_destination_defers_is_due_again_later_without_spending_an_
     delivery = delivery_row(endpoint)
 
     with mock.patch.object(
-        owner_module.destinations, "for_url", return_value=_DeferringDestination()
+        owner_requests.destinations, "for_url", return_value=_DeferringDestination()
     ):
         services.endpoint_work(endpoint_id=endpoint.pk)
 
@@ -903,7 +907,7 @@ def test_a_deferral_waits_at_least_the_defer_seconds_and_at_most_a_countdown(
     settings.WEBHOOKS_DEFER_SECONDS = 1.0
     settings.WEBHOOKS_MAX_COUNTDOWN_SECONDS = 30
     outcome = Outcome(Kind.DEFER, retry_after=retry_after)
-    assert owner_module._defer_seconds(outcome) == seconds
+    assert owner_results.defer_seconds(outcome) == seconds
 
 
 def test_of_requests_cut_by_a_stop_only_those_not_acknowledged_are_deferred(
@@ -915,12 +919,12 @@ def test_of_requests_cut_by_a_stop_only_those_not_acknowledged_are_deferred(
     acknowledged, cut = delivery_row(endpoint), delivery_row(endpoint)
     for row in (acknowledged, cut):
         row.endpoint = endpoint
-    owner = owner_module._Owner(str(endpoint.pk), uuid.uuid4())
-    owner.cut = {acknowledged.pk, cut.pk}
+    requests = owner_requests.OpenRequests()
+    requests.cut = {acknowledged.pk, cut.pk}
     credentials = Credentials(["secret"], [], 0)
     now = timezone.now()
 
-    results, deferral = owner._settled(
+    results, deferral = requests.settled(
         [
             (acknowledged, Outcome(Kind.SUCCEEDED, started_at=now), credentials),
             (cut, Outcome(Kind.RETRY, error="TimeoutError", started_at=now), credentials),
@@ -1192,24 +1196,23 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
     rest = claims.claim_due(endpoint=endpoint, token=token, limit=10)
 
     assert [d.pk for d in first] == [rows["due"].pk], "oldest due first, within the limit"
-    assert [d.pk for d in rest] == [rows["due_later_in_line"].pk]
+    # A keyed row left from when the endpoint asked for order is taken by every claim
+    # (the ordered rule, after the plain rows), not only by an owner's first: otherwise
+    # the look that counts it as due and the claim disagreed, and its owner spun.
+    assert [d.pk for d in rest] == [rows["due_later_in_line"].pk, rows["keyed"].pk]
     taken = Delivery.objects.get(pk=rows["due"].pk)
     assert taken.status == DeliveryStatus.SENDING
     assert taken.lease_token == token
     assert taken.attempts == 1
     assert taken.lease_expires_at is not None
     assert taken.lease_expires_at > timezone.now() + timedelta(seconds=20)
-    # The keyed row waits for an owner's first claim (the ordered path).
-    keyed = claims.claim_due(endpoint=endpoint, token=token, limit=10, with_expired=True)
-    assert [d.pk for d in keyed] == [rows["keyed"].pk]
+    assert claims.claim_due(endpoint=endpoint, token=token, limit=10, with_expired=True) == []
 
 
 def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiver) -> None:
     # The task's time limit once killed the task only; its lanes kept their sockets,
     # nothing was recorded, and the sweeper sent again while the first request was open.
     from celery.exceptions import SoftTimeLimitExceeded
-
-    from deliveries.services import owner
 
     with trickling_server() as (url, accepted):
         endpoint, _ = services.endpoint_create(
@@ -1226,7 +1229,7 @@ def test_a_time_limit_never_leaves_a_request_running_unrecorded(receiver: Receiv
 
         started = time.monotonic()
         with (
-            mock.patch.object(owner._Owner, "_wait_and_record", time_is_up),
+            mock.patch.object(owner_work.Owner, "_wait_and_record", time_is_up),
             pytest.raises(SoftTimeLimitExceeded),
         ):
             services.endpoint_work(endpoint_id=endpoint.pk)
@@ -1247,9 +1250,9 @@ def _record_round_off_the_owner(
     """Connections taken as pooled, so an owner writes a round that all succeeded in a
     thread of its own; returns the names of the threads that wrote rounds (the write off
     the owner's thread fails with `error`, if given)."""
-    monkeypatch.setattr(owner_module, "connections_pooled", lambda: True)
+    monkeypatch.setattr(owner_writing, "connections_pooled", lambda: True)
     writers: list[str] = []
-    real = owner_module.record_round
+    real = owner_writing.record_round
     owner_thread = threading.current_thread()
 
     def record_round(r: Any) -> dict[int, str]:
@@ -1258,7 +1261,7 @@ def _record_round_off_the_owner(
             raise error
         return real(r)
 
-    monkeypatch.setattr(owner_module, "record_round", record_round)
+    monkeypatch.setattr(owner_writing, "record_round", record_round)
     return writers
 
 
@@ -1285,16 +1288,16 @@ def test_an_owner_goes_on_sending_while_its_last_round_is_still_being_written(
     # one endpoint's rounds went no faster than its recordings (a fast receiver: 470
     # deliveries/s, two per round). Now the rounds that end meanwhile are written
     # together next: with the first round's write held, every request still goes out.
-    monkeypatch.setattr(owner_module, "connections_pooled", lambda: True)
+    monkeypatch.setattr(owner_writing, "connections_pooled", lambda: True)
     writing, release = threading.Event(), threading.Event()
-    real = owner_module.record_round
+    real = owner_writing.record_round
 
     def held_record_round(r: Any) -> dict[int, str]:
         writing.set()
         assert release.wait(60), "the test never let the write go on"
         return real(r)
 
-    monkeypatch.setattr(owner_module, "record_round", held_record_round)
+    monkeypatch.setattr(owner_writing, "record_round", held_record_round)
     endpoint, _ = make_endpoint(receiver, max_in_flight=1)
     rows = [delivery_row(endpoint) for _ in range(6)]
     worker = owner_at_work(endpoint)
@@ -1339,8 +1342,8 @@ def test_a_round_does_not_wait_for_requests_of_a_later_claim(
     # the whole window, round after round: 279-285 deliveries/s where 20 endpoints'
     # lanes allowed 400. The window is made long here, so waiting for a later claim's
     # request shows as the first lane idle until the second request ends (8 s).
-    monkeypatch.setattr(owner_module, "MAX_GATHER_SECONDS", 60.0)
-    monkeypatch.setattr(owner_module, "GATHER_SHARE", 1000.0)
+    monkeypatch.setattr(owner_requests, "MAX_GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(owner_requests, "GATHER_SHARE", 1000.0)
     endpoint, _ = make_endpoint(receiver, max_in_flight=2, read_timeout_seconds=30)
     delays: dict[str, float] = {}
     receiver.handler = lambda request: Reply(
