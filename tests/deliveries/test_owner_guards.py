@@ -1,0 +1,282 @@
+"""The owner's guards (issue 41): no request outlives its lease whatever the owner waits
+on, no loop on a claim that takes nothing, permits given back on every path, a task's
+turns bounded together, a wake that finds its endpoint held coming back, and a task's
+outcomes bounded."""
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+import psycopg
+import pytest
+from django.db import DatabaseError, connection
+from django.db.models.functions import Now
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from deliveries import services
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner, Event
+from deliveries.services import lanes, ownership
+from deliveries.services.dispatch import wake_book
+from deliveries.services.owner import endpoint_view, work
+from deliveries.services.owner.work import WorkResult
+from tests.conftest import wait_until
+from tests.receiver import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _endpoint(url: str, **fields: Any) -> Endpoint:
+    endpoint, _ = services.endpoint_create(url=url, event_types=["*"], **fields)
+    return endpoint
+
+
+def _due_row(endpoint: Endpoint) -> Delivery:
+    event = Event.objects.create(
+        type="order.created", data={}, occurred_at=timezone.now(), fanned_out_at=Now()
+    )
+    return Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
+
+
+def _in_a_thread(target: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # (reported to the test)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+@contextmanager
+def _silent_peer() -> Iterator[tuple[str, list[float], list[float]]]:
+    """Reads each request and never answers; notes when each came and when the client
+    let go of it (Unix times)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    opened: list[float] = []
+    closed: list[float] = []
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(0.2)
+            opened.append(time.time())
+            while not stop.is_set():
+                try:
+                    if not conn.recv(65536):
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+            closed.append(time.time())
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # (closed)
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", opened, closed
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _dsn() -> str:
+    params = connection.get_connection_params()
+    return psycopg.conninfo.make_conninfo(
+        **{k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    )
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.timeout(60)
+def test_a_request_is_cut_before_the_lease_ends_when_the_renewal_is_blocked(
+    settings: SettingsWrapper,
+) -> None:
+    # The owner's renewal waits on a row lock held by another transaction: nothing on the
+    # owner's own path can cut its request, so without the guard it stayed open past the
+    # lease, and a second owner could send the same row again meanwhile.
+    settings.WEBHOOKS_LEASE_SECONDS = 3
+    with _silent_peer() as (url, opened, closed):
+        endpoint = _endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
+        _due_row(endpoint)
+        thread, _ = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
+        wait_until(lambda: opened, timeout=10, what="the request to be open")
+        with psycopg.connect(_dsn(), autocommit=False) as other:
+            other.execute(
+                f"SELECT 1 FROM {EndpointOwner._meta.db_table} WHERE endpoint_id = %s "  # noqa: S608
+                "FOR UPDATE",
+                [endpoint.pk],
+            )
+            expires_at = EndpointOwner.objects.get(endpoint=endpoint).expires_at
+            assert expires_at is not None
+            wait_until(lambda: closed, timeout=10, what="the request to be cut")
+            other.rollback()
+        thread.join(timeout=20)
+    assert closed[0] < expires_at.timestamp(), "the request was cut before its lease ended"
+
+
+@pytest.mark.timeout(60)
+def test_a_request_is_cut_before_the_lease_ends_whatever_the_owner_waits_on(
+    settings: SettingsWrapper,
+) -> None:
+    # A wait the owner cannot bound itself (a pooled connection's checkout, 60 s in the
+    # Procfile; a resolver): the guard beside it cuts its requests before the lease ends.
+    settings.WEBHOOKS_LEASE_SECONDS = 3
+    real_renew = ownership.owner_renew
+
+    def slow_renew(**kwargs: Any) -> bool:
+        time.sleep(8)
+        return real_renew(**kwargs)
+
+    with (
+        _silent_peer() as (url, opened, closed),
+        mock.patch("deliveries.services.owner.lease.owner_renew", slow_renew),
+    ):
+        endpoint = _endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
+        _due_row(endpoint)
+        thread, _ = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
+        wait_until(lambda: opened, timeout=10, what="the request to be open")
+        lease = EndpointOwner.objects.get(endpoint=endpoint)
+        assert lease.expires_at is not None
+        wait_until(lambda: closed, timeout=10, what="the request to be cut")
+        thread.join(timeout=20)
+    assert closed[0] < lease.expires_at.timestamp()
+
+
+def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
+    receiver: Receiver,
+) -> None:
+    # A claim that disagrees with the look that counts due rows once made its owner take
+    # the lease, claim nothing, release and look again without pause.
+    endpoint = _endpoint(receiver.url)
+    _due_row(endpoint)
+    takes = 0
+    real_take = ownership.owner_take
+
+    def counted_take(**kwargs: Any) -> uuid.UUID | None:
+        nonlocal takes
+        takes += 1
+        return real_take(**kwargs)
+
+    with (
+        mock.patch.object(endpoint_view.EndpointView, "claim", return_value=[]),
+        mock.patch("deliveries.services.owner.lease.owner_take", counted_take),
+        mock.patch("deliveries.services.owner.work.dispatch_wakes") as wakes_sent,
+    ):
+        thread, errors = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
+        thread.join(timeout=10)
+    assert not thread.is_alive(), "the owner stopped"
+    assert not errors
+    assert takes <= 2
+    lease = EndpointOwner.objects.get(endpoint=endpoint)
+    assert lease.token is None
+    assert lease.not_before is not None
+    assert lease.not_before > timezone.now() + timedelta(seconds=2)
+    wakes_sent.assert_called_once()
+
+
+def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
+    # An error after the claim (its credentials: a database error, an undecryptable
+    # secret) kept the claimed rows' permits for ever, until no owner could send.
+    endpoint = _endpoint(receiver.url)
+    for _ in range(3):
+        _due_row(endpoint)
+    before = lanes.open_requests()
+    with (
+        mock.patch.object(
+            endpoint_view.EndpointView, "credentials", side_effect=DatabaseError("gone")
+        ),
+        pytest.raises(DatabaseError),
+    ):
+        services.endpoint_work(endpoint_id=endpoint.pk)
+    assert lanes.open_requests() == before
+
+
+@pytest.mark.timeout(60)
+def test_a_task_ends_on_time_however_often_its_look_finds_more(
+    settings: SettingsWrapper, receiver: Receiver
+) -> None:
+    # Each take-back at the end of a turn started the turn's clock again, so a busy
+    # endpoint's owner ran until the task's hard time limit killed it mid-request.
+    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 0.2
+    endpoint = _endpoint(receiver.url)
+    _due_row(endpoint)
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.is_set():
+            _due_row(endpoint)
+            time.sleep(0.02)
+
+    feeder, _ = _in_a_thread(feed)
+    try:
+        with (
+            mock.patch.object(work, "MAX_TASK_SECONDS", 2.0),
+            mock.patch.object(work, "tasks_wait_for_a_slot", return_value=False),
+            mock.patch("deliveries.services.owner.work.dispatch_wakes") as wakes_sent,
+        ):
+            started = time.monotonic()
+            services.endpoint_work(endpoint_id=endpoint.pk)
+            took = time.monotonic() - started
+    finally:
+        stop.set()
+        feeder.join(timeout=5)
+    assert took < 10
+    wakes_sent.assert_called()  # handed on with a message
+
+
+@pytest.mark.worker
+def test_a_wake_that_finds_the_endpoint_held_comes_back_when_the_hold_ends(
+    celery_worker: Any, receiver: Receiver
+) -> None:
+    # The wake's mark ("due now") outlived the hold by a minute and folded every wake
+    # meanwhile: the next send came up to ~75 s late.
+    endpoint = _endpoint(receiver.url)
+    delivery = _due_row(endpoint)
+    ownership.owner_take(endpoint_id=endpoint.pk)
+    EndpointOwner.objects.filter(endpoint=endpoint).update(
+        token=None, expires_at=None, not_before=Now() + timedelta(seconds=2)
+    )
+    assert wake_book().mark(str(endpoint.pk), 0, 60, -1)  # a wake came meanwhile
+
+    result = services.endpoint_work(endpoint_id=endpoint.pk)  # its message: held
+
+    assert not result.owned
+    wait_until(
+        lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED,
+        timeout=15,
+        what="the delivery to be sent once the hold ended",
+    )
+
+
+def test_a_task_keeps_a_bounded_number_of_outcomes() -> None:
+    result = WorkResult(watch=7)
+    result.note({7: "succeeded"})
+    for start in range(0, 5000, 100):
+        result.note({pk: "succeeded" for pk in range(start + 100, start + 200)})
+    assert len(result.outcomes) <= work.KEPT_OUTCOMES
+    assert result.outcomes[7] == "succeeded"
