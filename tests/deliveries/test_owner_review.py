@@ -1,0 +1,196 @@
+"""The sending engine's owner as issue 41's review found it: each test reproduces one item
+from outside (the real worker, a real HTTP peer on 127.0.0.1, the real database), so that
+it holds whatever shape the owner's modules take."""
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from deliveries import services
+from deliveries.models import (
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointSecret,
+    Event,
+)
+from deliveries.services import lanes
+from tests.conftest import wait_until
+from tests.receiver import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Short timeouts and backoff, so that a test's retries come within its patience.
+FAST = {
+    "backoff_base_seconds": 0.05,
+    "backoff_max_seconds": 0.2,
+    "connect_timeout_seconds": 1.0,
+    "read_timeout_seconds": 2.0,
+}
+
+
+def make_endpoint(url: str, **fields: Any) -> Endpoint:
+    endpoint, _ = services.endpoint_create(url=url, **{"event_types": ["*"], **FAST, **fields})
+    return endpoint
+
+
+def delivery_rows(endpoint: Endpoint, count: int) -> list[Delivery]:
+    """Deliveries of new events to the endpoint, pending and due now (no wake sent)."""
+    now = timezone.now()
+    events = Event.objects.bulk_create(
+        [Event(type="order.created", data={"n": n}, occurred_at=now) for n in range(count)]
+    )
+    return Delivery.objects.bulk_create(
+        [Delivery(event=event, endpoint=endpoint, next_attempt_at=now) for event in events]
+    )
+
+
+def count_in(endpoint: Endpoint, status: str) -> int:
+    return Delivery.objects.filter(endpoint=endpoint, status=status).count()
+
+
+def eventually(predicate: Callable[[], object], timeout: float) -> bool:
+    """Whether `predicate` came true within `timeout` seconds."""
+    try:
+        wait_until(predicate, timeout=timeout)
+    except AssertionError:
+        return False
+    return True
+
+
+def database_commits() -> int:
+    """Transactions committed in the test database so far, all processes counted."""
+    with connection.cursor() as cursor:
+        # (A backend reports its counts at most about once a second: a rate over a
+        # window of several seconds is what this can tell.)
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def in_its_own_connection(target: Callable[[], object]) -> threading.Thread:
+    """A thread (started) running `target` on a database connection of its own."""
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+# --- item 1: keyed rows of an endpoint that no longer asks for order --------------------
+
+# The issue's bound is 3,000 commits in the minute after the change, all processes
+# counted: the same pace over a shorter window.
+COMMIT_WINDOW_SECONDS = 10.0
+MOST_COMMITS_IN_WINDOW = 500
+
+
+def _sent_without_spinning(endpoint: Endpoint, count: int, act: Callable[[], object]) -> None:
+    """After `act`, the endpoint's `count` rows are delivered within 30 s, and the
+    database sees no more than the bound's pace of commits meanwhile."""
+    try:
+        before = database_commits()
+        started = time.monotonic()
+        act()
+        delivered = eventually(lambda: count_in(endpoint, DeliveryStatus.SUCCEEDED) == count, 30)
+        # A pace over a window: the window has its length whatever happened in it.
+        time.sleep(max(COMMIT_WINDOW_SECONDS - (time.monotonic() - started), 0.0))
+        commits = database_commits() - before
+        seconds = time.monotonic() - started
+        sent = count_in(endpoint, DeliveryStatus.SUCCEEDED)
+        assert delivered, f"{sent} of {count} delivered in 30 s ({commits} commits meanwhile)"
+        assert commits <= MOST_COMMITS_IN_WINDOW * seconds / COMMIT_WINDOW_SECONDS, (
+            f"{commits} commits in {seconds:.0f} s: the owner spins"
+        )
+    finally:
+        # An owner still spinning stops when its endpoint is gone.
+        services.endpoint_delete(endpoint_id=endpoint.pk)
+
+
+@pytest.mark.timeout(90)
+def test_keyed_rows_held_while_ordered_are_sent_after_order_is_dropped_and_a_resume(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint = make_endpoint(receiver.url, ordered_delivery=True)
+    services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
+    for n in range(3):
+        services.emit("order.created", {"n": n}, ordering_key="customer-1")
+    wait_until(lambda: count_in(endpoint, DeliveryStatus.HELD) == 3, what="three held rows")
+    services.endpoint_update(endpoint=Endpoint.objects.get(pk=endpoint.pk), ordered_delivery=False)
+
+    _sent_without_spinning(endpoint, 3, lambda: services.endpoint_resume(endpoint_id=endpoint.pk))
+
+
+@pytest.mark.timeout(90)
+def test_a_keyed_dead_letter_retried_after_order_is_dropped_is_sent(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    endpoint = make_endpoint(receiver.url, ordered_delivery=True)
+    receiver.script(401)  # a dead letter at once
+    services.emit("order.created", {"n": 1}, ordering_key="customer-1")
+    wait_until(lambda: count_in(endpoint, DeliveryStatus.DEAD_LETTERED) == 1, what="a dead letter")
+    dead = Delivery.objects.get(endpoint=endpoint)
+    services.endpoint_update(endpoint=Endpoint.objects.get(pk=endpoint.pk), ordered_delivery=False)
+
+    _sent_without_spinning(endpoint, 1, lambda: services.delivery_retry(delivery_id=dead.pk))
+
+
+# --- item 5: the process's permits after a failure while preparing a round --------------
+
+
+@pytest.mark.timeout(60)
+def test_a_round_whose_secret_cannot_be_decrypted_gives_its_permits_back(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
+    # Ordered: its round reads the secrets after the claim, with the rows' permits held.
+    broken = make_endpoint(receiver.url, ordered_delivery=True, max_in_flight=2)
+    EndpointSecret.objects.filter(endpoint=broken).update(encrypted_value="not a token")
+    delivery_rows(broken, 2)
+    healthy = make_endpoint(receiver.url)
+    [waiting] = delivery_rows(healthy, 1)
+    open_before = lanes.open_requests()
+
+    with contextlib.suppress(Exception):  # (how the owner fails is not the point)
+        services.endpoint_work(endpoint_id=broken.pk)
+
+    assert lanes.open_requests() == open_before, "permits kept by an owner that has ended"
+    services.dispatch_wakes([healthy.pk])
+    assert eventually(
+        lambda: Delivery.objects.filter(pk=waiting.pk, status=DeliveryStatus.SUCCEEDED).exists(),
+        15,
+    ), "another endpoint of the process sends nothing"
+
+
+# --- item 8: a task's outcomes ------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_a_task_s_outcomes_do_not_grow_with_every_delivery_it_sends(
+    receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 300.0  # all of them in one task
+    endpoint = make_endpoint(receiver.url, max_in_flight=20)
+    delivery_rows(endpoint, 500)
+
+    result = services.endpoint_work(endpoint_id=endpoint.pk)
+
+    assert result.sent == 500
+    assert count_in(endpoint, DeliveryStatus.SUCCEEDED) == 500
+    assert len(result.outcomes) <= 100, f"{len(result.outcomes)} outcomes kept by one task"
