@@ -5,11 +5,14 @@ it holds whatever shape the owner's modules take."""
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
@@ -18,12 +21,15 @@ from deliveries.models import (
     Delivery,
     DeliveryStatus,
     Endpoint,
+    EndpointOwner,
     EndpointSecret,
+    EndpointState,
     Event,
 )
 from deliveries.services import lanes
+from deliveries.signals import delivery_succeeded
 from tests.conftest import wait_until
-from tests.receiver import Receiver
+from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -194,3 +200,76 @@ def test_a_task_s_outcomes_do_not_grow_with_every_delivery_it_sends(
     assert result.sent == 500
     assert count_in(endpoint, DeliveryStatus.SUCCEEDED) == 500
     assert len(result.outcomes) <= 100, f"{len(result.outcomes)} outcomes kept by one task"
+
+
+# --- a stale owner, and an owner whose waits outlast its lease --------------------------
+
+
+def _take_over_once_the_lease_ran_out(
+    endpoint: Endpoint, held: threading.Event, answered_at: float
+) -> None:
+    """What a second owner does to an owner blocked past its lease, in one transaction:
+    holds the lease's row (so the first owner's renewal waits), and once the database
+    says the lease ran out, takes the lease and the rows it was sending; commits once
+    the receiver has answered the first owner's request (`answered_at`, Unix time)."""
+    with transaction.atomic():
+        EndpointOwner.objects.select_for_update().get(endpoint=endpoint)
+        held.set()
+        wait_until(
+            lambda: EndpointOwner.objects.filter(endpoint=endpoint, expires_at__lt=Now()).exists(),
+            timeout=30,
+            what="the first owner's lease to run out",
+        )
+        token = uuid.uuid4()
+        until = Now() + timedelta(minutes=5)
+        EndpointOwner.objects.filter(endpoint=endpoint).update(
+            token=token, expires_at=until, taken_at=Now()
+        )
+        Delivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.SENDING).update(
+            lease_token=token, lease_expires_at=until
+        )
+        wait_until(lambda: time.time() > answered_at, timeout=30, what="the answer")
+
+
+LEASE = 6.0
+
+
+@pytest.mark.parametrize("status", [200, 410])
+@pytest.mark.timeout(90)
+def test_an_owner_whose_rows_were_taken_over_reports_nothing_for_them(
+    receiver: Receiver, settings: SettingsWrapper, status: int
+) -> None:
+    # Item 8: the recording's "rows still ours" check never ran, so an owner whose lease
+    # ran out (its renewal blocked) reported the rows another owner had taken.
+    settings.WEBHOOKS_LEASE_SECONDS = LEASE
+    endpoint = make_endpoint(receiver.url, read_timeout_seconds=20)
+    [row] = delivery_rows(endpoint, 1)
+    # Answered after the lease ran out: an owner that kept its request open past its
+    # lease gets it.
+    delay = LEASE + 2
+    receiver.default = Reply(status=status, delay_seconds=delay)
+    reported: list[int] = []
+
+    def note(sender: object, delivery: Delivery, **_: object) -> None:
+        reported.append(delivery.pk)
+
+    delivery_succeeded.connect(note, sender=Delivery, weak=False)
+    try:
+        owner = in_its_own_connection(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
+        [request] = receiver.wait_for(1)
+        held = threading.Event()
+        answered_at = request.received_at + delay + 0.5
+        second = in_its_own_connection(
+            lambda: _take_over_once_the_lease_ran_out(endpoint, held, answered_at)
+        )
+        assert held.wait(10)
+        second.join(40)
+        owner.join(30)
+        assert not second.is_alive()
+        assert not owner.is_alive()
+    finally:
+        delivery_succeeded.disconnect(note, sender=Delivery)
+
+    assert row.pk not in reported, "delivery_succeeded sent by an owner that lost the row"
+    endpoint.refresh_from_db()
+    assert endpoint.state == EndpointState.ACTIVE, "suspended by an owner that lost the row"
