@@ -3,11 +3,15 @@ from outside (the real worker, a real HTTP peer on 127.0.0.1, the real database)
 it holds whatever shape the owner's modules take."""
 
 import contextlib
+import select
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -29,6 +33,7 @@ from deliveries.models import (
 from deliveries.services import lanes
 from deliveries.signals import delivery_succeeded
 from tests.conftest import wait_until
+from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -273,3 +278,170 @@ def test_an_owner_whose_rows_were_taken_over_reports_nothing_for_them(
     assert row.pk not in reported, "delivery_succeeded sent by an owner that lost the row"
     endpoint.refresh_from_db()
     assert endpoint.state == EndpointState.ACTIVE, "suspended by an owner that lost the row"
+
+
+# --- item 2: an owner blocked past its lease, while its first request is still open -----
+
+
+@dataclass(frozen=True)
+class Exchange:
+    webhook_id: str
+    started: float  # monotonic
+    ended: float  # answered, or dropped by the sender
+
+
+class HoldingPeer:
+    """A webhook receiver on 127.0.0.1 that holds chosen requests open and logs, for each
+    request, its webhook id and when it began and ended (answered, or dropped by the
+    sender: a sender that cuts a request short ends it then)."""
+
+    def __init__(self, hold: Callable[[int], float]) -> None:
+        # Seconds to hold the request that arrives n-th (from 0) before answering 200.
+        self.hold = hold
+        self.arrived: list[str] = []
+        self.exchanges: list[Exchange] = []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator["HoldingPeer"]:
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def overlapping(self) -> list[tuple[Exchange, Exchange]]:
+        """Pairs of requests for one webhook id that were open at the same time."""
+        with self.lock:
+            exchanges = sorted(self.exchanges, key=lambda e: e.started)
+        return [
+            (a, b)
+            for i, a in enumerate(exchanges)
+            for b in exchanges[i + 1 :]
+            if a.webhook_id == b.webhook_id and b.started < a.ended
+        ]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                webhook_id = self.headers.get("X-Webhook-Id", "")
+                started = time.monotonic()
+                with peer.lock:
+                    nth = len(peer.arrived)
+                    peer.arrived.append(webhook_id)
+                dropped = self._dropped_within(started + peer.hold(nth))
+                if not dropped:
+                    with contextlib.suppress(OSError):
+                        self.send_response(200)
+                        self.send_header("Content-Length", "2")
+                        self.end_headers()
+                        self.wfile.write(b"ok")
+                with peer.lock:
+                    peer.exchanges.append(Exchange(webhook_id, started, time.monotonic()))
+                self.close_connection = dropped
+
+            def _dropped_within(self, until: float) -> bool:
+                """Wait until `until`; True as soon as the sender closes the connection."""
+                while (left := until - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+                    if not readable:
+                        continue
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return True
+                    except OSError:
+                        return True
+                    time.sleep(0.05)  # (bytes of a next request: not ours to read yet)
+                return False
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+
+def _waiting_for_a_lock() -> int:
+    """Backends of the test database waiting for a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@contextlib.contextmanager
+def row_held(model: type[Endpoint], pk: Any, seconds: float) -> Iterator[threading.Thread]:
+    """Another transaction holds the row `FOR NO KEY UPDATE` (as an operator's change of
+    an endpoint does) for `seconds`, from when the block starts; the block's end waits
+    for it to commit."""
+    held = threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            model.objects.select_for_update(no_key=True).get(pk=pk)
+            held.set()
+            # The scenario's length, not a wait for something to happen.
+            threading.Event().wait(seconds)
+
+    thread = in_its_own_connection(hold)
+    assert held.wait(10)
+    try:
+        yield thread
+    finally:
+        thread.join(seconds + 30)
+
+
+SHORT_LEASE = 3.0
+# The first request is held longer than the lease, the row longer still.
+FIRST_HELD_SECONDS = 15.0
+ROW_HELD_SECONDS = 3 * SHORT_LEASE
+
+
+@pytest.mark.parametrize("blocked", ["its endpoint's row", "another owner's recording"])
+@pytest.mark.timeout(150)
+def test_an_owner_blocked_past_its_lease_has_no_request_sent_twice_at_once(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper, blocked: str
+) -> None:
+    # Item 2: an owner whose recording (or its wait on the group commit) blocks stops
+    # renewing its lease, and a second owner sends again a row whose request is still open.
+    settings.WEBHOOKS_LEASE_SECONDS = SHORT_LEASE
+    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    peer = HoldingPeer(lambda nth: FIRST_HELD_SECONDS if nth == 0 else 0.0)
+    with peer.running(), sweeping_in_background():
+        endpoint = make_endpoint(
+            peer.url, event_types=["order.created"], max_in_flight=2, read_timeout_seconds=20
+        )
+        other = make_endpoint(receiver.url, event_types=["invoice.paid"])
+        first = services.emit("order.created", {"n": 1})
+        wait_until(lambda: len(peer.arrived) == 1, what="the first request")
+        locked = endpoint if blocked == "its endpoint's row" else other
+        with row_held(Endpoint, locked.pk, ROW_HELD_SECONDS):
+            if locked is other:
+                # The other endpoint's recording waits for the row; ours queues behind it.
+                services.emit("invoice.paid", {"n": 1})
+                wait_until(lambda: _waiting_for_a_lock() > 0, what="a recording waiting")
+            services.emit("order.created", {"n": 2})
+        assert eventually(
+            lambda: Delivery.objects.filter(
+                event=first, endpoint=endpoint, status=DeliveryStatus.SUCCEEDED
+            ).exists(),
+            60,
+        ), "the first event was never delivered"
+
+    assert peer.overlapping() == [], "a request sent again while the first was still open"
