@@ -445,3 +445,32 @@ def test_an_owner_blocked_past_its_lease_has_no_request_sent_twice_at_once(
         ), "the first event was never delivered"
 
     assert peer.overlapping() == [], "a request sent again while the first was still open"
+
+
+# --- item 8: a wake that comes while the endpoint is held ---------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_wake_that_came_while_the_endpoint_was_held_is_worked_once_the_hold_ends(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    # A request with no answer holds the endpoint (no request for about as long as one
+    # takes); its owner, with nothing else to send, gives the endpoint back with that hold.
+    settings.WEBHOOKS_DEFER_SECONDS = 6.0
+    endpoint = make_endpoint(
+        receiver.url, connect_timeout_seconds=1, read_timeout_seconds=1, max_attempts=1
+    )
+    receiver.script(Reply(delay_seconds=3))
+    services.emit("order.created", {"n": 1})
+    held = EndpointOwner.objects.filter(endpoint=endpoint, token=None, not_before__gt=Now())
+    wait_until(held.exists, what="the endpoint given back with a hold")
+    hold_ends = EndpointOwner.objects.get(endpoint=endpoint).not_before
+    assert hold_ends is not None
+
+    second = services.emit("order.created", {"n": 2})  # its wake finds the endpoint held
+
+    patience = (hold_ends - timezone.now()).total_seconds() + 5
+    assert eventually(
+        lambda: Delivery.objects.filter(event=second, status=DeliveryStatus.SUCCEEDED).exists(),
+        patience,
+    ), f"not sent within 5 s of the hold's end (at {hold_ends:%H:%M:%S.%f})"
