@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from celery.signals import task_postrun, task_prerun
 from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -474,3 +475,96 @@ def test_a_wake_that_came_while_the_endpoint_was_held_is_worked_once_the_hold_en
         lambda: Delivery.objects.filter(event=second, status=DeliveryStatus.SUCCEEDED).exists(),
         patience,
     ), f"not sent within 5 s of the hold's end (at {hold_ends:%H:%M:%S.%f})"
+
+
+# --- item 6: an owner's turn has an overall bound ---------------------------------------
+
+WORK_ENDPOINT_TASK = "deliveries.tasks.work_endpoint"
+
+
+class TaskRuns:
+    """How long each `work_endpoint` task of one endpoint ran, from the worker's task
+    signals; those still running count until now."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint_id = str(endpoint.pk)
+        self.lock = threading.Lock()
+        self.started: dict[str, float] = {}
+        self.durations: list[float] = []
+
+    def _ours(self, task: Any, args: Any) -> bool:
+        return getattr(task, "name", "") == WORK_ENDPOINT_TASK and list(args or [])[:1] == [
+            self.endpoint_id
+        ]
+
+    def _prerun(self, task_id: str, task: Any, args: Any = None, **_: Any) -> None:
+        if self._ours(task, args):
+            with self.lock:
+                self.started[task_id] = time.monotonic()
+
+    def _postrun(self, task_id: str, task: Any, args: Any = None, **_: Any) -> None:
+        if self._ours(task, args):
+            with self.lock:
+                started = self.started.pop(task_id, None)
+                if started is not None:
+                    self.durations.append(time.monotonic() - started)
+
+    def longest(self) -> float:
+        now = time.monotonic()
+        with self.lock:
+            return max([*self.durations, *(now - s for s in self.started.values())], default=0)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator["TaskRuns"]:
+        task_prerun.connect(self._prerun, weak=False)
+        task_postrun.connect(self._postrun, weak=False)
+        try:
+            yield self
+        finally:
+            task_prerun.disconnect(self._prerun)
+            task_postrun.disconnect(self._postrun)
+
+
+LOAD_SECONDS = 15.0
+
+
+@pytest.mark.timeout(120)
+def test_an_owner_s_task_ends_within_its_turn_under_sustained_load(
+    celery_worker: object, receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    # Item 6: each take-back (rows came due as the owner stopped) started a new turn, so
+    # a busy endpoint's owner ran until the task's hard time limit. Here a row stays due
+    # that no claim can take (another transaction holds it), so the owner's every stop
+    # finds work and takes the lease back, while a steady stream of rows comes in.
+    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 1.0
+    endpoint = make_endpoint(receiver.url, max_in_flight=10)
+    [locked] = delivery_rows(endpoint, 1)
+    stop, held = threading.Event(), threading.Event()
+
+    def hold_a_due_row() -> None:
+        with transaction.atomic():
+            Delivery.objects.select_for_update().get(pk=locked.pk)
+            held.set()
+            stop.wait(LOAD_SECONDS + 10)
+
+    def feed() -> None:
+        while not stop.wait(0.05):
+            delivery_rows(endpoint, 3)
+
+    holder = in_its_own_connection(hold_a_due_row)
+    assert held.wait(10)
+    with TaskRuns(endpoint).watching() as runs:
+        feeder = in_its_own_connection(feed)
+        services.dispatch_wakes([endpoint.pk])
+        try:
+            # The load's length, not a wait for something to happen.
+            assert not stop.wait(LOAD_SECONDS)
+            longest = runs.longest()
+        finally:
+            stop.set()
+            feeder.join(10)
+            holder.join(10)
+
+    # A turn (1 s) and its last requests (connect + read timeout), with room for a loaded
+    # machine: far less than the load's length.
+    assert longest < 8, f"a task of the endpoint's owner ran {longest:.0f} s"
