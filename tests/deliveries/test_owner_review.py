@@ -139,6 +139,8 @@ def _sent_without_spinning(endpoint: Endpoint, count: int, act: Callable[[], obj
 def test_keyed_rows_held_while_ordered_are_sent_after_order_is_dropped_and_a_resume(
     celery_worker: object, receiver: Receiver
 ) -> None:
+    # Item 1: the round claim took only rows without a key while the owner's look counted
+    # keyed rows as due: it took the lease, claimed nothing and looked again, for ever.
     endpoint = make_endpoint(receiver.url, ordered_delivery=True)
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
     for n in range(3):
@@ -153,6 +155,7 @@ def test_keyed_rows_held_while_ordered_are_sent_after_order_is_dropped_and_a_res
 def test_a_keyed_dead_letter_retried_after_order_is_dropped_is_sent(
     celery_worker: object, receiver: Receiver
 ) -> None:
+    # Item 1, the same through a retried dead letter.
     endpoint = make_endpoint(receiver.url, ordered_delivery=True)
     receiver.script(401)  # a dead letter at once
     services.emit("order.created", {"n": 1}, ordering_key="customer-1")
@@ -170,6 +173,8 @@ def test_a_keyed_dead_letter_retried_after_order_is_dropped_is_sent(
 def test_a_round_whose_secret_cannot_be_decrypted_gives_its_permits_back(
     celery_worker: object, receiver: Receiver, settings: SettingsWrapper
 ) -> None:
+    # Item 5: a failure after the claim, while the round's credentials were read, kept
+    # the claimed rows' permits of the process's cap on open requests for good.
     settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
     # Ordered: its round reads the secrets after the claim, with the rows' permits held.
     broken = make_endpoint(receiver.url, ordered_delivery=True, max_in_flight=2)
@@ -197,6 +202,7 @@ def test_a_round_whose_secret_cannot_be_decrypted_gives_its_permits_back(
 def test_a_task_s_outcomes_do_not_grow_with_every_delivery_it_sends(
     receiver: Receiver, settings: SettingsWrapper
 ) -> None:
+    # Item 8: `WorkResult.outcomes` kept every delivery a task sent, for its whole life.
     settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 300.0  # all of them in one task
     endpoint = make_endpoint(receiver.url, max_in_flight=20)
     delivery_rows(endpoint, 500)
@@ -455,6 +461,9 @@ def test_an_owner_blocked_past_its_lease_has_no_request_sent_twice_at_once(
 def test_a_wake_that_came_while_the_endpoint_was_held_is_worked_once_the_hold_ends(
     celery_worker: object, receiver: Receiver, settings: SettingsWrapper
 ) -> None:
+    # Item 8: the wake of a row that came while the endpoint was held (`not_before`) found
+    # the lease refused and left its mark: every wake after it was folded into that mark
+    # for a minute, and nothing woke the endpoint when the hold ended.
     # A request with no answer holds the endpoint (no request for about as long as one
     # takes); its owner, with nothing else to send, gives the endpoint back with that hold.
     settings.WEBHOOKS_DEFER_SECONDS = 6.0
