@@ -198,6 +198,14 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     inlines = [CircuitTransitionInline]
     search_fields = ["url", "description", "owner_email", "tenant"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def delete_model(self, request: HttpRequest, obj: Endpoint) -> None:
+        services.endpoint_delete(endpoint_id=obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            services.endpoint_delete(endpoint_id=pk)
+
     readonly_fields = [
         "id",
         "state_changed_at",

@@ -56,6 +56,9 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         queryset = scoping.scoped(self.request, Endpoint.objects.all())
         return _by_tenant(self.request, queryset) if self.action == "list" else queryset
 
+    def perform_destroy(self, instance: Endpoint) -> None:
+        services.endpoint_delete(endpoint_id=instance.pk)
+
     @extend_schema(
         responses={
             201: s.EndpointCreatedSerializer,

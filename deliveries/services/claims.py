@@ -10,18 +10,17 @@ claimed only at the head of their key's line, one per key at a time (`ordering`)
 import functools
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import F, Q
+from django.db.models import DurationField, ExpressionWrapper, F, Q
 from django.db.models.base import Model, ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.functions import Now
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_init, pre_init
-from django.utils import timezone
 
 from webhooks_core.sql import sql_cursor
 
@@ -392,45 +391,42 @@ def has_due(*, endpoint_id: UUID | str) -> bool:
 
 def next_due_in(*, endpoint_id: UUID | str) -> float | None:
     """Seconds until the endpoint's next pending row falls due (0 if one is due), or None
-    when it has none."""
+    when it has none: by the database's clock, the one the claims compare due times with
+    (a worker whose clock runs ahead would find rows due that no claim takes)."""
     if connection.vendor == "postgresql":
-        first, keyed = _next_unordered_due(endpoint_id)
+        wait, keyed = _next_unordered_due(endpoint_id)
         if not keyed:
-            return _seconds_until(first)
-    first = (
+            return None if wait is None else max(float(wait), 0.0)
+    left = (
         Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.PENDING)
         .filter(ordering.claimable_in_order())
         .order_by("next_attempt_at")
-        .values_list("next_attempt_at", flat=True)
+        .annotate(left=ExpressionWrapper(F("next_attempt_at") - Now(), DurationField()))
+        .values_list("left", flat=True)
         .first()
     )
-    return _seconds_until(first)
+    return None if left is None else max(left.total_seconds(), 0.0)
 
 
-def _seconds_until(first: datetime | None) -> float | None:
-    if first is None:
-        return None
-    return max((first - timezone.now()).total_seconds(), 0.0)
-
-
-def _next_unordered_due(endpoint_id: UUID | str) -> tuple[datetime | None, bool]:
-    """When the endpoint's first pending row without an ordering key falls due, and
-    whether it has pending rows with one. A row without a key is always claimable (see
-    `ordering.claimable_in_order`), so without keyed rows this is the ORM's answer, from
-    SQL written once: every lone turn asks it, and compiling the ordering rule's
-    subqueries cost more than running them."""
+def _next_unordered_due(endpoint_id: UUID | str) -> tuple[float | None, bool]:
+    """Seconds until the endpoint's first pending row without an ordering key falls due
+    (by the database's clock), and whether it has pending rows with one. A row without a
+    key is always claimable (see `ordering.claimable_in_order`), so without keyed rows
+    this is the ORM's answer, from SQL written once: every lone turn asks it, and
+    compiling the ordering rule's subqueries cost more than running them."""
     with sql_cursor(_DELIVERIES) as cursor:
         cursor.execute(_NEXT_UNORDERED_DUE_SQL, [endpoint_id, endpoint_id])
-        first, keyed = cursor.fetchone()
-    return first, keyed
+        wait, keyed = cursor.fetchone()
+    return wait, keyed
 
 
 # (The status in the text, as in the claim: the prepared plan then uses the index of
 # pending rows.)
 _NEXT_UNORDERED_DUE_SQL = (
-    f"SELECT (SELECT next_attempt_at FROM {Delivery._meta.db_table} "  # noqa: S608 (our table)
+    "SELECT EXTRACT(EPOCH FROM (SELECT next_attempt_at "  # noqa: S608 (our table)
+    f"FROM {Delivery._meta.db_table} "
     f"WHERE endpoint_id = %s AND status = '{DeliveryStatus.PENDING}' AND ordering_key IS NULL "
-    "ORDER BY next_attempt_at LIMIT 1), "
+    "ORDER BY next_attempt_at LIMIT 1) - STATEMENT_TIMESTAMP())::float8, "
     f"EXISTS (SELECT 1 FROM {Delivery._meta.db_table} "
     f"WHERE endpoint_id = %s AND status = '{DeliveryStatus.PENDING}' "
     "AND ordering_key IS NOT NULL)"

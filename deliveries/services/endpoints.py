@@ -1,11 +1,12 @@
 """Endpoint life cycle: create, update, rotate secrets, suspend."""
 
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
 from webhooks_core import crypto
@@ -30,6 +31,8 @@ from .endpoint_options import (
 )
 from .validation import endpoint_validation_reset, field_problems, portal_default
 from .versions import default_pins
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
@@ -611,6 +614,34 @@ def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
     return True
 
 
+# A deletion that meets a concurrent write (a deadlock with an owner's recording, a
+# delivery or attempt committed after the rows to delete were collected) is tried again
+# this many times in all.
+DELETE_TRIES = 5
+
+
+def _deadlock(exc: Exception) -> bool:
+    # PostgreSQL's deadlock_detected and serialization_failure.
+    return getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")
+
+
 def endpoint_delete(*, endpoint_id: UUID) -> None:
-    """Delete an endpoint with its secrets, deliveries and their attempts."""
-    Endpoint.objects.filter(pk=endpoint_id).delete()
+    """Delete an endpoint with its secrets, deliveries and their attempts.
+
+    The endpoint's row is locked first: a delivery or attempt another transaction adds
+    from then on waits for our commit (its foreign key's check), then finds the endpoint
+    gone. One that committed in between, or a deadlock with an owner's recording, fails
+    our commit instead: the deletion is then tried again, so it never answers an error
+    for work that was merely going on."""
+    for tries_left in range(DELETE_TRIES - 1, -1, -1):
+        try:
+            with transaction.atomic():
+                if not Endpoint.objects.select_for_update().filter(pk=endpoint_id).exists():
+                    return
+                Endpoint.objects.filter(pk=endpoint_id).delete()
+            return
+        except (IntegrityError, OperationalError) as exc:
+            concurrent = isinstance(exc, IntegrityError) or _deadlock(exc)
+            if not concurrent or tries_left == 0 or transaction.get_connection().in_atomic_block:
+                raise
+            logger.info("deleting endpoint %s met a concurrent write; trying again", endpoint_id)

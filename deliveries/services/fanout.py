@@ -3,12 +3,12 @@
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -23,6 +23,8 @@ from .dispatch import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch
 # process after its commit; the rest go to the fan-out task, which creates a large
 # transaction's deliveries in a few statements.
 INLINE_EVENTS_PER_TRANSACTION = 20
+
+T = TypeVar("T")
 
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
@@ -74,6 +76,22 @@ def _as_stored(event: Event) -> Event:
     return stored
 
 
+# A fan-out whose commit fails because an endpoint it read was deleted meanwhile (its new
+# deliveries' foreign key) is tried again this many times in all, reading the endpoints
+# again: the other endpoints' deliveries are not held back for the sweeper's grace.
+FAN_OUT_TRIES = 3
+
+
+def _retried_if_an_endpoint_went(work: Callable[[], T]) -> T:
+    for tries_left in range(FAN_OUT_TRIES - 1, -1, -1):
+        try:
+            return work()
+        except IntegrityError:
+            if tries_left == 0 or connection.in_atomic_block:
+                raise
+    raise AssertionError("unreachable")
+
+
 def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
     """Fan out, right now, the events (as inserted, without ordering keys) whose tenant
     has at most the inline limit of endpoints; returns the others' ids (for the fan-out
@@ -85,6 +103,10 @@ def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
     fanned out. An event of a rolled-back savepoint has no row: nothing marks it, and it
     gets no delivery. Endpoints are read after the product's commit, so every endpoint
     existing then gets the events."""
+    return _retried_if_an_endpoint_went(lambda: _fan_out_if_few_endpoints(events))
+
+
+def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
     limit = conf.get().inline_fan_out_max_endpoints
     endpoints: dict[str | None, list[Endpoint]] = {}
     for tenant in dict.fromkeys(event.tenant for event in events):
@@ -161,6 +183,10 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
     delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
     were created.
     """
+    return _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+
+
+def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
     now = timezone.now()
     with transaction.atomic():
         # Locked: of two fan-outs of an event, one does it. An event another fan-out holds

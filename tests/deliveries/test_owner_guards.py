@@ -280,3 +280,32 @@ def test_a_task_keeps_a_bounded_number_of_outcomes() -> None:
         result.note({pk: "succeeded" for pk in range(start + 100, start + 200)})
     assert len(result.outcomes) <= work.KEPT_OUTCOMES
     assert result.outcomes[7] == "succeeded"
+
+
+def test_a_fan_out_goes_on_when_an_endpoint_it_read_is_deleted_before_its_commit(
+    receiver: Receiver,
+) -> None:
+    # The deleted endpoint's new delivery failed the fan-out's commit (its foreign key):
+    # every other endpoint's delivery of those events waited for the sweeper.
+    from deliveries.services import fanout
+
+    kept, gone = _endpoint(receiver.url), _endpoint(receiver.url)
+    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
+    real = fanout._deliveries_of
+    deleted: list[bool] = []
+
+    def deliveries_then_delete(*args: Any, **kwargs: Any) -> list[Delivery]:
+        made = real(*args, **kwargs)
+        if not deleted:
+            thread, errors = _in_a_thread(lambda: services.endpoint_delete(endpoint_id=gone.pk))
+            thread.join(timeout=10)
+            assert not errors
+            deleted.append(True)
+        return made
+
+    with mock.patch.object(fanout, "_deliveries_of", deliveries_then_delete):
+        created = services.event_fan_out(event_id=event.pk)
+
+    assert created == 1
+    assert list(Delivery.objects.values_list("endpoint_id", flat=True)) == [kept.pk]
+    assert not Endpoint.objects.filter(pk=gone.pk).exists()

@@ -52,7 +52,7 @@ MAX_TASK_SECONDS = 120.0
 # due rows disagree: a bug) holds the endpoint this long before it is looked at again.
 EMPTY_CLAIM_HOLD_SECONDS = 5.0
 # The outcomes a task keeps for its caller (`delivery_attempt`'s synchronous path).
-KEPT_OUTCOMES = 1000
+KEPT_OUTCOMES = 100
 
 
 @dataclass
