@@ -28,6 +28,7 @@ from bench.scenarios import Measured, Receiver, System
 
 if TYPE_CHECKING:
     from bench.ours import ApiIngest
+    from bench.soak import Soak
 
 SCENARIOS = (
     "ceilings",
@@ -43,6 +44,8 @@ SCENARIOS = (
     "memory",
 )
 EXTERNAL = ("isolation", "receiving", "filters")
+# Run only when named: 15 minutes of load (`bench.soak`).
+SOAK = "soak"
 # A full run's sizes (those the published figures were measured with), and a smoke run's.
 FULL = {
     "events": 10_000,
@@ -56,6 +59,7 @@ FULL = {
     "receiving_events": 10_000,
     "api_events": 500,
     "slow": "20x100,200x50",
+    "soak_minutes": 15.0,
 }
 QUICK = {
     "events": 300,
@@ -69,13 +73,18 @@ QUICK = {
     "receiving_events": 300,
     "api_events": 100,
     "slow": "20x20,50x20",
+    "soak_minutes": 3.0,
 }
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     every = ",".join(SCENARIOS + EXTERNAL)
-    parser.add_argument("--scenarios", default=every, help=f"comma-separated, of: {every}")
+    parser.add_argument(
+        "--scenarios",
+        default=every,
+        help=f"comma-separated, of: {every} [all], and {SOAK} (only when named)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     peer = parser.add_mutually_exclusive_group()
     peer.add_argument(
@@ -95,6 +104,7 @@ def parse_args() -> argparse.Namespace:
         ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
         ("api_events", int, "ours: events POSTed to the API"),
         ("slow", str, "slow receiver: ENDPOINTSxEVENTS runs, comma-separated"),
+        ("soak_minutes", float, "soak: minutes of steady load"),
     ):
         full, quick = FULL[name], QUICK[name]
         shown = f"{full}; {quick}" if isinstance(full, str) else f"{full:g}; {quick:g}"
@@ -103,6 +113,9 @@ def parse_args() -> argparse.Namespace:
         "--slow-delay", type=float, default=0.2, help="slow receiver: answer delay [0.2 s]"
     )
     parser.add_argument("--fail-rate", type=float, default=0.3, help="share of 500s [0.3]")
+    parser.add_argument(
+        "--soak-rate", type=float, default=200.0, help="soak: deliveries/s asked [200]"
+    )
     parser.add_argument(
         "--retry-scale",
         type=float,
@@ -130,7 +143,7 @@ def parse_args() -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, value)
     args.chosen = [name.strip() for name in args.scenarios.split(",") if name.strip()]
-    unknown = set(args.chosen) - set(SCENARIOS + EXTERNAL)
+    unknown = set(args.chosen) - {*SCENARIOS, *EXTERNAL, SOAK}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     try:
@@ -148,11 +161,17 @@ def parse_args() -> argparse.Namespace:
 
 @contextmanager
 def receiver(
-    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None, delay: float = 0.0
+    workdir: Path,
+    name: str,
+    fail_rate: float = 0.0,
+    port: int | None = None,
+    delay: float = 0.0,
+    max_delay: float = 0.0,
 ) -> Iterator[Receiver]:
+    """A `bench.peer`; with `max_delay`, each answer's delay is drawn from `delay` to it."""
     port, log = port or free_port(), workdir / f"{name}.log"
     command = [sys.executable, "-m", "bench.peer", str(port), str(log), str(fail_rate)]
-    command += ["1", str(delay)]
+    command += ["1", str(delay), str(max(delay, max_delay))]
     with process(command):
         wait_for_port(port)
         yield Receiver(f"http://127.0.0.1:{port}", log)
@@ -522,6 +541,7 @@ def main() -> None:
     )
     ceilings: tuple[float, float] | None = None
     api: ApiIngest | None = None
+    soaked: Soak | None = None
     ours, peer = Measured(), Measured()
     peer_note = "" if args.peer else "not run"
     external: dict[str, dict[str, str]] = {}
@@ -536,7 +556,7 @@ def main() -> None:
                 ceiling(healthy.url + "/ceiling", 2000, True),
                 ceiling(healthy.url + "/ceiling", 500, False),
             )
-        if needs_worker:
+        if needs_worker or SOAK in chosen:
             from bench.ours import OurSystem
 
             our_system = OurSystem(
@@ -551,6 +571,20 @@ def main() -> None:
 
                 print(f"ours: {args.api_events} events over the API", flush=True)
                 api = api_accept_rate(args.api_events, system=our_system, receiver=healthy)
+            if SOAK in chosen:
+                from bench.soak import soak
+
+                print(f"ours: soak, {args.soak_minutes:g} min at {args.soak_rate:g}/s", flush=True)
+                soaked = soak(
+                    our_system,
+                    lambda name, fail, low, high: receiver(
+                        workdir, name, fail, delay=low, max_delay=high
+                    ),
+                    workdir,
+                    minutes=args.soak_minutes,
+                    rate=args.soak_rate,
+                    fail_rate=args.fail_rate,
+                )
             from django.db import connections
 
             # The isolation and receiving benchmarks recreate this database.
@@ -611,6 +645,10 @@ def main() -> None:
                     len(api.waits) == args.api_events,
                 ),
             )
+    if soaked is not None:
+        from bench.soak import soak_rows
+
+        rows += soak_rows(soaked)
     print(side_by_side(rows))
 
 
