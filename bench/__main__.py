@@ -11,9 +11,6 @@ Every wait is bounded (--timeout per scenario); `--quick` is a smoke run with sm
 """
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,13 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
 
-from bench import isolation as isolation_bench
 from bench import scenarios
-from bench.common import ROOT, Row, free_port, process, side_by_side, wait_for_port
+from bench.common import Row, free_port, process, side_by_side, wait_for_port
+from bench.external import external_rows, run_external
 from bench.scenarios import Measured, Receiver, System
 
 if TYPE_CHECKING:
     from bench.ours import ApiIngest
+    from bench.soak import Soak
 
 SCENARIOS = (
     "ceilings",
@@ -46,6 +44,8 @@ SCENARIOS = (
     "memory",
 )
 EXTERNAL = ("isolation", "receiving", "filters")
+# Run only when named: 15 minutes of load (`bench.soak`).
+SOAK = "soak"
 # A full run's sizes (those the published figures were measured with), and a smoke run's.
 FULL = {
     "events": 10_000,
@@ -59,6 +59,7 @@ FULL = {
     "receiving_events": 10_000,
     "api_events": 500,
     "slow": "20x100,200x50",
+    "soak_minutes": 15.0,
 }
 QUICK = {
     "events": 300,
@@ -72,13 +73,18 @@ QUICK = {
     "receiving_events": 300,
     "api_events": 100,
     "slow": "20x20,50x20",
+    "soak_minutes": 3.0,
 }
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     every = ",".join(SCENARIOS + EXTERNAL)
-    parser.add_argument("--scenarios", default=every, help=f"comma-separated, of: {every}")
+    parser.add_argument(
+        "--scenarios",
+        default=every,
+        help=f"comma-separated, of: {every} [all], and {SOAK} (only when named)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     peer = parser.add_mutually_exclusive_group()
     peer.add_argument(
@@ -98,6 +104,7 @@ def parse_args() -> argparse.Namespace:
         ("receiving_events", int, "python -m bench.receiving --events and --noop-requests"),
         ("api_events", int, "ours: events POSTed to the API"),
         ("slow", str, "slow receiver: ENDPOINTSxEVENTS runs, comma-separated"),
+        ("soak_minutes", float, "soak: minutes of steady load"),
     ):
         full, quick = FULL[name], QUICK[name]
         shown = f"{full}; {quick}" if isinstance(full, str) else f"{full:g}; {quick:g}"
@@ -106,6 +113,9 @@ def parse_args() -> argparse.Namespace:
         "--slow-delay", type=float, default=0.2, help="slow receiver: answer delay [0.2 s]"
     )
     parser.add_argument("--fail-rate", type=float, default=0.3, help="share of 500s [0.3]")
+    parser.add_argument(
+        "--soak-rate", type=float, default=200.0, help="soak: deliveries/s asked [200]"
+    )
     parser.add_argument(
         "--retry-scale",
         type=float,
@@ -133,7 +143,7 @@ def parse_args() -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, value)
     args.chosen = [name.strip() for name in args.scenarios.split(",") if name.strip()]
-    unknown = set(args.chosen) - set(SCENARIOS + EXTERNAL)
+    unknown = set(args.chosen) - {*SCENARIOS, *EXTERNAL, SOAK}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     try:
@@ -151,11 +161,17 @@ def parse_args() -> argparse.Namespace:
 
 @contextmanager
 def receiver(
-    workdir: Path, name: str, fail_rate: float = 0.0, port: int | None = None, delay: float = 0.0
+    workdir: Path,
+    name: str,
+    fail_rate: float = 0.0,
+    port: int | None = None,
+    delay: float = 0.0,
+    max_delay: float = 0.0,
 ) -> Iterator[Receiver]:
+    """A `bench.peer`; with `max_delay`, each answer's delay is drawn from `delay` to it."""
     port, log = port or free_port(), workdir / f"{name}.log"
     command = [sys.executable, "-m", "bench.peer", str(port), str(log), str(fail_rate)]
-    command += ["1", str(delay)]
+    command += ["1", str(delay), str(max(delay, max_delay))]
     with process(command):
         wait_for_port(port)
         yield Receiver(f"http://127.0.0.1:{port}", log)
@@ -262,45 +278,6 @@ def run_system(
         out.memory = scenarios.memory(system, healthy, args.waiting, args.memory_seconds)
     print(f"  {out}", flush=True)
     return out
-
-
-def run_external(module: str, options: list[str], timeout: float) -> dict[str, str]:
-    """Another benchmark run alone as a process; its rows (name -> value) via BENCH_ROWS_FILE."""
-    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as rows_file:
-        path = Path(rows_file.name)
-    print(f"\n== python -m {module} {' '.join(options)}", flush=True)
-    env = {**os.environ, "BENCH_ROWS_FILE": str(path)}
-    try:
-        subprocess.run(
-            [sys.executable, "-m", module, *options],
-            cwd=ROOT,
-            env=env,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        print(f"{module}: stopped after {timeout:.0f}s", flush=True)
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    path.unlink()
-    return {name: value for name, value in rows}
-
-
-def find(rows: dict[str, str], *words: str) -> str | None:
-    """The value of the first row whose name contains every word (names may be reworded)."""
-    for name, value in rows.items():
-        if all(word in name for word in words):
-            return value
-    return None
-
-
-def numbers(text: str | None) -> list[float]:
-    found = []
-    for part in (text or "").replace("/", " ").replace("x", " ").split():
-        try:
-            found.append(float(part))
-        except ValueError:
-            continue
-    return found
 
 
 def fmt(value: float, digits: int = 0) -> str:
@@ -552,87 +529,6 @@ def table_rows(
     return rows
 
 
-def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]]) -> list[Row]:
-    rows: list[Row] = []
-    isolation = external.get("isolation")
-    if isolation is not None:
-        ratio = numbers(find(isolation, "p99 beside"))
-        rows.append(
-            Row(
-                "isolation: healthy p50/p95/p99 alone (ms)",
-                find(isolation, "healthy alone") or "no figure",
-            )
-        )
-        rows.append(
-            Row(
-                "isolation: healthy p50/p95/p99 beside a dead endpoint (ms)",
-                find(isolation, "healthy beside") or "no figure",
-            )
-        )
-        rows.append(
-            Row(
-                "isolation: p99 beside / alone",
-                f"{ratio[0]:.2f}x" if ratio else "no figure",
-                "",
-                f"<= {isolation_bench.MAX_RATIO}x",
-                bool(ratio) and ratio[0] <= isolation_bench.MAX_RATIO,
-            )
-        )
-    receiving = external.get("receiving")
-    if receiving is not None:
-        trivial = numbers(find(receiving, "trivial", "requests/s"))
-        accepted = numbers(find(receiving, "receiver", "requests/s"))
-        p99 = numbers(find(receiving, "receiver", "p99"))
-        if trivial and accepted:
-            share = accepted[0] / trivial[0] if trivial[0] else 0.0
-            rows.append(
-                Row(
-                    f"receiver, {args.receiving_events} signed events: req/s (trivial view)",
-                    f"{accepted[0]:.0f} ({trivial[0]:.0f})",
-                    "",
-                    f"{share:.2f} of trivial view (>= 0.50)",
-                    share >= 0.5,
-                )
-            )
-        else:
-            rows.append(Row("receiver: req/s", "no figure", "", ">= 0.50 of trivial", False))
-        if p99:
-            rows.append(
-                Row("receiver: latency p99 (ms)", fmt(p99[-1], 1), "", "<= 50 ms", p99[-1] <= 50)
-            )
-        lost = find(receiving, "lost")
-        if lost:
-            rows.append(
-                Row("receiver: lost / duplicated", lost, "", "0 / 0", numbers(lost) == [0, 0])
-            )
-    filters = external.get("filters")
-    if filters is not None:
-        plain, filtered = find(filters, "no filters"), find(filters, "ms per event, filtered")
-        ratio_text = find(filters, "filtered / unfiltered")
-        ratio = numbers(ratio_text)
-        rows.append(
-            Row(
-                "fan-out to 100 endpoints, ms per event: no filters -> all filtered",
-                f"{plain} -> {filtered} ({ratio_text})" if plain and filtered else "no figure",
-                "",
-                "<= 1.2x",
-                bool(ratio) and ratio[-1] <= 1.2,
-            )
-        )
-        in_transaction = find(filters, "in the transaction only")
-        if in_transaction:
-            rows.append(
-                Row(
-                    "the same, its transaction only (no publishing), ms",
-                    in_transaction.replace(" / ", " -> "),
-                    "",
-                    "<= 1.2x",
-                    numbers(in_transaction.split("(")[-1])[:1] <= [1.2],
-                )
-            )
-    return rows
-
-
 def main() -> None:
     args = parse_args()
     began = time.monotonic()
@@ -645,6 +541,7 @@ def main() -> None:
     )
     ceilings: tuple[float, float] | None = None
     api: ApiIngest | None = None
+    soaked: Soak | None = None
     ours, peer = Measured(), Measured()
     peer_note = "" if args.peer else "not run"
     external: dict[str, dict[str, str]] = {}
@@ -659,7 +556,7 @@ def main() -> None:
                 ceiling(healthy.url + "/ceiling", 2000, True),
                 ceiling(healthy.url + "/ceiling", 500, False),
             )
-        if needs_worker:
+        if needs_worker or SOAK in chosen:
             from bench.ours import OurSystem
 
             our_system = OurSystem(
@@ -674,6 +571,20 @@ def main() -> None:
 
                 print(f"ours: {args.api_events} events over the API", flush=True)
                 api = api_accept_rate(args.api_events, system=our_system, receiver=healthy)
+            if SOAK in chosen:
+                from bench.soak import soak
+
+                print(f"ours: soak, {args.soak_minutes:g} min at {args.soak_rate:g}/s", flush=True)
+                soaked = soak(
+                    our_system,
+                    lambda name, fail, low, high: receiver(
+                        workdir, name, fail, delay=low, max_delay=high
+                    ),
+                    workdir,
+                    minutes=args.soak_minutes,
+                    rate=args.soak_rate,
+                    fail_rate=args.fail_rate,
+                )
             from django.db import connections
 
             # The isolation and receiving benchmarks recreate this database.
@@ -734,6 +645,10 @@ def main() -> None:
                     len(api.waits) == args.api_events,
                 ),
             )
+    if soaked is not None:
+        from bench.soak import soak_rows
+
+        rows += soak_rows(soaked)
     print(side_by_side(rows))
 
 

@@ -2,7 +2,15 @@
 
 from deliveries.catalogue import Version, declare
 
-for name in ("bench.load", "bench.alone", "bench.beside_dead"):
+# The soak's events come in groups, each subscribed by a few endpoints (`bench.soak`).
+SOAK_GROUPS = 10
+
+for name in (
+    "bench.load",
+    "bench.alone",
+    "bench.beside_dead",
+    *(f"bench.soak.{group}" for group in range(SOAK_GROUPS)),
+):
     declare(
         name,
         description=f"{name}: benchmark load",

@@ -4,6 +4,7 @@
 import contextlib
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.common import (
     BROKER_URL,
@@ -23,6 +24,9 @@ from bench.common import (
     run_paced,
     wait_for_port,
 )
+
+if TYPE_CHECKING:
+    import requests
 
 EVENT_TYPE = "bench.load"
 # The product's defaults (deliveries/models.py), which --retry-scale shrinks for the bench.
@@ -185,27 +189,37 @@ class OurSystem:
             )
 
     @contextlib.contextmanager
-    def worker(self) -> Iterator[int]:
-        """A worker (and beat for the sweeper); yields the worker's pid once it runs tasks."""
+    def worker(self, log: Path | None = None, others: int = 4) -> Iterator[int]:
+        """A worker (and beat for the sweeper); yields the worker's pid once it runs tasks.
+        With `log`, the delivery worker's output goes there, at the Procfile's level (INFO).
+        `others`: the threads of the worker of the other queues, with gevent (the
+        Procfile's `worker` line has 16)."""
         from webhooks_project.models import WorkerHeartbeat
         from webhooks_project.tasks import heartbeat
 
-        def celery_worker(pool: str, concurrency: int, queues: str, name: str) -> list[str]:
+        quiet = os.environ.get("BENCH_WORKER_LOGLEVEL", "WARNING")
+
+        def celery_worker(
+            pool: str, concurrency: int, queues: str, name: str, level: str = quiet
+        ) -> list[str]:
             command = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet"]
             command += ["worker", "--pool", pool, "--concurrency", str(concurrency)]
-            command += ["-Q", queues, "-n", f"{name}@%h"]
-            command += ["--loglevel", os.environ.get("BENCH_WORKER_LOGLEVEL", "WARNING")]
+            command += ["-Q", queues, "-n", f"{name}@%h", "--loglevel", level]
             return [*command, "--without-heartbeat", "--without-mingle", "--without-gossip"]
 
         # With gevent, as the Procfile runs it: the delivery queue in a gevent worker (the
         # one measured), the other queues in a small thread-pool worker beside it.
         split = self.pool == "gevent"
         delivery_queue = "webhooks.delivery"
-        others = ",".join(q for q in QUEUES.split(",") if q != delivery_queue)
+        other_queues = ",".join(q for q in QUEUES.split(",") if q != delivery_queue)
         worker_cmd = celery_worker(
-            self.pool, self.concurrency, delivery_queue if split else QUEUES, "delivery"
+            self.pool,
+            self.concurrency,
+            delivery_queue if split else QUEUES,
+            "delivery",
+            "INFO" if log else quiet,
         )
-        other_cmd = celery_worker("threads", 4, others, "other") if split else None
+        other_cmd = celery_worker("threads", others, other_queues, "other") if split else None
         beat_cmd = [sys.executable, "-m", "celery", "-A", "webhooks_project", "--quiet", "beat"]
         beat_cmd += ["--loglevel", "WARNING", "--schedule", str(self.workdir / "beat-schedule")]
         pooled = {"DATABASE_POOL_MAX_SIZE": str(self.db_pool)} if self.db_pool else {}
@@ -214,11 +228,15 @@ class OurSystem:
             pooled["CELERY_BROKER_SOCKET_TIMEOUT"] = "30"
             pooled["DATABASE_POOL_TIMEOUT"] = "60"
             pooled["CELERY_WORKER_SEND_TASK_EVENTS"] = "false"
-        with (
-            process(worker_cmd, extra_env=pooled) as worker,
-            process(other_cmd) if other_cmd else contextlib.nullcontext(),
-            process(beat_cmd),
-        ):
+        with contextlib.ExitStack() as running:
+            output: dict[str, Any] = {}
+            if log:
+                output = {"stdout": running.enter_context(log.open("ab"))}
+                output["stderr"] = subprocess.STDOUT
+            worker = running.enter_context(process(worker_cmd, extra_env=pooled, **output))
+            if other_cmd:
+                running.enter_context(process(other_cmd))
+            running.enter_context(process(beat_cmd))
             marker = f"bench-{worker.pid}"
             deadline = time.monotonic() + 120
             asked_at = 0.0
@@ -340,23 +358,31 @@ def _api_rate(
 
 
 @contextlib.contextmanager
-def api_poster() -> Iterator[Callable[[int], tuple[float, dict[str, float]]]]:
-    """The Procfile's `web` line (gunicorn, 2 gevent workers) serving our API, and one
-    client that POSTs events to `/api/v1/events` one per request, one after another, as
-    a product emitting events one at a time would. Yields `post(count)`, which returns
-    when the first POST started and each event's id with the time it was accepted.
+def api_session(name: str) -> Iterator[tuple["requests.Session", str]]:
+    """The Procfile's `web` line (gunicorn, 2 gevent workers) serving our API on 127.0.0.1,
+    and a `requests.Session` holding a new API token: yields (session, the API's base URL).
     Django must be set up (an `OurSystem` exists)."""
     import requests
 
     from deliveries.models import ApiToken
 
-    _, token = ApiToken.issue("bench-slow-api")
+    _, token = ApiToken.issue(name)
     port = free_port()
     command = [*WEB_COMMAND, "--bind", f"127.0.0.1:{port}"]
     with process(command, extra_env=WEB_ENV), requests.Session() as api:
         wait_for_port(port)
         api.headers["Authorization"] = f"Bearer {token}"
-        url = f"http://127.0.0.1:{port}/api/v1/events"
+        yield api, f"http://127.0.0.1:{port}/api/v1"
+
+
+@contextlib.contextmanager
+def api_poster() -> Iterator[Callable[[int], tuple[float, dict[str, float]]]]:
+    """`api_session`'s server, and one client that POSTs events to `/api/v1/events` one per
+    request, one after another, as a product emitting events one at a time would. Yields
+    `post(count)`, which returns when the first POST started and each event's id with the
+    time it was accepted."""
+    with api_session("bench-slow-api") as (api, base):
+        url = f"{base}/events"
         # Both workers' first requests (imports, connections) are not the run's.
         for _ in range(8):
             api.post(url, json={"type": "bench.warm-up", "data": {}}, timeout=10)

@@ -1,11 +1,14 @@
 """A fast webhook receiver for benchmarks: asyncio, HTTP/1.1 keep-alive, stdlib only.
 
-Run as a separate process: `python -m bench.peer PORT LOGFILE [FAIL_RATE [SEED [DELAY]]]`. It
-appends one line per request, `<unix time> <path> <event id> <status>`, and answers 200, or 500
-for a FAIL_RATE share of requests drawn from a random generator seeded with SEED (default 1),
-so that two runs fail the same request numbers. With DELAY (seconds) every answer comes that
-long after its request, as a real receiver's work would (the line is written when it
-answers). SIGTERM flushes the log and exits.
+Run as a separate process:
+`python -m bench.peer PORT LOGFILE [FAIL_RATE [SEED [DELAY [MAX_DELAY]]]]`. It appends one
+line per request, `<unix time> <path> <event id> <status> <unix time of its request>`, and
+answers 200, or 500 for a FAIL_RATE share of requests drawn from a random generator seeded
+with SEED (default 1), so that two runs fail the same request numbers. With DELAY (seconds)
+every answer comes that long after its request, as a real receiver's work would (the line
+is written when it answers); with MAX_DELAY too, each answer's delay is drawn between the
+two (from a generator of its own, so the failures stay the same). SIGTERM flushes the log
+and exits.
 
 The event id is our `X-Webhook-Id` header. Senders without such a header (django-webhook, the
 peer we compare with) are identified by `object.ref` in the JSON body: the bench's model there
@@ -31,14 +34,18 @@ def id_from_body(body: bytes) -> str:
         return "-"
 
 
-async def serve(port: int, log_path: str, fail_rate: float, seed: int, delay: float) -> None:
+async def serve(
+    port: int, log_path: str, fail_rate: float, seed: int, delay: float, max_delay: float
+) -> None:
     log = open(log_path, "a", buffering=1024 * 1024)  # noqa: SIM115 (closed on exit)
     draw = random.Random(seed).random
+    draw_delay = random.Random(seed + 1).uniform
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                began = time.time()
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1]
                 length, hook_id = 0, ""
@@ -55,8 +62,9 @@ async def serve(port: int, log_path: str, fail_rate: float, seed: int, delay: fl
                 # One draw per request, in arrival order: the same seed fails the same numbers.
                 failed = fail_rate > 0 and draw() < fail_rate
                 if delay:
-                    await asyncio.sleep(delay)
-                log.write(f"{time.time():.6f} {path} {hook_id} {500 if failed else 200}\n")
+                    await asyncio.sleep(draw_delay(delay, max(delay, max_delay)))
+                status = 500 if failed else 200
+                log.write(f"{time.time():.6f} {path} {hook_id} {status} {began:.6f}\n")
                 writer.write(FAIL if failed else OK)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -88,4 +96,5 @@ if __name__ == "__main__":
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     seed = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     delay = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
-    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], rate, seed, delay))
+    max_delay = float(sys.argv[6]) if len(sys.argv) > 6 else delay
+    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], rate, seed, delay, max_delay))

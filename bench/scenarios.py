@@ -56,7 +56,7 @@ def read_arrivals(log: Path) -> dict[tuple[str, str], list[float]]:
         return arrivals
     for line in log.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[3] == "200" and parts[2] != "ceiling":
+        if len(parts) >= 4 and parts[3] == "200" and parts[2] != "ceiling":
             arrivals[(parts[1], parts[2])].append(float(parts[0]))
     return arrivals
 

@@ -4,8 +4,9 @@ apart, the side-by-side table and reading the rows of the benchmarks it runs as 
 import argparse
 from pathlib import Path
 
-from bench.__main__ import FULL, external_rows, table_rows
+from bench.__main__ import FULL, table_rows
 from bench.common import Row, run_paced, side_by_side
+from bench.external import external_rows
 from bench.peer import id_from_body
 from bench.scenarios import Measured, Ordered, read_arrivals
 
