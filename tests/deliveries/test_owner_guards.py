@@ -237,7 +237,7 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
         with (
             mock.patch.object(work, "MAX_TASK_SECONDS", 2.0),
             mock.patch.object(work, "tasks_wait_for_a_slot", return_value=False),
-            mock.patch("deliveries.services.owner.work.dispatch_wakes") as wakes_sent,
+            mock.patch("deliveries.services.owner.work.dispatch_wakes"),
         ):
             started = time.monotonic()
             services.endpoint_work(endpoint_id=endpoint.pk)
@@ -246,8 +246,6 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
         stop.set()
         feeder.join(timeout=5)
     assert took < 10
-    if Delivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.PENDING).exists():
-        wakes_sent.assert_called()  # work left: handed on with a message
 
 
 @pytest.mark.worker
