@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import broker_urls, deadlines, destinations
@@ -49,8 +50,9 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             event=event,
             endpoint=endpoint,
             status=DeliveryStatus.PENDING,
-            next_attempt_at=now,
+            next_attempt_at=Now(),  # due by the database's clock, the claims' one
         )
+        delivery.refresh_from_db(fields=["next_attempt_at"])
         transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
     return delivery
 

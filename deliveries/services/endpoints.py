@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core import crypto
@@ -517,7 +518,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
         held = Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.HELD)
         if not deliver_backlog:
             return held.update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
-        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=now, updated_at=now)
+        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=now)
         transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
     return released
 

@@ -11,8 +11,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from webhooks_core.sql import sql_cursor
@@ -47,6 +55,13 @@ LAST_SUCCESS_RESOLUTION_SECONDS = 1.0
 # A batch recorded with more of its lease left than this skips re-reading which of its
 # rows it still owns (the updates check the lease token anyway).
 LEASE_MARGIN_SECONDS = 5.0
+
+
+def due_in(seconds: float) -> ExpressionWrapper:
+    """A due time `seconds` from now by the database's clock: the claims compare due
+    times with it, and a worker's clock may be ahead of it or behind."""
+    wait = Value(timedelta(seconds=seconds), output_field=DurationField())
+    return ExpressionWrapper(Now() + wait, output_field=DateTimeField())
 
 
 def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
@@ -343,7 +358,7 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     if decision.verdict == Verdict.RETRY:
         fields.update(
             status=DeliveryStatus.PENDING,
-            next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
+            next_attempt_at=due_in(decision.delay_seconds),
         )
         outcome = DeliveryOutcome.RETRY_SCHEDULED
     else:
@@ -421,5 +436,5 @@ def _defer(claim: DeliveryClaim, deferral: Deferral) -> None:
         claim,
         deferral.deliveries,
         status=DeliveryStatus.PENDING,
-        next_attempt_at=timezone.now() + timedelta(seconds=deferral.seconds),
+        next_attempt_at=due_in(deferral.seconds),
     )
