@@ -133,8 +133,9 @@ def test_a_round_the_database_refuses_costs_only_that_round(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rounds = [claimed_round(receiver) for _ in range(4)]
-    # Deleted while its request was out: its attempt's insert fails, and with it the batch.
-    Endpoint.objects.filter(pk=rounds[2].endpoint.pk).delete()
+    # Its row deleted while its request was out: its attempt's insert fails, and with it
+    # the batch.
+    Delivery.objects.filter(pk=rounds[2].results[0].delivery.pk).delete()
     writes = Writes(monkeypatch, hold_for=3)
 
     answers = record_in_threads(rounds)
@@ -148,6 +149,46 @@ def test_a_round_the_database_refuses_costs_only_that_round(
         assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
     assert not recorder._writing
     assert not recorder._queue
+
+
+def test_an_endpoint_deleted_while_its_round_was_out_fails_no_other_round(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = claimed_round(receiver)
+    healthy = claimed_round(receiver, Verdict.RETRY)
+    deleted = claimed_round(receiver, Verdict.RETRY)
+    Endpoint.objects.filter(pk=deleted.endpoint.pk).delete()
+    writes = Writes(monkeypatch, hold_for=2)
+
+    answers = record_in_threads([first, healthy, deleted])
+
+    # The two rounds written together, once: the deleted endpoint's round dropped quietly.
+    assert [len(call) for call in writes.calls] == [1, 2]
+    assert answers[2] == {deleted.results[0].delivery.pk: DeliveryOutcome.LEASE_LOST}
+    delivery = healthy.results[0].delivery
+    assert answers[1] == {delivery.pk: DeliveryOutcome.RETRY_SCHEDULED}
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+    assert Attempt.objects.filter(delivery_id=delivery.pk).count() == 1
+    stored = Endpoint.objects.get(pk=healthy.endpoint.pk)
+    assert stored.consecutive_failures == healthy.endpoint.consecutive_failures == 1
+    assert not Attempt.objects.filter(delivery_id=deleted.results[0].delivery.pk).exists()
+
+
+def test_a_batch_written_again_round_by_round_counts_each_failure_once(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, failed = claimed_round(receiver), claimed_round(receiver, Verdict.RETRY)
+    refused = claimed_round(receiver)
+    Delivery.objects.filter(pk=refused.results[0].delivery.pk).delete()
+    writes = Writes(monkeypatch, hold_for=2)
+
+    answers = record_in_threads([first, failed, refused])
+
+    assert [len(call) for call in writes.calls] == [1, 2, 1, 1]
+    assert isinstance(answers[2], IntegrityError)
+    stored = Endpoint.objects.get(pk=failed.endpoint.pk)
+    # The owner's copy as written, not counted once more for the batch that failed.
+    assert stored.consecutive_failures == failed.endpoint.consecutive_failures == 1
 
 
 def test_a_lone_round_is_written_at_once(receiver: Receiver) -> None:
