@@ -35,7 +35,7 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
     """
     now = timezone.now()
     with transaction.atomic():
-        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if endpoint.state != EndpointState.ACTIVE:
             raise EndpointNotActive(f"endpoint is {endpoint.state}")
         event = Event.objects.create(
