@@ -162,3 +162,39 @@ def _raw_values(head: bytes, name: str) -> list[str]:
     lines = head.decode("latin-1").split("\r\n")[1:]
     pairs = [line.partition(":") for line in lines]
     return [value.strip() for key, _, value in pairs if key.lower() == name.lower()]
+
+
+def test_pool_managers_are_bounded_the_least_recently_used_closed(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One manager per SSRF policy, client certificate and proxy: distinct policies stand
+    # for distinct client certificates here.
+    from collections import OrderedDict
+
+    from deliveries.ssrf import AddressPolicy, parse_networks
+
+    monkeypatch.setattr(transport, "MAX_MANAGERS", 3, raising=False)
+    monkeypatch.setattr(transport, "_managers", OrderedDict())
+
+    def policy(n: int) -> AddressPolicy:
+        return AddressPolicy(
+            allowed_networks=parse_networks(f"127.0.0.0/8, 10.{n}.0.0/16"), require_https=False
+        )
+
+    def send(n: int) -> None:
+        result = transport.post(
+            receiver.url, b"{}", {}, connect_timeout=1, read_timeout=2, policy=policy(n)
+        )
+        assert result.status_code == 200
+
+    send(0)
+    send(1)
+    second = transport._manager(policy(1))
+    assert second.pools  # its kept-alive connection to the receiver
+    send(2)
+    send(0)  # used again: the most recent now
+    send(3)
+    send(4)
+
+    assert [key[0] for key in transport._managers] == [policy(0), policy(3), policy(4)]
+    assert not second.pools  # closed when it was evicted
