@@ -192,14 +192,17 @@ def _send(
     proxy_url: str = "",
 ) -> HttpResult:
     started = time.perf_counter()
+    # From here: the target's name resolution below is part of the request.
+    deadline = deadline or deadlines.after(connect_timeout + read_timeout)
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if not refusal and policy is not None and proxy_url:
-        refusal = egress.target_refusal(url, policy)
+        refusal = egress.target_refusal(url, policy, deadline)
     if refusal:
-        return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", 0.0)
+        duration_ms = (time.perf_counter() - started) * 1000
+        return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", duration_ms)
     all_headers = headers if _names_user_agent(headers) else {"User-Agent": USER_AGENT, **headers}
     _check_headers(all_headers)
-    deadline = deadlines.arm(deadline or deadlines.after(connect_timeout + read_timeout))
+    deadline = deadlines.arm(deadline)
     try:
         return _request(
             method,

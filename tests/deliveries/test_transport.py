@@ -198,3 +198,49 @@ def test_pool_managers_are_bounded_the_least_recently_used_closed(
 
     assert [key[0] for key in transport._managers] == [policy(0), policy(3), policy(4)]
     assert not second.pools  # closed when it was evicted
+
+
+@pytest.mark.parametrize("proxy_url", ["", "http://127.0.0.1:9"])
+def test_a_name_whose_dns_never_answers_ends_the_attempt_at_its_deadline(
+    receiver: Receiver, proxy_url: str
+) -> None:
+    """Resolving the host name is part of the request: connect + read bound it in total,
+    directly and through the egress proxy (whose target is checked before it is sent)."""
+    from deliveries.ssrf import AddressPolicy, parse_networks
+
+    release = threading.Event()
+
+    def resolver(host: str, port: int) -> list[str]:
+        release.wait(60)  # a DNS server that never answers
+        return ["127.0.0.1"]
+
+    policy = AddressPolicy(
+        allowed_networks=parse_networks("127.0.0.0/8"), require_https=False, resolver=resolver
+    )
+    answer: dict[str, transport.HttpResult] = {}
+
+    def send() -> None:
+        answer["result"] = transport.post(
+            f"http://never-answers.example:{receiver.port}/hook",
+            b"{}",
+            {},
+            connect_timeout=0.5,
+            read_timeout=0.5,
+            policy=policy,
+            proxy_url=proxy_url,
+        )
+
+    sender = threading.Thread(target=send, daemon=True)
+    started = time.monotonic()
+    sender.start()
+    try:
+        sender.join(10)
+        assert not sender.is_alive(), "the attempt outlived its deadline"
+    finally:
+        release.set()
+    took = time.monotonic() - started
+    result = answer["result"]
+    assert result.status_code is None
+    assert "deadline" in result.error
+    assert 0.9 <= took < 5
+    assert not receiver.requests
