@@ -19,6 +19,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from . import deadlines
 from .ssrf import AddressPolicy, address_refusal
+from .ssrf_transport import resolve_within
 
 
 def proxy_problem(url: str) -> str | None:
@@ -37,10 +38,12 @@ def proxy_problem(url: str) -> str | None:
     return None
 
 
-def target_refusal(url: str, policy: AddressPolicy) -> str | None:
+def target_refusal(
+    url: str, policy: AddressPolicy, deadline: deadlines.Deadline | None = None
+) -> str | None:
     """The SSRF guard's connect-time check of a proxied request's target: every address
-    its host resolves to must pass (a name that does not resolve is refused: we would
-    otherwise hand the proxy a target nobody checked)."""
+    its host resolves to must pass (a name that does not resolve, or not before
+    `deadline`, is refused: we would otherwise hand the proxy a target nobody checked)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
@@ -48,7 +51,7 @@ def target_refusal(url: str, policy: AddressPolicy) -> str | None:
         addresses = [str(ipaddress.ip_address(host))]
     except ValueError:
         try:
-            addresses = policy.resolve(host, port)
+            addresses = resolve_within(policy, host, port, deadline)
         except (OSError, UnicodeError) as exc:
             return f"cannot resolve {host!r} to check it before the proxy: {exc}"
     if not addresses:

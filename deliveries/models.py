@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 
 from webhooks_core import crypto
 from webhooks_core.jobs import LeasedJob
@@ -321,7 +322,9 @@ class Event(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # NULL, not "", means no key: the partial ordering index skips those rows.
     ordering_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The database's clock at insert, not the emitting host's: a key's deliveries are
+    # ordered by it (see ordering.py), and web hosts' clocks may disagree.
+    created_at = models.DateTimeField(db_default=Now(), db_index=True, editable=False)
     fanned_out_at = models.DateTimeField(null=True, blank=True)
     # W3C trace context of the code that emitted it; sent with every attempt.
     traceparent = models.CharField(max_length=55, blank=True, default="")

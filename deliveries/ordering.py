@@ -2,9 +2,11 @@
 for it one at a time, in emit order; different keys go in parallel.
 
 How: fan-out copies the event's key and creation time onto the delivery of an ordered
-endpoint (``delivery_fields``). The claim adds one condition (``claimable_in_order``): no
-*earlier* delivery of that key to that endpoint still blocks it (pending, sending, held or
-dead-lettered), and no earlier event of that key is still waiting for its fan-out. When a
+endpoint (``delivery_fields``). The creation time is the database's clock at the event's
+insert (web hosts' clocks may disagree); deliveries with the same one are ordered by id.
+The claim adds one condition (``claimable_in_order``): no *earlier* delivery of that key to
+that endpoint still blocks it (pending, sending, held or dead-lettered), and no earlier
+event of that key and tenant is still waiting for its fan-out. When a
 delivery succeeds, or an operator cancels a dead letter, the next one of its key is
 endpoint's owner claims the next head (woken by ``endpoints_with_next_due`` when another
 process changed the line); the sweeper is only the safety net.
@@ -22,8 +24,9 @@ Changing ``ordered_delivery`` affects events fanned out afterwards.
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
-from django.utils import timezone
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Subquery
+from django.db.models.functions import Now
+from django.db.models.lookups import IsNull
 
 from .models import Delivery, DeliveryStatus, Endpoint, Event
 
@@ -50,9 +53,12 @@ def claimable_in_order() -> Q:
     whose status condition PostgreSQL re-checks under concurrency.
     """
     earlier_unfinished = Delivery.objects.filter(
+        Q(ordering_position__lt=OuterRef("ordering_position"))
+        # Equal positions (events inserted by one statement): the lower id goes first, so
+        # a key has one head.
+        | Q(ordering_position=OuterRef("ordering_position"), pk__lt=OuterRef("pk")),
         endpoint_id=OuterRef("endpoint_id"),
         ordering_key=OuterRef("ordering_key"),
-        ordering_position__lt=OuterRef("ordering_position"),
         status__in=BLOCKING,
     )
     # One of a key in flight at a time, whatever its place: a head that was cancelled and
@@ -62,9 +68,15 @@ def claimable_in_order() -> Q:
         ordering_key=OuterRef("ordering_key"),
         status=DeliveryStatus.SENDING,
     ).exclude(pk=OuterRef("pk"))
+    # A key is a tenant's: another tenant's event with the same key string is no
+    # predecessor (the row's tenant is its event's).
+    tenant = Subquery(
+        Event.objects.filter(pk=OuterRef(OuterRef("event_id"))).order_by().values("tenant")
+    )
     earlier_not_fanned_out = Event.objects.filter(
+        Q(tenant=tenant) | (Q(tenant__isnull=True) & Q(IsNull(tenant, True))),
         ordering_key=OuterRef("ordering_key"),
-        created_at__lt=OuterRef("ordering_position"),
+        created_at__lte=OuterRef("ordering_position"),
         fanned_out_at__isnull=True,
     )
     heads = Q(~Exists(earlier_unfinished)) & Q(~Exists(another_in_flight))
@@ -76,19 +88,20 @@ def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None
     queryset = Delivery.objects.filter(ordering_key=ordering_key, status__in=BLOCKING)
     if endpoint_ids is not None:
         queryset = queryset.filter(endpoint_id__in=list(endpoint_ids))
-    first_per_endpoint: dict[Any, tuple[int, str, Any]] = {}
-    rows = queryset.order_by("ordering_position", "id").values_list(
-        "id", "endpoint_id", "status", "next_attempt_at"
-    )[:1000]
-    for delivery_id, endpoint_id, status, next_attempt_at in rows:
-        first_per_endpoint.setdefault(endpoint_id, (delivery_id, status, next_attempt_at))
-    now = timezone.now()
+    first_per_endpoint: dict[Any, tuple[int, str, bool]] = {}
+    # Due by the database's clock, the one every due time is written with.
+    due = ExpressionWrapper(Q(next_attempt_at__lte=Now()), output_field=BooleanField())
+    rows = (
+        queryset.order_by("ordering_position", "id")
+        .annotate(due=due)
+        .values_list("id", "endpoint_id", "status", "due")[:1000]
+    )
+    for delivery_id, endpoint_id, status, is_due in rows:
+        first_per_endpoint.setdefault(endpoint_id, (delivery_id, status, bool(is_due)))
     return [
         delivery_id
-        for delivery_id, status, next_attempt_at in first_per_endpoint.values()
-        if status == DeliveryStatus.PENDING
-        and next_attempt_at is not None
-        and next_attempt_at <= now
+        for delivery_id, status, is_due in first_per_endpoint.values()
+        if status == DeliveryStatus.PENDING and is_due
     ]
 
 

@@ -13,6 +13,7 @@ documented to be.
 import functools
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +41,12 @@ CONNECTIONS_PER_HOST = 1024
 NO_RETRIES = urllib3.Retry(total=False, redirect=False)
 
 # By (SSRF policy, client TLS fingerprint, egress proxy): a connection opened under one
-# is only ever reused under an equal one.
+# is only ever reused under an equal one. One per client certificate in use, so at most
+# MAX_MANAGERS, least recently used first out: an evicted manager's idle connections are
+# closed (a request still out on one finishes; its connection is then dropped).
+MAX_MANAGERS = 256
 _ManagerKey = tuple[AddressPolicy | None, str, str]
-_managers: dict[_ManagerKey, urllib3.PoolManager] = {}
+_managers: "OrderedDict[_ManagerKey, urllib3.PoolManager]" = OrderedDict()
 _managers_lock = threading.Lock()
 
 
@@ -65,34 +69,39 @@ def _manager(
     """The pool manager of this policy, client certificate and proxy: a connection
     opened (and checked) under one is only ever reused under an equal one."""
     key = (policy, tls.fingerprint if tls else "", proxy_url)
-    manager = _managers.get(key)
-    if manager is None:
-        with _managers_lock:
-            manager = _managers.get(key)
-            if manager is None:
-                pool_kw: dict[str, Any] = {}
-                if tls:
-                    # Built once per credential fingerprint (`client_tls.context_for`).
-                    pool_kw["ssl_context"] = client_tls.context_for(tls)
-                if proxy_url:
-                    manager = egress.proxy_manager(
-                        proxy_url,
-                        num_pools=POOLED_HOSTS,
-                        maxsize=CONNECTIONS_PER_HOST,
-                        block=False,
-                        **pool_kw,
-                    )
-                else:
-                    manager = urllib3.PoolManager(
-                        num_pools=POOLED_HOSTS,
-                        maxsize=CONNECTIONS_PER_HOST,
-                        block=False,
-                        **pool_kw,
-                    )
-                    # Without a policy the guard's classes open connections unchecked;
-                    # they still attach every request to its total deadline.
-                    manager.pool_classes_by_scheme = POOL_CLASSES
-                _managers[key] = manager
+    evicted: list[urllib3.PoolManager] = []
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is not None:
+            _managers.move_to_end(key)
+            return manager
+        manager = _managers[key] = _new_manager(tls, proxy_url)
+        while len(_managers) > MAX_MANAGERS:
+            evicted.append(_managers.popitem(last=False)[1])
+    for old in evicted:
+        old.clear()
+    return manager
+
+
+def _new_manager(tls: client_tls.ClientTLS | None, proxy_url: str) -> urllib3.PoolManager:
+    pool_kw: dict[str, Any] = {}
+    if tls:
+        # Built once per credential fingerprint (`client_tls.context_for`).
+        pool_kw["ssl_context"] = client_tls.context_for(tls)
+    if proxy_url:
+        return egress.proxy_manager(
+            proxy_url,
+            num_pools=POOLED_HOSTS,
+            maxsize=CONNECTIONS_PER_HOST,
+            block=False,
+            **pool_kw,
+        )
+    manager = urllib3.PoolManager(
+        num_pools=POOLED_HOSTS, maxsize=CONNECTIONS_PER_HOST, block=False, **pool_kw
+    )
+    # Without a policy the guard's classes open connections unchecked; they still attach
+    # every request to its total deadline.
+    manager.pool_classes_by_scheme = POOL_CLASSES
     return manager
 
 
@@ -183,14 +192,17 @@ def _send(
     proxy_url: str = "",
 ) -> HttpResult:
     started = time.perf_counter()
+    # From here: the target's name resolution below is part of the request.
+    deadline = deadline or deadlines.after(connect_timeout + read_timeout)
     refusal = scheme_refusal(url, policy) if policy is not None else None
     if not refusal and policy is not None and proxy_url:
-        refusal = egress.target_refusal(url, policy)
+        refusal = egress.target_refusal(url, policy, deadline)
     if refusal:
-        return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", 0.0)
+        duration_ms = (time.perf_counter() - started) * 1000
+        return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", duration_ms)
     all_headers = headers if _names_user_agent(headers) else {"User-Agent": USER_AGENT, **headers}
     _check_headers(all_headers)
-    deadline = deadlines.arm(deadline or deadlines.after(connect_timeout + read_timeout))
+    deadline = deadlines.arm(deadline)
     try:
         return _request(
             method,

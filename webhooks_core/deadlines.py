@@ -138,6 +138,11 @@ _current: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
 )
 
 
+def current() -> Deadline | None:
+    """The deadline of the request this thread (or greenlet) is sending, if any."""
+    return _current.get()
+
+
 def after(seconds: float) -> Deadline:
     """A deadline `seconds` from now (not watched until `arm`)."""
     return Deadline(time.monotonic() + max(seconds, 0.0))

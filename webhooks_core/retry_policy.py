@@ -10,20 +10,26 @@ Why these rules:
   exponential backoff plus jitter, ``min(base * 2**(n-1) + uniform(0, base), max)``, so
   that a receiver coming back from an outage is not hit by every sender at once.
 * ``Retry-After`` on 429 and 503 is the receiver telling us when it can take more; we honour
-  it, but never beyond the endpoint's maximum backoff.
+  it, but never beyond the endpoint's maximum backoff. It is data from the receiver: a
+  value we cannot read, or one that names a time no calendar holds, counts as absent (the
+  backoff applies) and never raises.
 * After ``max_attempts`` tries, or once the retry window since the first try has passed,
   the delivery is dead-lettered instead of retried for ever.
 """
 
 import enum
+import math
 import random
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 DEAD_LETTER_STATUSES = frozenset({401, 403, 410})
 SUSPEND_STATUSES = frozenset({410})
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+# The longest wait a due time can be computed from (`timedelta`'s range): a receiver asking
+# for more names no time we can hold.
+_LONGEST_WAIT_SECONDS = timedelta.max.total_seconds()
 
 
 class Verdict(enum.StrEnum):
@@ -59,20 +65,26 @@ def backoff_delay(
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date), or
+    None when there is none we can use: absent, unreadable, or a time no calendar holds (a
+    year past 9999, more seconds than a `timedelta` holds)."""
     if not value:
         return None
     value = value.strip()
     # ASCII digits only: str.isdigit() also accepts characters float() refuses ("²").
     if value.isascii() and value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        seconds = float(value)
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+            if when.tzinfo is None:
+                return None
+            seconds = (when - now).total_seconds()
+        except (TypeError, ValueError, OverflowError):
+            return None
+    if not math.isfinite(seconds) or seconds > _LONGEST_WAIT_SECONDS:
         return None
-    if when.tzinfo is None:
-        return None
-    return max((when - now).total_seconds(), 0.0)
+    return max(seconds, 0.0)
 
 
 def decide(

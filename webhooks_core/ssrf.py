@@ -12,10 +12,12 @@ address the name resolves to, and the connection then goes to the checked addres
 so a DNS answer that changes in between (DNS rebinding) cannot slip through.
 """
 
+import contextlib
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -60,7 +62,56 @@ class AddressPolicy:
     allowance_setting: str = field(default="WEBHOOKS_ALLOWED_NETWORKS", compare=False)
 
     def resolve(self, host: str, port: int) -> list[str]:
-        return list((self.resolver or resolve_host)(host, port))
+        resolver = self.resolver or resolve_host
+        answers = _answers.get()
+        if answers is None:
+            return list(resolver(host, port))
+        return answers.resolve(resolver, host, port)
+
+
+class NotResolvedHere(Exception):
+    """A name was to be resolved where no network I/O may happen (`Answers.only_kept`)."""
+
+
+@dataclass
+class Answers:
+    """Names resolved once for a piece of work (`resolved_once`): a first pass resolves,
+    outside any lock; a second pass, under a row lock, reads the same answers and, with
+    `only_kept`, refuses to resolve a name the first did not (`NotResolvedHere`)."""
+
+    kept: dict[tuple[Resolver, str, int], list[str] | OSError | UnicodeError] = field(
+        default_factory=dict
+    )
+    only_kept: bool = False
+
+    def resolve(self, resolver: Resolver, host: str, port: int) -> list[str]:
+        key = (resolver, host, port)
+        if key not in self.kept:
+            if self.only_kept:
+                raise NotResolvedHere(host)
+            try:
+                self.kept[key] = list(resolver(host, port))
+            except (OSError, UnicodeError) as error:
+                self.kept[key] = error
+        answer = self.kept[key]
+        if isinstance(answer, Exception):
+            raise answer
+        return list(answer)
+
+
+_answers: ContextVar[Answers | None] = ContextVar("ssrf_answers", default=None)
+
+
+@contextlib.contextmanager
+def resolved_once(answers: Answers | None = None) -> Iterator[Answers]:
+    """Within the block every policy's names resolve through `answers` (new ones when
+    None), so that a later block given the same answers does no network I/O."""
+    current = answers if answers is not None else Answers()
+    token = _answers.set(current)
+    try:
+        yield current
+    finally:
+        _answers.reset(token)
 
 
 def parse_networks(value: str | Iterable[str]) -> tuple[IPNetwork, ...]:

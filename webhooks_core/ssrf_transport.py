@@ -6,12 +6,21 @@ host themselves, check every address against the policy of the request being sen
 the socket to a checked address, so a second DNS answer can never be used. TLS is untouched:
 urllib3 still wraps the socket with SNI and certificate checks for the URL's host name.
 Pooled keep-alive connections were checked when they were opened.
+
+A name's resolution is part of its request: it ends at the request's deadline however long
+the resolver takes (`resolve_within`).
 """
 
 import contextlib
 import contextvars
+import ipaddress
+import os
 import socket
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from requests.adapters import HTTPAdapter
@@ -48,13 +57,58 @@ def address_policy(policy: AddressPolicy | None) -> Iterator[None]:
         _policy.set(previous)
 
 
+# Lookups run in these threads (greenlets under gevent) while their request waits at most
+# until its deadline: a name whose DNS never answers costs its request no more than its
+# deadline. A lookup given up on ends in the background (at most RESOLVER_THREADS at once;
+# more wait their turn, within their own deadlines).
+RESOLVER_THREADS = 16
+_lookups: ThreadPoolExecutor | None = None
+_lookups_pid = 0
+_lookups_lock = threading.Lock()
+
+
+def _lookup_pool() -> ThreadPoolExecutor:
+    global _lookups, _lookups_pid
+    with _lookups_lock:
+        if _lookups is None or _lookups_pid != os.getpid():
+            # Made in the process that sends (a forked child gets its own).
+            _lookups = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="webhooks-dns")
+            _lookups_pid = os.getpid()
+        return _lookups
+
+
+def resolve_within(
+    policy: AddressPolicy, host: str, port: int, deadline: deadlines.Deadline | None = None
+) -> list[str]:
+    """`policy.resolve(host, port)`, given up on (`TimeoutError`) at `deadline` (by
+    default the current request's); an IP address or a request without a deadline
+    resolves here, at once."""
+    deadline = deadline or deadlines.current()
+    try:
+        ipaddress.ip_address(host)
+        literal = True
+    except ValueError:
+        literal = False
+    if deadline is None or literal:
+        return policy.resolve(host, port)
+    lookup = _lookup_pool().submit(contextvars.copy_context().run, policy.resolve, host, port)
+    try:
+        return lookup.result(timeout=max(deadline.at - time.monotonic(), 0.0))
+    except FutureTimeout:
+        lookup.cancel()
+    deadline.fire()  # its time is up: the request is over, as the watchdog would say
+    raise TimeoutError(f"resolving {host!r} did not end within the request's deadline")
+
+
 def _open_checked_socket(conn: HTTPConnection) -> socket.socket:
     policy = _policy.get()
     if policy is None:
         return HTTPConnection._new_conn(conn)
     host = conn._dns_host
     try:
-        addresses = policy.resolve(host, conn.port or 0)
+        addresses = resolve_within(policy, host, conn.port or 0)
+    except TimeoutError as exc:
+        raise ConnectTimeoutError(conn, str(exc)) from exc
     except OSError as exc:
         raise NewConnectionError(conn, f"Failed to resolve {host!r}: {exc}") from exc
     if not addresses:

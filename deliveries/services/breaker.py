@@ -46,14 +46,20 @@ def endpoints_record_attempts(counts: list[tuple[Endpoint, int, int]]) -> None:
 
 
 def _judge(endpoint_id: UUID, attempts: int, failures: int) -> None:
-    row = Endpoint.objects.filter(pk=endpoint_id).values(
-        "state",
-        "circuit_state",
-        "consecutive_failures",
-        "failing_since",
-        "suspend_after_failures",
-        "suspend_window_seconds",
-    )[0]
+    row = (
+        Endpoint.objects.filter(pk=endpoint_id)
+        .values(
+            "state",
+            "circuit_state",
+            "consecutive_failures",
+            "failing_since",
+            "suspend_after_failures",
+            "suspend_window_seconds",
+        )
+        .first()
+    )
+    if row is None:
+        return  # deleted meanwhile: no breaker left to move
     _move_breaker(endpoint_id, row["circuit_state"], attempts, failures)
     endpoint_suspend_if_failing(endpoint_id=endpoint_id, row=row)
 

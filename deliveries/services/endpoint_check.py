@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import broker_urls, deadlines, destinations
@@ -34,7 +35,7 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
     """
     now = timezone.now()
     with transaction.atomic():
-        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if endpoint.state != EndpointState.ACTIVE:
             raise EndpointNotActive(f"endpoint is {endpoint.state}")
         event = Event.objects.create(
@@ -49,8 +50,9 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             event=event,
             endpoint=endpoint,
             status=DeliveryStatus.PENDING,
-            next_attempt_at=now,
+            next_attempt_at=Now(),  # due by the database's clock, the claims' one
         )
+        delivery.refresh_from_db(fields=["next_attempt_at"])
         transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
     return delivery
 

@@ -3,10 +3,11 @@
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import IntegrityError, OperationalError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core import crypto
@@ -95,7 +96,6 @@ def endpoint_create(
     return endpoint, secret
 
 
-@transaction.atomic
 def endpoint_update(
     *, endpoint: Endpoint, chosen_by_tenant: bool = False, **changes: Any
 ) -> Endpoint:
@@ -112,16 +112,51 @@ def endpoint_update(
     masked value sent back across such a change is refused.
     A ``state`` goes through `endpoint_set_state` (it holds or releases deliveries).
     ``chosen_by_tenant``: see `endpoint_create` (it applies when ``url`` is changed).
+    Host names (the URL's, a token URL's) resolve first, outside any transaction; the row
+    is then locked FOR NO KEY UPDATE (which no new delivery's foreign-key check waits for)
+    only while the change is checked again with those answers and written.
     Raises `EndpointInvalid`; nothing is written then.
     """
+    for _ in range(UPDATE_TRIES):
+        with ssrf.resolved_once() as answers:
+            _changed(endpoint.pk, chosen_by_tenant, changes, lock=False)
+        answers.only_kept = True
+        try:
+            with ssrf.resolved_once(answers), transaction.atomic():
+                return _write_change(_changed(endpoint.pk, chosen_by_tenant, changes, lock=True))
+        except ssrf.NotResolvedHere:
+            continue  # changed meanwhile, naming a host not resolved yet: resolve it first
+    raise EndpointInvalid({"url": ["The endpoint changed meanwhile; try again."]})
+
+
+# How often `endpoint_update` resolves again when the row changed under it to name a host
+# it had not resolved.
+UPDATE_TRIES = 3
+
+
+class _Change(NamedTuple):
+    endpoint: Endpoint
+    changed: set[str]
+    notices: list[str]
+    previous_url: str
+    previous_validation: str
+    state: str | None
+
+
+def _changed(
+    endpoint_id: UUID, chosen_by_tenant: bool, given: dict[str, Any], *, lock: bool
+) -> _Change:
+    """The endpoint with the change applied and checked (unsaved); locked with `lock`."""
+    changes = dict(given)
     state = changes.pop("state", None)
+    rows = Endpoint.objects.select_for_update(no_key=True) if lock else Endpoint.objects
+    endpoint = rows.get(pk=endpoint_id)
     tenant = changes.pop("tenant", endpoint.tenant)
     unknown = set(changes) - EDITABLE
     if unknown:
         raise TypeError(f"endpoint_update() got unexpected fields {sorted(unknown)}")
     if state is not None and state not in EndpointState.values:
         raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
-    endpoint = Endpoint.objects.select_for_update().get(pk=endpoint.pk)
     if tenant != endpoint.tenant:
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
     custom = changes.pop("custom_headers", None)
@@ -142,6 +177,11 @@ def endpoint_update(
         auth=auth,
         chosen_by_tenant=chosen_by_tenant,
     )
+    return _Change(endpoint, set(changes), notices, previous_url, previous_validation, state)
+
+
+def _write_change(change: _Change) -> Endpoint:
+    endpoint, changes = change.endpoint, change.changed
     if "event_types" in changes or "version_pins" in changes:
         endpoint.version_pins = default_pins(endpoint.event_types, endpoint.version_pins)
     endpoint.save()
@@ -149,13 +189,14 @@ def endpoint_update(
         endpoint_ensure_signing_key(endpoint=endpoint)
     endpoint_validation_reset(
         endpoint=endpoint,
-        url_changed=endpoint.url != previous_url,
-        validation_changed=endpoint.validation != previous_validation,
+        url_changed=endpoint.url != change.previous_url,
+        validation_changed=endpoint.validation != change.previous_validation,
     )
+    state = change.state
     if state and state != endpoint.state:
         endpoint_set_state(endpoint_id=endpoint.pk, state=state)
         endpoint.refresh_from_db()
-    endpoint.notices = tuple(notices)
+    endpoint.notices = tuple(change.notices)
     return endpoint
 
 
@@ -520,7 +561,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
         held = Delivery.objects.filter(endpoint_id=endpoint_id, status=DeliveryStatus.HELD)
         if not deliver_backlog:
             return held.update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
-        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=now, updated_at=now)
+        released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=now)
         transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
     return released
 
@@ -588,7 +629,7 @@ def endpoint_owner_may_enable(endpoint: Endpoint) -> bool:
 def endpoint_owner_enable(*, endpoint_id: UUID) -> None:
     """The tenant makes its endpoint active again; EndpointNotEnableable if it may not."""
     with transaction.atomic():
-        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if not endpoint_owner_may_enable(endpoint):
             raise EndpointNotEnableable(f"endpoint is {endpoint.state} ({endpoint.state_set_by})")
         endpoint_resume(endpoint_id=endpoint_id)
@@ -602,7 +643,7 @@ def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
     it was disabled.
     """
     with transaction.atomic():
-        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if endpoint.state != EndpointState.ACTIVE:
             return False
         endpoint_set_state(

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core.sql import sql_cursor
@@ -33,7 +34,9 @@ def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: 
     status = (
         DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
     )
-    due_at: datetime = now
+    # Due at once by the database's clock, the one every claim compares with (this
+    # host's may be ahead of it).
+    due_at: datetime | Now = Now()
     reopens_at = circuit_reopens_at(endpoint)
     if reopens_at is not None and reopens_at > now:
         # Its circuit is open: the delivery waits in the database, with no wake, until
@@ -125,7 +128,7 @@ def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
                 for delivery in _deliveries_of(event, endpoints[event.tenant], now)
             ]
             Delivery.objects.bulk_create(deliveries)
-            woken = _due_now(deliveries, now)
+            woken = _due_now(deliveries)
             transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
     return [event.pk for event in events if event.tenant not in endpoints]
 
@@ -156,16 +159,15 @@ def _waiting_locked(event_ids: Collection[UUID | str]) -> QuerySet[Event]:
     )
 
 
-def _due_now(deliveries: list[Delivery], now: datetime) -> set[UUID]:
-    """The endpoints with a delivery due now among these (held ones, and those behind an
-    open circuit, wait without a wake)."""
-    return {
-        delivery.endpoint_id
-        for delivery in deliveries
-        if delivery.status == DeliveryStatus.PENDING
-        and delivery.next_attempt_at is not None
-        and delivery.next_attempt_at <= now
-    }
+def due_at_once(delivery: Delivery) -> bool:
+    """Whether a delivery `new_delivery` made is due at its insert (held ones, and those
+    behind an open circuit, wait without a wake)."""
+    return delivery.status == DeliveryStatus.PENDING and isinstance(delivery.next_attempt_at, Now)
+
+
+def _due_now(deliveries: list[Delivery]) -> set[UUID]:
+    """The endpoints with a delivery due now among these."""
+    return {delivery.endpoint_id for delivery in deliveries if due_at_once(delivery)}
 
 
 def event_fan_out(*, event_id: UUID | str) -> int:
@@ -216,7 +218,7 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
         Delivery.objects.bulk_create(deliveries)
         fanned_out = [event.pk for event in events]
         Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
-        woken = _due_now(deliveries, now)
+        woken = _due_now(deliveries)
         keys = list(dict.fromkeys(event.ordering_key for event in events if event.ordering_key))
 
         def wake() -> None:

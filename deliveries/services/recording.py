@@ -4,6 +4,7 @@ needs no message: the owner sends it when it falls due soon, else wakes the endp
 with a countdown or leaves it to the sweeper (`owner`)."""
 
 import json
+import logging
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -11,8 +12,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from webhooks_core.sql import sql_cursor
@@ -25,6 +34,8 @@ from .breaker import circuit_transition, endpoints_record_attempts
 from .finished import on_delivery_outcome
 from .outcomes import DeliveryOutcome
 from .suspension import endpoint_suspend_automatically
+
+logger = logging.getLogger(__name__)
 
 # The retry window runs from the first request actually made in the current cycle (a
 # manual retry starts a new one), not from a claim that found the endpoint suspended. The
@@ -47,6 +58,13 @@ LAST_SUCCESS_RESOLUTION_SECONDS = 1.0
 # A batch recorded with more of its lease left than this skips re-reading which of its
 # rows it still owns (the updates check the lease token anyway).
 LEASE_MARGIN_SECONDS = 5.0
+
+
+def due_in(seconds: float) -> ExpressionWrapper:
+    """A due time `seconds` from now by the database's clock: the claims compare due
+    times with it, and a worker's clock may be ahead of it or behind."""
+    wait = Value(timedelta(seconds=seconds), output_field=DurationField())
+    return ExpressionWrapper(Now() + wait, output_field=DateTimeField())
 
 
 def _first_attempt_of_cycle(results: list["Result"]) -> Coalesce:
@@ -132,10 +150,24 @@ def record(
 def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
     """Record several owners' rounds in one transaction: one insert of all their attempts
     and one update of all their succeeded rows (each under its own claim's token); the
-    rest (failures, health, deferrals) round by round. Returns each round's outcomes."""
+    rest (failures, health, deferrals) round by round. Returns each round's outcomes.
+
+    The round of an endpoint deleted meanwhile is dropped (its rows went with it: each is
+    `LEASE_LOST`), so that it fails no other round of the batch; one deleted after that
+    check fails the batch at its commit, and the recorder writes its rounds one by one."""
     now = timezone.now()
-    outcomes: list[dict[int, str]] = [{} for _ in rounds]
+    answers: list[dict[int, str]] = [{} for _ in rounds]
+    remembered: list[tuple[Endpoint, dict[str, Any]]] = []
     with transaction.atomic():
+        live = _live_endpoints(rounds)
+        for r, done in zip(rounds, answers, strict=True):
+            if r.endpoint.pk not in live:
+                logger.info("endpoint %s deleted while sending; results dropped", r.endpoint.pk)
+                rows = [x.delivery for x in r.results] + r.deferral.deliveries
+                done.update((delivery.id, DeliveryOutcome.LEASE_LOST) for delivery in rows)
+        kept = [(r, done) for r, done in zip(rounds, answers, strict=True) if r.endpoint.pk in live]
+        rounds = [r for r, _ in kept]
+        outcomes = [done for _, done in kept]  # (the same dicts as in `answers`)
         owned = [_still_owned(r, now) for r in rounds]
         attempts = [
             result.attempt for r in rounds for result in r.results if result.attempt is not None
@@ -156,13 +188,17 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 done[delivery.id] = outcome
                 on_delivery_outcome(delivery, outcome)
         _record_successes(succeeded, now)
-        _record_round_effects(rounds, owned)
+        _record_round_effects(rounds, owned, remembered)
         for r, done in zip(rounds, outcomes, strict=True):
             if r.deferral.deliveries:
                 _defer(r.claim, r.deferral)
                 done.update(
                     (delivery.id, DeliveryOutcome.DEFERRED) for delivery in r.deferral.deliveries
                 )
+    # The owners' copies of their endpoints as written, once it is: a batch that fails
+    # is written again round by round, and must not count its failures twice.
+    for endpoint, written in remembered:
+        _remember(endpoint, written)
     for r, done in zip(rounds, outcomes, strict=True):
         for result in r.results:
             observability.attempt_recorded(
@@ -172,7 +208,13 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 status_code=result.status_code,
                 error=result.error,
             )
-    return outcomes
+    return answers
+
+
+def _live_endpoints(rounds: list[Round]) -> set[Any]:
+    """The rounds' endpoints that still exist."""
+    ids = {r.endpoint.pk for r in rounds}
+    return set(Endpoint.objects.filter(pk__in=ids).values_list("pk", flat=True))
 
 
 def _insert_attempts(attempts: list[Attempt]) -> None:
@@ -301,14 +343,18 @@ _SUCCESSES_SQL = (
 # 10,000 rows; `= ANY` of the ids goes by the primary key.)
 
 
-def _record_round_effects(rounds: list[Round], owned: list[set[int]]) -> None:
+def _record_round_effects(
+    rounds: list[Round], owned: list[set[int]], remembered: list[tuple[Endpoint, dict[str, Any]]]
+) -> None:
     """The endpoints' health after their rounds' requests (`_record_endpoints_health`),
     a half-open probe that failed on our side, a suspension after a 410."""
     sent_by_round = [
         (r.endpoint, [x for x in r.results if x.attempt is not None and not x.local_failure])
         for r in rounds
     ]
-    _record_endpoints_health([(endpoint, sent) for endpoint, sent in sent_by_round if sent])
+    _record_endpoints_health(
+        [(endpoint, sent) for endpoint, sent in sent_by_round if sent], remembered
+    )
     for r, mine, (endpoint, sent) in zip(rounds, owned, sent_by_round, strict=True):
         if not sent and endpoint.circuit_state == CircuitState.HALF_OPEN and r.results:
             # The probe failed on our side: nothing was learnt of the endpoint, so the
@@ -343,7 +389,7 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     if decision.verdict == Verdict.RETRY:
         fields.update(
             status=DeliveryStatus.PENDING,
-            next_attempt_at=now + timedelta(seconds=decision.delay_seconds),
+            next_attempt_at=due_in(decision.delay_seconds),
         )
         outcome = DeliveryOutcome.RETRY_SCHEDULED
     else:
@@ -355,7 +401,9 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
     return outcome if updated else DeliveryOutcome.LEASE_LOST
 
 
-def _record_endpoints_health(rounds: list[tuple[Endpoint, list[Result]]]) -> None:
+def _record_endpoints_health(
+    rounds: list[tuple[Endpoint, list[Result]]], remembered: list[tuple[Endpoint, dict[str, Any]]]
+) -> None:
     """Count each endpoint's consecutive failures (those after its last success) and move
     its breaker; per endpoint, the results of its round with a request, in the order they
     were made. Endpoints whose round ended in a success get the same write: one statement
@@ -383,26 +431,27 @@ def _record_endpoints_health(rounds: list[tuple[Endpoint, list[Result]]]) -> Non
                 "last_failure_at": now,
             }
             Endpoint.objects.filter(pk=endpoint.pk).update(**written)
-            _remember(endpoint, written)
+            remembered.append((endpoint, written))
         else:
             Endpoint.objects.filter(pk=endpoint.pk).update(
                 consecutive_failures=F("consecutive_failures") + failures,
                 last_failure_at=now,
                 failing_since=Coalesce("failing_since", Value(now)),
             )
-            _remember(
-                endpoint,
-                {
-                    "consecutive_failures": endpoint.consecutive_failures + failures,
-                    "last_failure_at": now,
-                    "failing_since": endpoint.failing_since or now,
-                },
+            remembered.append(
+                (
+                    endpoint,
+                    {
+                        "consecutive_failures": endpoint.consecutive_failures + failures,
+                        "last_failure_at": now,
+                        "failing_since": endpoint.failing_since or now,
+                    },
+                )
             )
     if ended_well:
         healthy = {"consecutive_failures": 0, "last_success_at": now, "failing_since": None}
         Endpoint.objects.filter(pk__in=[e.pk for e in ended_well]).update(**healthy)
-        for endpoint in ended_well:
-            _remember(endpoint, healthy)
+        remembered.extend((endpoint, healthy) for endpoint in ended_well)
     endpoints_record_attempts(counts)
 
 
@@ -421,5 +470,5 @@ def _defer(claim: DeliveryClaim, deferral: Deferral) -> None:
         claim,
         deferral.deliveries,
         status=DeliveryStatus.PENDING,
-        next_attempt_at=timezone.now() + timedelta(seconds=deferral.seconds),
+        next_attempt_at=due_in(deferral.seconds),
     )

@@ -19,9 +19,9 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from .. import conf, event_types, subscriptions, tenants
-from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, Replay, ReplayStatus
+from ..models import Delivery, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .dispatch import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
-from .fanout import new_delivery
+from .fanout import due_at_once, new_delivery
 
 
 class ReplayInvalid(ValueError):
@@ -241,11 +241,7 @@ def replay_step(*, replay_id: int, dispatch_next: bool = True) -> bool:
         replay.completed_at = None if more else now
         replay.save()
         # Deliveries deferred behind an open circuit wait without a wake (the sweeper's).
-        woken = {
-            d.endpoint_id
-            for d in created
-            if d.status == DeliveryStatus.PENDING and d.next_attempt_at and d.next_attempt_at <= now
-        }
+        woken = {d.endpoint_id for d in created if due_at_once(d)}
         transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
         if more and dispatch_next:
             transaction.on_commit(lambda: _dispatch_step(replay_id), robust=True)

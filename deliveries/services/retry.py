@@ -1,7 +1,7 @@
 """The operator's "retry now": a delivery due again at once, in a fresh retry cycle."""
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from ..models import Delivery, DeliveryStatus, EndpointState
 from .dispatch import dispatch_wakes
@@ -27,7 +27,6 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
     would re-deliver on purpose-less grounds): a replay is the explicit, recorded way to
     do that.
     """
-    now = timezone.now()
     with transaction.atomic():
         delivery = (
             Delivery.objects.select_for_update(of=("self",))
@@ -44,7 +43,8 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
         delivery.attempts_before_cycle = delivery.attempts
         delivery.first_attempt_at = None
         delivery.completed_at = None
-        delivery.next_attempt_at = now
+        delivery.next_attempt_at = Now()  # due by the database's clock, the claims' one
         delivery.save()
+        delivery.refresh_from_db(fields=["next_attempt_at"])
         transaction.on_commit(lambda: dispatch_wakes([delivery.endpoint_id]), robust=True)
     return delivery

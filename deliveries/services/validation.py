@@ -125,7 +125,7 @@ def endpoint_request_validation(*, endpoint_id: UUID) -> Endpoint:
     """Ask the target again (a button): the state goes back to ``pending`` and a handshake
     is dispatched. Raises `ValidationUnavailable` for an endpoint without the handshake."""
     with transaction.atomic():
-        endpoint = Endpoint.objects.select_for_update().get(pk=endpoint_id)
+        endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if endpoint.validation != Validation.CLOUDEVENTS:
             raise ValidationUnavailable('the endpoint\'s validation is "none"')
         problem = handshake.origin_problem(conf.validation().origin)

@@ -465,7 +465,7 @@ def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Rec
     from django.test.utils import CaptureQueriesContext
 
     from deliveries.retry_policy import Decision, Verdict
-    from deliveries.services.recording import Result, _record_endpoints_health
+    from deliveries.services.recording import Result, _record_endpoints_health, _remember
 
     endpoint, _ = make_endpoint(receiver)
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
@@ -475,18 +475,25 @@ def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Rec
     def sent(verdict: Verdict) -> list[Result]:
         return [Result(delivery, Decision(verdict), status_code=200, attempt=attempt)]
 
-    _record_endpoints_health([(endpoint, sent(Verdict.RETRY))])
+    def record_health(results: list[Result]) -> None:
+        # As a batch does: the owner's copy follows what was written once it is.
+        remembered: list[tuple[Endpoint, dict[str, Any]]] = []
+        _record_endpoints_health([(endpoint, results)], remembered)
+        for copy, written in remembered:
+            _remember(copy, written)
+
+    record_health(sent(Verdict.RETRY))
     stored = Endpoint.objects.get(pk=endpoint.pk)
     assert stored.consecutive_failures == endpoint.consecutive_failures == 1
     assert stored.failing_since == endpoint.failing_since is not None
-    _record_endpoints_health([(endpoint, sent(Verdict.SUCCEEDED))])
+    record_health(sent(Verdict.SUCCEEDED))
     stored = Endpoint.objects.get(pk=endpoint.pk)
     assert stored.last_success_at == endpoint.last_success_at is not None
     assert endpoint.consecutive_failures == stored.consecutive_failures == 0
     assert endpoint.failing_since is None
     # The next success within the precision writes nothing: the copy says it was just now.
     with CaptureQueriesContext(connection) as queries:
-        _record_endpoints_health([(endpoint, sent(Verdict.SUCCEEDED))])
+        record_health(sent(Verdict.SUCCEEDED))
     assert not [q for q in queries if q["sql"].startswith("UPDATE")]
 
 

@@ -172,6 +172,25 @@ def test_retry_after_is_honoured(celery_worker: object, receiver: Receiver) -> N
     wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success")
 
 
+def test_a_retry_after_no_calendar_holds_is_recorded_and_the_backoff_applies(
+    celery_worker: object, receiver: Receiver
+) -> None:
+    make_endpoint(receiver)
+    absurd = "Mon, 1 Jan 99999999999 00:00:00 GMT"
+    receiver.script(Reply(status=503, headers={"Retry-After": absurd}), 200)
+
+    event = services.emit("order.created", {"id": 1})
+
+    wait_until(lambda: settled(event, DeliveryStatus.SUCCEEDED), what="success after the 503")
+    delivery = delivery_of(event)
+    assert list(delivery.attempt_set.values_list("number", "response_status")) == [
+        (1, 503),
+        (2, 200),
+    ]
+    assert delivery.attempts == 2
+    assert len(receiver.requests) == 2
+
+
 def test_exhausted_attempts_dead_letter(celery_worker: object, receiver: Receiver) -> None:
     make_endpoint(receiver, max_attempts=3)
     receiver.default = Reply(status=500)

@@ -24,7 +24,9 @@ from tests.receiver import Receiver
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def claimed_round(receiver: Receiver, verdict: Verdict = Verdict.SUCCEEDED) -> Round:
+def claimed_round(
+    receiver: Receiver, verdict: Verdict = Verdict.SUCCEEDED, delay: float = 60
+) -> Round:
     """A round of one delivery of a new endpoint, claimed by its owner and answered."""
     endpoint, _ = make_endpoint(receiver)
     token = ownership.owner_take(endpoint_id=endpoint.pk)
@@ -35,7 +37,7 @@ def claimed_round(receiver: Receiver, verdict: Verdict = Verdict.SUCCEEDED) -> R
     started = timezone.now()
     attempt = Attempt(delivery_id=delivery.pk, number=1, started_at=started, duration_ms=3)
     status = 200 if verdict == Verdict.SUCCEEDED else 500
-    result = Result(delivery, Decision(verdict, delay_seconds=60), status, attempt=attempt)
+    result = Result(delivery, Decision(verdict, delay_seconds=delay), status, attempt=attempt)
     claim = DeliveryClaim([delivery], token, started, started + timedelta(days=1))
     return Round(claim, endpoint, [result], Deferral([]))
 
@@ -131,8 +133,9 @@ def test_a_round_the_database_refuses_costs_only_that_round(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rounds = [claimed_round(receiver) for _ in range(4)]
-    # Deleted while its request was out: its attempt's insert fails, and with it the batch.
-    Endpoint.objects.filter(pk=rounds[2].endpoint.pk).delete()
+    # Its row deleted while its request was out: its attempt's insert fails, and with it
+    # the batch.
+    Delivery.objects.filter(pk=rounds[2].results[0].delivery.pk).delete()
     writes = Writes(monkeypatch, hold_for=3)
 
     answers = record_in_threads(rounds)
@@ -146,6 +149,46 @@ def test_a_round_the_database_refuses_costs_only_that_round(
         assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
     assert not recorder._writing
     assert not recorder._queue
+
+
+def test_an_endpoint_deleted_while_its_round_was_out_fails_no_other_round(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = claimed_round(receiver)
+    healthy = claimed_round(receiver, Verdict.RETRY)
+    deleted = claimed_round(receiver, Verdict.RETRY)
+    Endpoint.objects.filter(pk=deleted.endpoint.pk).delete()
+    writes = Writes(monkeypatch, hold_for=2)
+
+    answers = record_in_threads([first, healthy, deleted])
+
+    # The two rounds written together, once: the deleted endpoint's round dropped quietly.
+    assert [len(call) for call in writes.calls] == [1, 2]
+    assert answers[2] == {deleted.results[0].delivery.pk: DeliveryOutcome.LEASE_LOST}
+    delivery = healthy.results[0].delivery
+    assert answers[1] == {delivery.pk: DeliveryOutcome.RETRY_SCHEDULED}
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+    assert Attempt.objects.filter(delivery_id=delivery.pk).count() == 1
+    stored = Endpoint.objects.get(pk=healthy.endpoint.pk)
+    assert stored.consecutive_failures == healthy.endpoint.consecutive_failures == 1
+    assert not Attempt.objects.filter(delivery_id=deleted.results[0].delivery.pk).exists()
+
+
+def test_a_batch_written_again_round_by_round_counts_each_failure_once(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, failed = claimed_round(receiver), claimed_round(receiver, Verdict.RETRY)
+    refused = claimed_round(receiver)
+    Delivery.objects.filter(pk=refused.results[0].delivery.pk).delete()
+    writes = Writes(monkeypatch, hold_for=2)
+
+    answers = record_in_threads([first, failed, refused])
+
+    assert [len(call) for call in writes.calls] == [1, 2, 1, 1]
+    assert isinstance(answers[2], IntegrityError)
+    stored = Endpoint.objects.get(pk=failed.endpoint.pk)
+    # The owner's copy as written, not counted once more for the batch that failed.
+    assert stored.consecutive_failures == failed.endpoint.consecutive_failures == 1
 
 
 def test_a_lone_round_is_written_at_once(receiver: Receiver) -> None:
@@ -245,3 +288,45 @@ def test_attempts_are_written_with_every_column_as_recorded(receiver: Receiver) 
     failed = Attempt.objects.get(delivery_id=second.delivery_id)
     assert (failed.response_status, failed.error, failed.duration_ms) == (None, second.error, 7.0)
     assert failed.request_headers == {}
+
+
+def skew_worker_clock(monkeypatch: pytest.MonkeyPatch, by: timedelta) -> None:
+    """The recording process's clock `by` off the database's."""
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + by)
+
+
+def due_by_the_database(delivery_id: int) -> bool:
+    return Delivery.objects.filter(pk=delivery_id, next_attempt_at__lte=Now()).exists()
+
+
+def test_a_retry_falls_due_by_the_database_s_clock_whatever_the_worker_s(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    soon = claimed_round(receiver, Verdict.RETRY, delay=0.5)
+    later = claimed_round(receiver, Verdict.RETRY, delay=60)
+    skew_worker_clock(monkeypatch, timedelta(hours=1))
+    record_rounds([soon])
+    skew_worker_clock(monkeypatch, -timedelta(hours=2))  # an hour behind
+    record_rounds([later])
+
+    # Ahead: due half a second later, not an hour; behind: not due an hour early.
+    wait_until(lambda: due_by_the_database(soon.results[0].delivery.pk), timeout=10)
+    assert not due_by_the_database(later.results[0].delivery.pk)
+    stored = Delivery.objects.annotate(now=Now()).get(pk=later.results[0].delivery.pk)
+    assert stored.next_attempt_at is not None
+    assert 50 < (stored.next_attempt_at - stored.now).total_seconds() <= 60
+
+
+def test_a_deferral_falls_due_by_the_database_s_clock_whatever_the_worker_s(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = claimed_round(receiver)
+    delivery = r.results[0].delivery
+    deferred = Round(r.claim, r.endpoint, [], Deferral([delivery], seconds=0.5))
+    skew_worker_clock(monkeypatch, timedelta(hours=1))
+
+    assert record_rounds([deferred]) == [{delivery.pk: DeliveryOutcome.DEFERRED}]
+
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+    wait_until(lambda: due_by_the_database(delivery.pk), timeout=10)

@@ -202,3 +202,30 @@ def test_the_suite_never_resolves_names_through_real_dns() -> None:
         socket.getaddrinfo("example.com", 443)
     assert {info[4][0] for info in socket.getaddrinfo("localhost", 80)} <= {"127.0.0.1", "::1"}
     assert socket.getaddrinfo("127.0.0.1", 80)[0][4][0] == "127.0.0.1"
+
+
+def test_names_resolved_once_are_answered_again_without_resolving() -> None:
+    asked: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if host == "gone.example":
+            raise OSError("no such name")
+        return ["1.1.1.1"]
+
+    policy = AddressPolicy(require_https=False, resolver=resolver)
+    with ssrf.resolved_once() as answers:
+        assert url_refusal("http://one.example/", policy) is None
+        assert url_refusal("http://gone.example/", policy) is None
+    answers.only_kept = True
+    with ssrf.resolved_once(answers):
+        # The same answers, the unresolvable name's error included, and no new lookup.
+        assert policy.resolve("one.example", 80) == ["1.1.1.1"]
+        with pytest.raises(OSError, match="no such name"):
+            policy.resolve("gone.example", 80)
+        with pytest.raises(ssrf.NotResolvedHere):
+            policy.resolve("two.example", 80)
+    assert asked == ["one.example", "gone.example"]
+    # Outside the block names resolve as ever.
+    assert policy.resolve("one.example", 80) == ["1.1.1.1"]
+    assert asked[-1] == "one.example"

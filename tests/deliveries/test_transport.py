@@ -162,3 +162,85 @@ def _raw_values(head: bytes, name: str) -> list[str]:
     lines = head.decode("latin-1").split("\r\n")[1:]
     pairs = [line.partition(":") for line in lines]
     return [value.strip() for key, _, value in pairs if key.lower() == name.lower()]
+
+
+def test_pool_managers_are_bounded_the_least_recently_used_closed(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One manager per SSRF policy, client certificate and proxy: distinct policies stand
+    # for distinct client certificates here.
+    from collections import OrderedDict
+
+    from deliveries.ssrf import AddressPolicy, parse_networks
+
+    monkeypatch.setattr(transport, "MAX_MANAGERS", 3, raising=False)
+    monkeypatch.setattr(transport, "_managers", OrderedDict())
+
+    def policy(n: int) -> AddressPolicy:
+        return AddressPolicy(
+            allowed_networks=parse_networks(f"127.0.0.0/8, 10.{n}.0.0/16"), require_https=False
+        )
+
+    def send(n: int) -> None:
+        result = transport.post(
+            receiver.url, b"{}", {}, connect_timeout=1, read_timeout=2, policy=policy(n)
+        )
+        assert result.status_code == 200
+
+    send(0)
+    send(1)
+    second = transport._manager(policy(1))
+    assert second.pools  # its kept-alive connection to the receiver
+    send(2)
+    send(0)  # used again: the most recent now
+    send(3)
+    send(4)
+
+    assert [key[0] for key in transport._managers] == [policy(0), policy(3), policy(4)]
+    assert not second.pools  # closed when it was evicted
+
+
+@pytest.mark.parametrize("proxy_url", ["", "http://127.0.0.1:9"])
+def test_a_name_whose_dns_never_answers_ends_the_attempt_at_its_deadline(
+    receiver: Receiver, proxy_url: str
+) -> None:
+    """Resolving the host name is part of the request: connect + read bound it in total,
+    directly and through the egress proxy (whose target is checked before it is sent)."""
+    from deliveries.ssrf import AddressPolicy, parse_networks
+
+    release = threading.Event()
+
+    def resolver(host: str, port: int) -> list[str]:
+        release.wait(60)  # a DNS server that never answers
+        return ["127.0.0.1"]
+
+    policy = AddressPolicy(
+        allowed_networks=parse_networks("127.0.0.0/8"), require_https=False, resolver=resolver
+    )
+    answer: dict[str, transport.HttpResult] = {}
+
+    def send() -> None:
+        answer["result"] = transport.post(
+            f"http://never-answers.example:{receiver.port}/hook",
+            b"{}",
+            {},
+            connect_timeout=0.5,
+            read_timeout=0.5,
+            policy=policy,
+            proxy_url=proxy_url,
+        )
+
+    sender = threading.Thread(target=send, daemon=True)
+    started = time.monotonic()
+    sender.start()
+    try:
+        sender.join(10)
+        assert not sender.is_alive(), "the attempt outlived its deadline"
+    finally:
+        release.set()
+    took = time.monotonic() - started
+    result = answer["result"]
+    assert result.status_code is None
+    assert "deadline" in result.error
+    assert 0.9 <= took < 5
+    assert not receiver.requests

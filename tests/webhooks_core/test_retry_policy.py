@@ -5,6 +5,8 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webhooks_core.retry_policy import (
     Decision,
@@ -170,6 +172,80 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("Wed, 15 Apr 2026 10:01:00 GMT", NOW) == 60.0
     assert parse_retry_after("²", NOW) is None
     assert parse_retry_after("not a date", NOW) is None
+
+
+ABSURD = [
+    "Mon, 1 Jan 99999999999 00:00:00 GMT",
+    "9" * 4000,
+    str(10**400),
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e400",
+    "-1",
+    "-99999999999999999999",
+    "Mon, 1 Jan -5 00:00:00 GMT",
+    "\udcff",
+]
+
+# Header-shaped values a receiver could send: HTTP dates with any year, day, time and zone,
+# whole numbers of any size and sign, and anything else.
+_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+http_dates = st.builds(
+    "{}, {} {} {} {:02}:{:02}:{:02} {}".format,
+    st.sampled_from(["Mon", "Tue", "Sun", "Xyz"]),
+    st.integers(-(10**12), 10**12),
+    st.sampled_from([*_MONTHS, "Foo"]),
+    st.integers(-(10**20), 10**20),
+    st.integers(-1, 99),
+    st.integers(-1, 99),
+    st.integers(-1, 99),
+    st.one_of(
+        st.sampled_from(["GMT", "UTC", "-0000", "+2359", "-2359", "EST", ""]),
+        st.integers(-999999, 999999).map("{:+05d}".format),
+    ),
+)
+retry_after_values = st.one_of(
+    st.sampled_from(ABSURD),
+    http_dates,
+    st.integers(-(10**30), 10**1000).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+    st.text(),
+)
+nows = st.sampled_from(
+    [NOW, datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC), datetime.now(UTC)]
+)
+
+
+@given(value=retry_after_values, now=nows)
+def test_no_retry_after_value_raises_out_of_the_parser(value: str, now: datetime) -> None:
+    seconds = parse_retry_after(value, now)
+    assert seconds is None or 0.0 <= seconds <= timedelta.max.total_seconds()
+
+
+@given(
+    value=retry_after_values,
+    now=nows,
+    status=st.sampled_from([429, 503]),
+    attempt=st.integers(1, 11),
+)
+def test_any_retry_after_retries_within_the_backoff_cap(
+    value: str, now: datetime, status: int, attempt: int
+) -> None:
+    decision = run(status, retry_after=value, attempt=attempt, now=now, first_attempt_at=now)
+    assert decision.verdict == Verdict.RETRY
+    assert 0.0 <= decision.delay_seconds <= POLICY.max_backoff_seconds
+    # A due time can be computed from it.
+    assert now + timedelta(seconds=decision.delay_seconds) >= now
+
+
+@pytest.mark.parametrize("value", ABSURD)
+def test_a_retry_after_no_calendar_holds_falls_back_to_the_backoff(value: str) -> None:
+    assert parse_retry_after(value, NOW) is None
+    decision = run(503, retry_after=value, attempt=2, seed=5)
+    assert decision == run(500, attempt=2, seed=5)
+    assert 20.0 <= decision.delay_seconds <= 30.0
 
 
 def test_retry_after_never_makes_a_retry_out_of_a_dead_letter() -> None:
