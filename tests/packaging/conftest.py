@@ -9,6 +9,7 @@ import redis
 from django.conf import settings
 
 from tests.packaging.test_installable import REPO, _uv, run
+from tests.services import missing
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +19,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp_path = tmp_path_factory.mktemp("wheel")
     uv = _uv()
     if uv is None:
-        pytest.skip("uv is not installed (bin/setup installs it into .tools/)")
+        missing("uv (bin/setup installs it into .tools/)")
     dist = tmp_path / "dist"
     run(uv, "build", "--wheel", "--offline", "--out-dir", dist, cwd=REPO)
     (wheel,) = dist.glob("django_reliable_webhooks-*.whl")
