@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import call, status_if_answering
-from tests.packaging.test_installable import (
+from tests.packaging.host import (
     CELERY_PY,
     INIT_PY,
     QUEUES,
     WAIT_SECONDS,
+    database_settings,
     free_port,
     query,
     run,
@@ -53,16 +54,8 @@ def write_host(root: Path, python: Path, database: str, broker: str, side: str) 
             METRICS_TOKEN = {METRICS_TOKEN!r}
             # No catalogue in this host: any event type may be sent.
             WEBHOOKS_REQUIRE_DECLARED_TYPES = False
-            DATABASES = {{
-                "default": {{
-                    "ENGINE": "django.db.backends.postgresql",
-                    "NAME": {database!r},
-                    "USER": "postgres",
-                    "HOST": "127.0.0.1",
-                    "PORT": 5432,
-                }}
-            }}
         """)
+        + database_settings(database)
     )
     api = "receivers.api.urls" if side == "receiving" else "deliveries.api.urls"
     extra = '    path("receivers/", include("receivers.urls")),\n' if side == "receiving" else ""
