@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
 from tests.deliveries.admin.helpers import event_at, hours_ago
-from webhooks_core import signing
 
 CHROMIUM = "/usr/bin/chromium"
 WIDTH = 1280
@@ -33,7 +32,6 @@ LONG_TYPE = "commerce.storefront.order.fulfilment.partially_shipped"
 
 def rows() -> None:
     endpoint = Endpoint.objects.create(url=LONG_URL, event_types=["*"], description="eu orders")
-    endpoint.secrets.create(value=signing.generate_secret())
     for n, status in enumerate([DeliveryStatus.PENDING, DeliveryStatus.DEAD_LETTERED] * 3):
         event = event_at(LONG_TYPE, hours_ago(1), n=n)
         Delivery.objects.create(
