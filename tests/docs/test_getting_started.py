@@ -1,6 +1,7 @@
 """Getting started, walked: every command of "A first delivered webhook" and "A first
 received webhook" runs as written, in order, against `manage.py serve` (what `make run`
-starts, with its demo), from the checkout's directory, as a newcomer's second terminal.
+starts, with its demo), from the checkout's directory, as a newcomer's second terminal;
+then the commands of the endpoints page, with the token the walk made.
 
 The blocks are read from the page (tests/docs/examples.py says how a block is marked); an
 ``sh`` block runs in bash, the variables it exports kept for the next ones, and ``sh until
@@ -22,15 +23,16 @@ from tests.packaging.host import free_port
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "getting-started.md"
 SECTIONS = {"A first delivered webhook", "A first received webhook"}
+ENDPOINTS = ROOT / "docs" / "sending" / "endpoints.md"
 FILES_THE_PAGE_WRITES = ("endpoint.json", "source.json")
 EXPECTED = re.compile(r"```\n(?P<output>\{.*?)\n```", re.S)
 
 
-def expected_keys() -> dict[int, set[str]]:
+def expected_keys(page: Path) -> dict[int, set[str]]:
     """offset of a marked block -> the JSON keys of the expected output that follows it."""
-    text = PAGE.read_text()
+    text = page.read_text()
     keys = {}
-    for example in examples(PAGE):
+    for example in examples(page):
         rest = text[example.offset :].split("```", 2)[2]
         following = EXPECTED.match(rest.lstrip("\n"))
         if following and rest.lstrip("\n").startswith("```\n{"):
@@ -59,7 +61,7 @@ def test_the_walk_reaches_a_delivered_and_a_received_webhook(tmp_path: Path) -> 
         assert result.returncode == 0, f"{code}\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
-    keys = expected_keys()
+    keys = {page: expected_keys(page) for page in (PAGE, ENDPOINTS)}
     try:
         wait_until(
             lambda: (
@@ -70,9 +72,10 @@ def test_the_walk_reaches_a_delivered_and_a_received_webhook(tmp_path: Path) -> 
             what="make run's server",
         )
         assert server.poll() is None, log.read_text()[-3000:]
-        walked = [e for e in examples(PAGE) if e.section in SECTIONS]
-        assert {e.kind for e in walked} == {"sh"}
-        for example in walked:
+        walked = [(PAGE, e) for e in examples(PAGE) if e.section in SECTIONS]
+        walked += [(ENDPOINTS, e) for e in examples(ENDPOINTS)]
+        assert {e.kind for _, e in walked} == {"sh"}
+        for page, example in walked:
             until = re.fullmatch(r'until "(.+)"', example.argument)
             output = run_block(example.code)
             deadline = time.monotonic() + 60
@@ -81,7 +84,7 @@ def test_the_walk_reaches_a_delivered_and_a_received_webhook(tmp_path: Path) -> 
                 time.sleep(0.5)
                 output = run_block(example.code)
             shown = output + "".join((ROOT / f).read_text() for f in FILES_THE_PAGE_WRITES if (ROOT / f).exists())  # fmt: skip # noqa: E501
-            missing = {k for k in keys.get(example.offset, set()) if f'"{k}"' not in shown}
+            missing = {k for k in keys[page].get(example.offset, set()) if f'"{k}"' not in shown}
             assert not missing, f"{example.code}\nprinted {output!r}, without {missing}"
     finally:
         stop_process(server)

@@ -1,6 +1,7 @@
 """The README's "Add to an existing Django project", "Send an event" and "Handle a received
 webhook", run as written, in order, in a project made by ``django-admin startproject proj``
-with the distribution built from this checkout installed into a fresh virtual environment.
+with the distribution built from this checkout installed into a fresh virtual environment;
+then the marked examples of the emitting page, in the same host.
 
 The blocks are read from README.md (tests/docs/examples.py says how a block is marked), so
 the README and this test cannot drift. What the test adds is only what the README leaves to
@@ -34,6 +35,7 @@ from tests.receiver import Receiver
 from webhooks_core import signing
 
 README = REPO / "README.md"
+EMITTING = REPO / "docs" / "sending" / "emitting.md"
 SECTIONS = ("Add to an existing Django project", "Send an event", "Handle a received webhook")
 README_BROKER = "redis://127.0.0.1:6379/0"
 
@@ -188,6 +190,12 @@ def test_the_readme_sends_and_receives_in_a_startproject_host(
                     the_event_arrives(peer, endpoint_secret, host_database)
             source_secret = outputs[-1].strip().splitlines()[-1]
             a_signed_webhook_is_handled(host, source_secret, host_database)
+            emitting = examples(EMITTING)
+            assert emitting
+            for example in emitting:
+                host.perform(example)
+            requests = peer.wait_for(1 + len(emitting), timeout=60)
+            assert {json.loads(r.body)["type"] for r in requests} == {"invoice.paid"}
             beat_runs_the_apps_schedule(host)
         finally:
             host.stop()
