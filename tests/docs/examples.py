@@ -38,6 +38,7 @@ FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\n(?P<code>.*?)\n(?P=indent)```", re.M | re.S
 )
 HEADING = re.compile(r"^## (.+)$", re.M)
+TAB = re.compile(r'^[ \t]*=== "(.+)"$', re.M)
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,18 @@ class Example:
     code: str
     section: str
     offset: int
+    tab: str = ""  # the content tab (`=== "Receiving only"`) the block is in, if any
 
 
 def section_at(text: str, offset: int) -> str:
     headings = [m for m in HEADING.finditer(text) if m.start() < offset]
     return headings[-1].group(1) if headings else ""
+
+
+def tab_at(text: str, offset: int) -> str:
+    headings = [m.start() for m in HEADING.finditer(text) if m.start() < offset]
+    tabs = [m for m in TAB.finditer(text) if (headings[-1] if headings else 0) < m.start() < offset]
+    return tabs[-1].group(1) if tabs else ""
 
 
 def examples(page: Path) -> list[Example]:
@@ -63,6 +71,7 @@ def examples(page: Path) -> list[Example]:
             code=textwrap.dedent(m["code"]) + "\n",
             section=section_at(text, m.start()),
             offset=m.start(),
+            tab=tab_at(text, m.start()),
         )
         for m in MARKED.finditer(text)
     ]
