@@ -9,11 +9,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN pip install --no-cache-dir "uv>=0.5"
 WORKDIR /app
 COPY pyproject.toml uv.lock ./
+# The deploy group (the Procfile's processes and webhooks_project's settings), not dev.
 RUN uv sync --frozen --no-dev --no-install-project
 COPY . .
 RUN DEBUG=true python manage.py collectstatic --noinput
 
-RUN useradd --create-home app
+# Every directory a service mounts a volume on (docker-compose.yml), made here and owned by
+# `app`: a volume mounted on a missing directory is created by Docker, owned by root.
+RUN useradd --create-home app \
+    && mkdir -p /var/lib/webhooks-metrics /var/lib/webhooks-media \
+    && chown app:app /var/lib/webhooks-metrics /var/lib/webhooks-media
 USER app
 EXPOSE 8000 5555
 # With DEBUG off (the default with DATABASE_URL set) the settings refuse to load without

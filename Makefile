@@ -1,14 +1,19 @@
 # The two commands a newcomer needs: `make run` and `make test` (see README).
 .PHONY: run test lint bench setup docs docs-gen
 
-# Tests run on the real stack: PostgreSQL and Redis on this machine unless overridden.
+# Tests run on the real stack: PostgreSQL and Redis on this machine unless overridden. Some
+# need more (RabbitMQ, NATS, the redis-server and PostgreSQL server binaries, Chromium):
+# absent, they skip with one line naming it; under CI (CI set) they fail. See the README.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/webhooks
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
 setup:
 	@bin/setup
 
-run: setup
+# Only what running needs (the apps and the deploy group); the test, lint and docs tools
+# come with `make test`.
+run:
+	@bin/setup run
 	.venv/bin/python manage.py serve $(ADDR)
 
 # With DEBUG off the settings refuse a missing, shipped or weak key, so each run makes its

@@ -6,6 +6,8 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import Error, Tags, register
 
+from webhooks_core.check_ids import check_id
+
 from . import conf, egress
 from .ssrf import parse_networks
 
@@ -23,7 +25,7 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
                 Error(
                     f"{name} is invalid: {exc}.",
                     hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
-                    id="webhooks.E010",
+                    id=check_id("webhooks.E013"),
                 )
             )
     return errors
@@ -39,7 +41,7 @@ def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
         Error(
             f"WEBHOOKS_EGRESS_PROXY_URL is invalid: {problem}.",
             hint="e.g. http://proxy.internal:4750 (user:password@ optional).",
-            id="webhooks.E012",
+            id=check_id("webhooks.E012"),
         )
     ]
 
@@ -58,7 +60,7 @@ def check_validation_origin(app_configs: Sequence[AppConfig] | None, **kwargs: A
             Error(
                 "WEBHOOKS_PORTAL_ENDPOINT_VALIDATION must be 'none' or 'cloudevents', not "
                 f"{current.portal_default!r}.",
-                id="webhooks.E031",
+                id=check_id("webhooks.E031"),
             )
         )
     problem = origin_problem(current.origin)
@@ -67,7 +69,7 @@ def check_validation_origin(app_configs: Sequence[AppConfig] | None, **kwargs: A
             Error(
                 f"The CloudEvents handshake has {problem}.",
                 hint="WEBHOOKS_VALIDATION_ORIGIN=hooks.example.com (a host name).",
-                id="webhooks.E030",
+                id=check_id("webhooks.E030"),
             )
         )
     return errors

@@ -128,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "Dotted path of a callable `request -> tenant id or None`: the host's own login "
         "opens the tenants' portal (besides one-time links). Checked at start-up "
-        "(`webhooks.E020`).",
+        "(`webhooks.E040`).",
     ),
     Setting(
         "WEBHOOKS_PORTAL_BASE_URL",

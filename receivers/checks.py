@@ -15,6 +15,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from webhooks_core.check_ids import check_id
 from webhooks_core.crypto import SecretDecryptionError
 
 from . import schemes
@@ -31,7 +32,7 @@ def check_schemes(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> lis
             problem,
             hint="Each entry is the dotted path of a subclass of receivers.schemes.Scheme "
             "with a unique `name` (see the guide 'Write a provider').",
-            id="receivers.E004",
+            id=check_id("receivers.E004"),
         )
         for problem in registered().problems
     ]
@@ -75,7 +76,7 @@ def check_sources_can_verify(
             f"Source {slug!r} is enabled but has no active secret: every request to "
             f"/receivers/{slug}/ is refused with 401.",
             hint="Add a secret to the source (admin: Sources -> Secrets) or disable it.",
-            id="receivers.W003",
+            id=check_id("receivers.W003"),
         )
         for slug in without_secret
     ]
@@ -85,7 +86,7 @@ def check_sources_can_verify(
             f"request to /receivers/{slug}/ is answered 503.",
             hint="Add the scheme's class to RECEIVERS_SCHEMES (see receivers.E004 for an "
             "entry that does not load), or disable the source.",
-            id="receivers.W006",
+            id=check_id("receivers.W006"),
         )
         for slug, scheme in schemes_named
     ]
@@ -99,7 +100,7 @@ def check_sources_can_verify(
                     f"{secret.fingerprint}) cannot be decrypted with WEBHOOKS_ENCRYPTION_KEY.",
                     hint="Keep the old key in WEBHOOKS_ENCRYPTION_KEY (comma-separated, the "
                     "new one first) or enter the secret again.",
-                    id="receivers.W004",
+                    id=check_id("receivers.W004"),
                 )
             )
             continue
@@ -113,7 +114,7 @@ def check_sources_can_verify(
                     "nothing, since anyone could sign with a published key.",
                     hint="Rotate to the provider's signing secret, or change the source's "
                     "scheme to 'standard' if the provider signs with ed25519 (v1a).",
-                    id="receivers.W005",
+                    id=check_id("receivers.W005"),
                 )
             )
     return problems

@@ -8,6 +8,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from webhooks_core.check_ids import check_id
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
 
@@ -121,16 +122,18 @@ def check_receiver_settings(
     conf = get()
     problems: list[CheckMessage] = []
     if conf.max_attempts < 1:
-        problems.append(Error("RECEIVERS_MAX_ATTEMPTS must be at least 1.", id="receivers.E001"))
+        problems.append(
+            Error("RECEIVERS_MAX_ATTEMPTS must be at least 1.", id=check_id("receivers.E001"))
+        )
     if conf.enqueue_batch_size < 1:
         problems.append(
-            Error("RECEIVERS_ENQUEUE_BATCH_SIZE must be at least 1.", id="receivers.E003")
+            Error("RECEIVERS_ENQUEUE_BATCH_SIZE must be at least 1.", id=check_id("receivers.E003"))
         )
     if conf.backoff_max_seconds < conf.backoff_base_seconds:
         problems.append(
             Error(
                 "RECEIVERS_BACKOFF_MAX_SECONDS is smaller than RECEIVERS_BACKOFF_BASE_SECONDS.",
-                id="receivers.E002",
+                id=check_id("receivers.E002"),
             )
         )
     if conf.inbox_retention_days < MIN_SAFE_INBOX_RETENTION_DAYS:
@@ -138,7 +141,7 @@ def check_receiver_settings(
             Warning(
                 f"RECEIVERS_INBOX_RETENTION_DAYS is below {MIN_SAFE_INBOX_RETENTION_DAYS}: "
                 "a provider's late redelivery could find no inbox row and be processed again.",
-                id="receivers.W001",
+                id=check_id("receivers.W001"),
             )
         )
     if conf.body_retention_days > conf.inbox_retention_days:
@@ -146,7 +149,7 @@ def check_receiver_settings(
             Warning(
                 "RECEIVERS_BODY_RETENTION_DAYS exceeds RECEIVERS_INBOX_RETENTION_DAYS; "
                 "bodies go with their rows.",
-                id="receivers.W002",
+                id=check_id("receivers.W002"),
             )
         )
     return problems

@@ -21,6 +21,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
 from tests.receiver import Receiver
+from tests.services import require_services
 from webhooks_core.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
@@ -49,6 +50,11 @@ def _test_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             raise socket.gaierror(socket.EAI_NONAME, f"{name}: not resolvable in tests") from None
         return [info for a in addresses for info in _real_getaddrinfo(a, port, *args, **kwargs)]
     return _real_getaddrinfo(host, port, *args, **kwargs)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("needs"):
+        require_services(*marker.args)
 
 
 def pytest_configure(config: pytest.Config) -> None:

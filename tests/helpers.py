@@ -10,6 +10,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
@@ -156,3 +157,35 @@ def status_if_answering(url: str) -> int | None:
         return call(url, None)[0]
     except OSError:
         return None
+
+
+def embedded_env(tmp_path: Path) -> dict[str, str]:
+    """`make run`'s embedded default, on a SQLite file of its own and the in-process broker;
+    DEBUG lets endpoints aim at loopback."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "PYTHONUNBUFFERED"))
+    }
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        CELERY_BROKER_URL="memory://",
+        DEBUG="true",
+        WEBHOOKS_HEALTH_REDIS_URL="",
+    )
+    return env
+
+
+def serve(
+    env: dict[str, str], port: int, log: Path, *, demo: bool = False
+) -> "subprocess.Popen[bytes]":
+    """`manage.py serve` (what `make run` starts) from the checkout, its output to `log`."""
+    command = [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            command if demo else [*command, "--no-demo"],
+            cwd=Path(__file__).resolve().parents[1],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )

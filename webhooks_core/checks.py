@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, register
 
 from . import conf
+from .check_ids import check_id
 from .ssrf import parse_networks
 
 
@@ -24,7 +25,7 @@ def check_encryption_key(app_configs: Sequence[AppConfig] | None, **kwargs: Any)
             "WEBHOOKS_ENCRYPTION_KEY is not set; secrets at rest would be encrypted "
             "with a key derived from SECRET_KEY.",
             hint="Generate one with `python manage.py generate_encryption_key`.",
-            id="webhooks.E002",
+            id=check_id("webhooks.E002"),
         )
     ]
 
@@ -41,7 +42,7 @@ def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any)
                 Error(
                     f"METRICS_ALLOWED_IPS contains {entry!r}, which is no IP address or network.",
                     hint="Comma-separated addresses or CIDR networks, e.g. 10.0.0.0/8,127.0.0.1.",
-                    id="webhooks.E011",
+                    id=check_id("webhooks.E011"),
                 )
             )
     return problems
@@ -56,7 +57,7 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
             Error(
                 f"WEBHOOKS_ALLOWED_NETWORKS is invalid: {exc}.",
                 hint="A comma-separated list of CIDRs, e.g. 10.20.0.0/16,fd00::/8.",
-                id="webhooks.E010",
+                id=check_id("webhooks.E010"),
             )
         ]
     return []

@@ -21,6 +21,7 @@ from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from . import conf
+from .check_ids import check_id
 
 QUEUE_FANOUT = "webhooks.fanout"
 QUEUE_DELIVERY = "webhooks.delivery"
@@ -125,7 +126,7 @@ def check_celery_settings(
                     "retry waiting for its countdown to a second worker.",
                     hint="Set CELERY_BROKER_TRANSPORT_OPTIONS = {'visibility_timeout': 3600} "
                     "or lower WEBHOOKS_MAX_COUNTDOWN_SECONDS.",
-                    id="webhooks.E020",
+                    id=check_id("webhooks.E020"),
                 )
             )
     prefetch = app.conf.worker_prefetch_multiplier
@@ -137,7 +138,7 @@ def check_celery_settings(
                 "another's (nothing is lost: unacknowledged messages go back to the broker).",
                 hint="Set CELERY_WORKER_PREFETCH_MULTIPLIER = 1 (or start workers with "
                 "--prefetch-multiplier 1).",
-                id="webhooks.W020",
+                id=check_id("webhooks.W020"),
             )
         )
     return problems

@@ -12,6 +12,8 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
+from webhooks_core.check_ids import check_id
+
 from .keys import secret_key_problems
 
 
@@ -29,7 +31,7 @@ def check_production_settings(
             Error(
                 problem,
                 hint="Set SECRET_KEY in the environment, or DEBUG=true for local development.",
-                id="webhooks.E001",
+                id=check_id("webhooks.E001"),
             )
         )
     if "*" in settings.ALLOWED_HOSTS:
@@ -37,7 +39,7 @@ def check_production_settings(
             Warning(
                 "ALLOWED_HOSTS contains '*'.",
                 hint="List the host names this deployment answers to.",
-                id="webhooks.W001",
+                id=check_id("webhooks.W001"),
             )
         )
     return problems
@@ -54,7 +56,7 @@ def check_debug_off_in_deployment(
             Error(
                 "DEBUG is on in a deployment.",
                 hint="Unset DEBUG (or set DEBUG=false) in production.",
-                id="webhooks.E003",
+                id=check_id("webhooks.E003"),
             )
         ]
     return []

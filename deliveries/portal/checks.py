@@ -7,6 +7,8 @@ from django.apps import AppConfig
 from django.core.checks import Error
 from django.utils.module_loading import import_string
 
+from webhooks_core.check_ids import check_id
+
 from .. import conf
 
 
@@ -21,9 +23,14 @@ def check_tenant_resolver(app_configs: Sequence[AppConfig] | None, **kwargs: Any
             Error(
                 f"The portal's tenant resolver {path!r} cannot be imported: {exc}",
                 hint="Name a callable request -> tenant id or None, e.g. 'myapp.portal.tenant_of'.",
-                id="webhooks.E020",
+                id=check_id("webhooks.E040"),
             )
         ]
     if not callable(resolver):
-        return [Error(f"The portal's tenant resolver {path!r} is not callable", id="webhooks.E020")]
+        return [
+            Error(
+                f"The portal's tenant resolver {path!r} is not callable",
+                id=check_id("webhooks.E040"),
+            )
+        ]
     return []

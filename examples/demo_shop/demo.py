@@ -14,7 +14,7 @@ from receivers import services as receiving
 from receivers.models import Source
 
 from . import services
-from .handlers import DEMO_SOURCE
+from .handlers import DEMO_SOURCE, DEMO_TENANTS
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +61,6 @@ def demo_activity(*, orders: int = 3, pause_seconds: float = 1.0) -> None:
         services.order_ship(order_id=order.pk)
     services.order_cancel(order_id=placed[-1].pk)
     logger.info("demo shop: %d orders placed, paid, shipped or cancelled", orders)
-
-
-DEMO_TENANTS = ("acme", "globex")
 
 
 @transaction.atomic

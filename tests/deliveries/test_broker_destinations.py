@@ -34,7 +34,7 @@ from deliveries.wire import build_headers, render_body
 from tests.conftest import wait_until
 from webhooks_core import crypto
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs("rabbitmq", "nats")]
 
 API = "/api/v1"
 AMQP = "127.0.0.1:5672"

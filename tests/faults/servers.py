@@ -16,7 +16,8 @@ from pathlib import Path
 import psycopg
 import redis
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+from tests.services import postgres_bindir, require_binary
+
 START_TIMEOUT_SECONDS = 30.0
 
 
@@ -41,7 +42,7 @@ class PrivateRedis:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        command = [require_binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1"]
         command += ["--save", "", "--appendonly", "no"]
         self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url)
@@ -66,7 +67,7 @@ class PrivateRedis:
 
 
 class PrivatePostgres:
-    """A throwaway PostgreSQL 15 cluster (trust auth, fsync off) in a temporary directory.
+    """A throwaway PostgreSQL cluster (trust auth, fsync off) in a temporary directory.
 
     `stop()` is an immediate shutdown (what a crash looks like to clients); `start()`
     brings the same data back.
@@ -74,6 +75,7 @@ class PrivatePostgres:
 
     def __init__(self, port: int) -> None:
         self.port = port
+        self.bindir = postgres_bindir()
         self.directory = Path(tempfile.mkdtemp(prefix=f"faults-pg{port}-"))
         self.data = self.directory / "data"
 
@@ -89,7 +91,7 @@ class PrivatePostgres:
         if os.geteuid() == 0:
             shutil.chown(self.directory, user="postgres")
         self._run(
-            str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
+            str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
             "--no-sync",
         )  # fmt: skip
 
@@ -97,7 +99,7 @@ class PrivatePostgres:
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
-            str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
             "-l", str(self.directory / "server.log"), "-w", "start",
         )  # fmt: skip
         _wait_for(self._answers, f"PostgreSQL on port {self.port}")
@@ -107,7 +109,9 @@ class PrivatePostgres:
             return True
 
     def stop(self) -> None:
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+        )
 
     def create_database(self, name: str) -> str:
         with psycopg.connect(self.url(), autocommit=True) as conn:

@@ -8,7 +8,8 @@ import pytest
 import redis
 from django.conf import settings
 
-from tests.packaging.test_installable import REPO, _uv, run
+from tests.packaging.host import REPO, run, uv
+from tests.services import missing
 
 
 @pytest.fixture(scope="session")
@@ -16,25 +17,25 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the wheel built from this checkout (once per run:
     every host test installs the same distribution)."""
     tmp_path = tmp_path_factory.mktemp("wheel")
-    uv = _uv()
-    if uv is None:
-        pytest.skip("uv is not installed (bin/setup installs it into .tools/)")
+    uv_path = uv()
+    if uv_path is None:
+        missing("uv (bin/setup installs it into .tools/)")
     dist = tmp_path / "dist"
-    run(uv, "build", "--wheel", "--offline", "--out-dir", dist, cwd=REPO)
+    run(uv_path, "build", "--wheel", "--offline", "--out-dir", dist, cwd=REPO)
     (wheel,) = dist.glob("django_reliable_webhooks-*.whl")
     env_dir = tmp_path / "venv"
-    run(uv, "venv", "--offline", "--python", sys.executable, env_dir)
+    run(uv_path, "venv", "--offline", "--python", sys.executable, env_dir)
     python = env_dir / "bin" / "python"
     # The locked versions of what the distribution needs (nothing of the dev or deploy
     # groups), from the lock file as bin/setup installs them: their wheels are in the cache.
     run(
-        uv, "sync", "--frozen", "--offline", "--no-default-groups", "--extra", "postgres",
+        uv_path, "sync", "--frozen", "--offline", "--no-default-groups", "--extra", "postgres",
         "--no-install-project", cwd=REPO,
         env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(env_dir), "UV_PYTHON_DOWNLOADS": "never"},
     )  # fmt: skip
-    run(uv, "pip", "install", "--offline", "--no-deps", "--python", python, wheel)
+    run(uv_path, "pip", "install", "--offline", "--no-deps", "--python", python, wheel)
     # The wheel's own requirements are met by what was installed.
-    run(uv, "pip", "check", "--python", python)
+    run(uv_path, "pip", "check", "--python", python)
     return python
 
 

@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.examples import examples
 from tests.helpers import call, status_if_answering
-from tests.packaging.test_installable import (
+from tests.packaging.host import (
     CELERY_PY,
     INIT_PY,
     QUEUES,
+    REPO,
     WAIT_SECONDS,
+    database_settings,
     free_port,
     query,
     run,
@@ -30,6 +33,8 @@ from tests.receiver import Receiver
 from webhooks_core import signing
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(600)]
+
+INTEGRATION = REPO / "docs" / "integration.md"
 
 METRICS_TOKEN = "scrape-me"
 
@@ -41,39 +46,31 @@ def write_host(root: Path, python: Path, database: str, broker: str, side: str) 
     project.mkdir()
     run(python, "-m", "django", "startproject", "host", project)
     package = project / "host"
-    apps = ["webhooks_core", "receivers", "shop"] if side == "receiving" else []
-    apps = apps or ["webhooks_core", "deliveries"]
+    # The install page's two blocks for this side, as written (its `proj` is this `host`).
+    tab = {"receiving": "Receiving only", "sending": "Sending only"}[side]
+    blocks = [e for e in examples(INTEGRATION) if e.tab == tab]
+    assert sorted(e.argument for e in blocks) == ["proj/settings.py", "proj/urls.py"]
+    for example in blocks:
+        target = project / example.argument.replace("proj/", "host/")
+        target.write_text(target.read_text() + "\n" + example.code)
     settings_py = package / "settings.py"
     settings_py.write_text(
         settings_py.read_text()
         + textwrap.dedent(f"""
-            INSTALLED_APPS += {apps!r}
+            INSTALLED_APPS += {["shop"] if side == "receiving" else []!r}
             CELERY_BROKER_URL = {broker!r}
             RECEIVERS_HANDLER_MODULES = {["shop.handlers"] if side == "receiving" else []!r}
             METRICS_TOKEN = {METRICS_TOKEN!r}
             # No catalogue in this host: any event type may be sent.
             WEBHOOKS_REQUIRE_DECLARED_TYPES = False
-            DATABASES = {{
-                "default": {{
-                    "ENGINE": "django.db.backends.postgresql",
-                    "NAME": {database!r},
-                    "USER": "postgres",
-                    "HOST": "127.0.0.1",
-                    "PORT": 5432,
-                }}
-            }}
         """)
+        + database_settings(database)
     )
-    api = "receivers.api.urls" if side == "receiving" else "deliveries.api.urls"
-    extra = '    path("receivers/", include("receivers.urls")),\n' if side == "receiving" else ""
     urls_py = package / "urls.py"
     urls_py.write_text(
         urls_py.read_text()
-        + "\nfrom django.urls import include\n\nfrom webhooks_core.metrics import metrics_view\n\n"
-        + "urlpatterns += [\n"
-        + f'    path("api/v1/", include("{api}")),\n'
-        + extra
-        + '    path("metrics", metrics_view),\n]\n'
+        + "\nfrom webhooks_core.metrics import metrics_view\n\n"
+        + 'urlpatterns += [path("metrics", metrics_view)]\n'
     )
     (package / "celery.py").write_text(CELERY_PY.lstrip())
     (package / "__init__.py").write_text(INIT_PY.lstrip())

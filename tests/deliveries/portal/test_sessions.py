@@ -210,7 +210,7 @@ def test_a_resolver_that_cannot_be_imported_fails_the_system_check(settings: Set
     assert check_tenant_resolver(None) == []
     settings.WEBHOOKS_PORTAL_TENANT_RESOLVER = "tests.nowhere.tenant_of"
     [error] = check_tenant_resolver(None)
-    assert error.id == "webhooks.E020"
+    assert error.id == "webhooks.E040"
     settings.WEBHOOKS_PORTAL_TENANT_RESOLVER = (
         "tests.deliveries.portal.test_sessions.resolve_from_header"
     )

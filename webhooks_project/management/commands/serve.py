@@ -6,6 +6,7 @@ CELERY_BROKER_URL it needs no server at all, because SQLite and Celery's in-proc
 single-box deployment; the Procfile is the way to run the processes separately.
 """
 
+import logging
 import os
 import secrets
 import threading
@@ -22,6 +23,18 @@ from webhooks_core.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
 ALL_QUEUES = list(QUEUES)
+
+# Celery's bookkeeping: a line per task received and per task finished, a line per periodic
+# task beat sends (every sweep), kombu's note that memory:// has no host name. On this
+# console they bury what a newcomer watches: attempts, receipts, problems. Their warnings
+# and errors (a task that failed, beat that cannot send) still show.
+BOOKKEEPING_LOGGERS = {
+    "celery.worker.strategy": logging.WARNING,
+    "celery.app.trace": logging.WARNING,
+    "celery.beat": logging.WARNING,
+    "celery.worker.consumer.connection": logging.WARNING,
+    "kombu.connection": logging.ERROR,
+}
 
 
 class Command(BaseCommand):
@@ -48,6 +61,8 @@ class Command(BaseCommand):
         beat: Any = EmbeddedService(
             celery_app, thread=True, schedule_filename=str(settings.VAR_DIR / "celerybeat-schedule")
         )
+        for name, level in BOOKKEEPING_LOGGERS.items():
+            logging.getLogger(name).setLevel(level)
         with start_worker(
             celery_app,
             pool="threads",
