@@ -35,8 +35,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RECEIVERS_LEASE_SECONDS",
         300.0,
-        "How long a worker owns an inbox row it processes; after that the sweeper hands it to "
-        "another.",
+        "How long a worker owns an inbox row it processes without renewing it; a running "
+        "handler's lease is renewed every third of it (up to its bound), so this is how soon "
+        "the row of a worker that died goes to another.",
+    ),
+    Setting(
+        "RECEIVERS_HANDLER_TIMEOUT_SECONDS",
+        300.0,
+        "The bound of one handler's run. Within it the run's lease is renewed, so no other "
+        "worker runs the event meanwhile; past it the attempt has failed (retried with "
+        "backoff, `failed` after `RECEIVERS_MAX_ATTEMPTS`) and whatever the late run does in "
+        "the database is rolled back. The prefork pool stops the handler at most 15 s later (the "
+        "processing tasks' soft time limit); a thread cannot be stopped, so effects outside "
+        "the database must be idempotent ([a handler's bound](receiving.md#a-handlers-bound)).",
     ),
     Setting(
         "RECEIVERS_REQUEUE_GRACE_SECONDS",
@@ -87,6 +98,7 @@ class ReceiverSettings:
     backoff_base_seconds: float
     backoff_max_seconds: float
     lease_seconds: float
+    handler_timeout_seconds: float
     requeue_grace_seconds: float
     body_retention_days: int
     inbox_retention_days: int
@@ -103,6 +115,7 @@ def get() -> ReceiverSettings:
         backoff_base_seconds=value("RECEIVERS_BACKOFF_BASE_SECONDS"),
         backoff_max_seconds=value("RECEIVERS_BACKOFF_MAX_SECONDS"),
         lease_seconds=value("RECEIVERS_LEASE_SECONDS"),
+        handler_timeout_seconds=value("RECEIVERS_HANDLER_TIMEOUT_SECONDS"),
         requeue_grace_seconds=value("RECEIVERS_REQUEUE_GRACE_SECONDS"),
         body_retention_days=value("RECEIVERS_BODY_RETENTION_DAYS"),
         inbox_retention_days=value("RECEIVERS_INBOX_RETENTION_DAYS"),
@@ -125,6 +138,12 @@ def check_receiver_settings(
         problems.append(
             Error("RECEIVERS_MAX_ATTEMPTS must be at least 1.", id=check_id("receivers.E001"))
         )
+    for name, seconds in (
+        ("RECEIVERS_LEASE_SECONDS", conf.lease_seconds),
+        ("RECEIVERS_HANDLER_TIMEOUT_SECONDS", conf.handler_timeout_seconds),
+    ):
+        if not seconds > 0:
+            problems.append(Error(f"{name} must be positive.", id=check_id("receivers.E005")))
     if conf.enqueue_batch_size < 1:
         problems.append(
             Error("RECEIVERS_ENQUEUE_BATCH_SIZE must be at least 1.", id=check_id("receivers.E003"))

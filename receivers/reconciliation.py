@@ -20,7 +20,7 @@ from celery import current_app as celery_app
 from urllib3.util import parse_url
 
 from webhooks_core import conf as core_conf
-from webhooks_core import ssrf
+from webhooks_core import deadlines, ssrf
 from webhooks_core.ssrf_transport import GuardedHTTPAdapter, address_policy
 from webhooks_core.tasking import QUEUE_MAINTENANCE
 
@@ -71,7 +71,8 @@ def provider_pages(
     The token is a credential for the provider only, so the requests go through the same
     SSRF guard as webhooks (checked at connect time, on the address connected to), and a
     page's ``next`` link is followed only on the origin (scheme, host, port) of
-    ``base_url``: an answer cannot send the token, or us, anywhere else.
+    ``base_url``: an answer cannot send the token, or us, anywhere else. Each page's
+    request ends within its connect plus read timeout in total (`requests.Timeout`).
     """
     origin = _origin(base_url)
     policy = core_conf.address_policy()
@@ -88,13 +89,8 @@ def provider_pages(
                 raise ProviderURLRefused(problem)
             if _origin(url) != origin:
                 raise ProviderURLRefused("a next link points to another origin; not followed")
-            response = session.get(
-                url,
-                # No token (none given, or dropped by a change of origin): no header.
-                headers={"Authorization": f"Bearer {token}"} if token else {},
-                timeout=TIMEOUT,
-                allow_redirects=False,
-            )
+            # No token (none given, or dropped by a change of origin): no header.
+            response = _get(session, url, {"Authorization": f"Bearer {token}"} if token else {})
             response.raise_for_status()
             page = response.json()
             yield page
@@ -102,6 +98,27 @@ def provider_pages(
             if not link:
                 return
             url = urljoin(url, str(link))
+
+
+def _get(session: requests.Session, url: str, headers: dict[str, str]) -> requests.Response:
+    """One GET within a total deadline, connect plus read timeout, as a delivery's: the
+    socket timeouts bound each read, so a provider trickling its answer a byte at a time
+    would hold the task for as long as it liked. Past the deadline: `requests.Timeout`."""
+    total = sum(TIMEOUT)
+    late = requests.Timeout(f"the provider's answer took longer than {total:g} s")
+    deadline = deadlines.arm(deadlines.after(total))
+    try:
+        response = session.get(url, headers=headers, timeout=TIMEOUT, allow_redirects=False)
+    except requests.RequestException as exc:
+        if deadline.fired:
+            raise late from exc
+        raise
+    finally:
+        cut = deadlines.finish(deadline)
+    # An answer read to the end of its connection ends, to `requests`, where it was cut.
+    if cut:
+        raise late
+    return response
 
 
 def reconciler_for(scheme: str) -> Reconciler | None:

@@ -8,18 +8,33 @@ from webhooks_core.tasking import QUEUE_INBOX, QUEUE_MAINTENANCE, every, periodi
 
 from . import conf, services
 from .reconciliation import dispatch_reconciliations, source_reconcile
+from .services.lease_keeper import task_time_limits
+
+# Derived from the handlers' bound, whatever the host's task-wide limits say; applied by
+# the prefork pool (elsewhere the lease keeper ends an overrunning attempt on its own).
+SOFT_TIME_LIMIT, TIME_LIMIT = task_time_limits(conf.get().handler_timeout_seconds)
 
 
-@webhook_task("receivers.tasks.process_inbox_event", queue=QUEUE_INBOX)
+@webhook_task(
+    "receivers.tasks.process_inbox_event",
+    queue=QUEUE_INBOX,
+    soft_time_limit=SOFT_TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+)
 def process_inbox_event(inbox_id: str) -> str:
     return services.inbox_process(inbox_id=inbox_id)
 
 
-@webhook_task("receivers.tasks.process_inbox_events", queue=QUEUE_INBOX)
+@webhook_task(
+    "receivers.tasks.process_inbox_events",
+    queue=QUEUE_INBOX,
+    soft_time_limit=SOFT_TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+)
 def process_inbox_events(inbox_ids: list[str]) -> list[str]:
     # One message for the rows one web process accepted together; each row is claimed on
     # its own, so a redelivered message skips the rows already done.
-    return [services.inbox_process(inbox_id=inbox_id) for inbox_id in inbox_ids]
+    return services.inbox_process_many(inbox_ids=inbox_ids)
 
 
 @webhook_task("receivers.tasks.sweep", queue=QUEUE_MAINTENANCE)

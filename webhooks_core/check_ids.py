@@ -23,6 +23,7 @@ MEANINGS: dict[str, str] = {
     "receivers.E002": "RECEIVERS_BACKOFF_MAX_SECONDS is below RECEIVERS_BACKOFF_BASE_SECONDS",
     "receivers.E003": "RECEIVERS_ENQUEUE_BATCH_SIZE is below 1",
     "receivers.E004": "an entry of RECEIVERS_SCHEMES does not load",
+    "receivers.E005": "RECEIVERS_LEASE_SECONDS or RECEIVERS_HANDLER_TIMEOUT_SECONDS is not above 0",
     "receivers.W001": "RECEIVERS_INBOX_RETENTION_DAYS is below the safe minimum",
     "receivers.W002": "RECEIVERS_BODY_RETENTION_DAYS exceeds RECEIVERS_INBOX_RETENTION_DAYS",
     "receivers.W003": "an enabled source has no active secret",

@@ -1,7 +1,15 @@
 """Services of the receiving side: the only place where its business rules live."""
 
 from .arrival import Arrival, expectation_mismatch, inbox_record, inbox_record_batch
-from .processing import InboxNotRetryable, InboxOutcome, inbox_claim, inbox_process, inbox_retry
+from .processing import (
+    InboxNotRetryable,
+    InboxOutcome,
+    inbox_claim,
+    inbox_fail_spent,
+    inbox_process,
+    inbox_process_many,
+    inbox_retry,
+)
 from .sources import (
     InvalidSecret,
     SecretRequired,
@@ -29,7 +37,9 @@ __all__ = [
     "expectation_mismatch",
     "inbox_apply_retention",
     "inbox_claim",
+    "inbox_fail_spent",
     "inbox_process",
+    "inbox_process_many",
     "inbox_record",
     "inbox_record_batch",
     "inbox_retry",

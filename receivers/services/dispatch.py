@@ -43,10 +43,14 @@ EXIT_FLUSH_SECONDS = 5.0
 # importing the task module (which imports the services).
 PROCESS_TASK = "receivers.tasks.process_inbox_event"
 PROCESS_BATCH_TASK = "receivers.tasks.process_inbox_events"
+#: The worker's own time limits apply (derived from its RECEIVERS_HANDLER_TIMEOUT_SECONDS),
+#: not the sender's: Celery puts a task's limits in the message when the sending process
+#: has the task registered, unless told not to.
+WORKER_LIMITS: dict[str, Any] = {"time_limit": None, "soft_time_limit": None}
 
 
 def dispatch_processing(inbox_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
-    options: dict[str, Any] = {"queue": QUEUE_INBOX}
+    options: dict[str, Any] = {"queue": QUEUE_INBOX, **WORKER_LIMITS}
     if countdown:
         options["countdown"] = countdown
     with celery_app.producer_or_acquire() as producer:
@@ -66,9 +70,9 @@ def flush_pending(timeout: float = 5.0) -> bool:
 
 def dispatch_batch(inbox_ids: list[str]) -> None:
     if len(inbox_ids) == 1:
-        celery_app.send_task(PROCESS_TASK, (inbox_ids[0],), queue=QUEUE_INBOX)
+        celery_app.send_task(PROCESS_TASK, (inbox_ids[0],), queue=QUEUE_INBOX, **WORKER_LIMITS)
     else:
-        celery_app.send_task(PROCESS_BATCH_TASK, (inbox_ids,), queue=QUEUE_INBOX)
+        celery_app.send_task(PROCESS_BATCH_TASK, (inbox_ids,), queue=QUEUE_INBOX, **WORKER_LIMITS)
 
 
 class BatchSender:

@@ -10,17 +10,26 @@
   short waits as a Celery countdown, long ones left to the sweeper through
   ``next_attempt_at``. After ``RECEIVERS_MAX_ATTEMPTS`` attempts in the current cycle, or
   on ``PermanentFailure``, the row is ``failed``: terminal until someone retries it.
+* A run is bounded by ``RECEIVERS_HANDLER_TIMEOUT_SECONDS`` and its lease renewed while it
+  is within it (``lease_keeper``). Past the bound the attempt has failed, as if the handler
+  had raised; the late run, whenever it ends, rolls back (``LeaseLost``).
+* The attempt counts when the row is claimed, so a run that never ends (its worker died)
+  counts too: a row whose lease ran out with its attempts spent is ``failed`` by the
+  sweeper (``inbox_fail_spent``), never claimed again.
 * No handler for the type: ``ignored`` (acknowledged and counted; a manual retry after a
   handler is deployed processes it).
 """
 
 import logging
+import time
 import traceback
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from webhooks_core import jobs, tracing
@@ -30,7 +39,8 @@ from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
 from ..idempotency import MissingPredecessor
 from ..models import InboxEvent, InboxStatus
-from .dispatch import dispatch_processing
+from . import lease_keeper
+from .dispatch import dispatch_batch, dispatch_processing
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +72,16 @@ class InboxClaim:
     now: datetime
 
 
+def spent(now: datetime) -> Q:
+    """Rows whose lease ran out with their attempts spent: the last run never ended (its
+    worker died, or it overran and the keeper could not record it)."""
+    return Q(
+        status=InboxStatus.PROCESSING,
+        lease_expires_at__lt=now,
+        attempts__gte=F("attempts_before_cycle") + conf.get().max_attempts,
+    )
+
+
 def inbox_claim(*, inbox_id: uuid.UUID | str) -> InboxClaim | None:
     now = timezone.now()
     due = jobs.claimable(
@@ -70,7 +90,7 @@ def inbox_claim(*, inbox_id: uuid.UUID | str) -> InboxClaim | None:
     token, taken = jobs.lease(
         busy=InboxStatus.PROCESSING, now=now, seconds=conf.get().lease_seconds
     )
-    claimed = InboxEvent.objects.filter(due, pk=inbox_id).update(**taken)
+    claimed = InboxEvent.objects.filter(due & ~spent(now), pk=inbox_id).update(**taken)
     if not claimed:
         return None
     # None if the row went in between: its source was deleted with force (source_delete).
@@ -102,6 +122,38 @@ def inbox_process(*, inbox_id: uuid.UUID | str) -> str:
         return outcome
 
 
+def inbox_process_many(*, inbox_ids: list[str]) -> list[str]:
+    """Process the rows of one message in turn. A row is started only within
+    `HAND_ON_AFTER_SECONDS` of the first, the rest handed on in a new message: each
+    handler then has its whole bound before the task's soft time limit (prefork)."""
+    started = time.monotonic()
+    outcomes: list[str] = []
+    for index, inbox_id in enumerate(inbox_ids):
+        if index and time.monotonic() - started > lease_keeper.HAND_ON_AFTER_SECONDS:
+            dispatch_batch(inbox_ids[index:])
+            break
+        outcomes.append(inbox_process(inbox_id=inbox_id))
+    return outcomes
+
+
+def inbox_fail_spent() -> int:
+    """Mark `failed` the rows whose last run never ended with their attempts spent
+    (the sweeper, before it dispatches the rows whose lease ran out)."""
+    now = timezone.now()
+    error = (
+        f"the last of its {conf.get().max_attempts} attempts never ended: its worker died, "
+        "or the handler ran past RECEIVERS_HANDLER_TIMEOUT_SECONDS"
+    )
+    return InboxEvent.objects.filter(spent(now)).update(
+        status=InboxStatus.FAILED,
+        **jobs.released(),
+        next_attempt_at=None,
+        last_error=error,
+        last_traceback="",
+        updated_at=now,
+    )
+
+
 def _traceparent_of(event: InboxEvent) -> str | None:
     """The sender's traceparent, as stored with the request's headers."""
     headers = event.headers if isinstance(event.headers, dict) else {}
@@ -116,7 +168,7 @@ def _process(claim: InboxClaim) -> str:
         outcome = _finish(claim, InboxStatus.IGNORED, error=f"no handler for {event.type!r}")
         return _counted(event, outcome)
     try:
-        with transaction.atomic():
+        with _bounded(claim), transaction.atomic():
             handler(event)
             if not _mark(claim, status=InboxStatus.PROCESSED, error="", tb=""):
                 raise LeaseLost
@@ -125,6 +177,30 @@ def _process(claim: InboxClaim) -> str:
     except Exception as exc:
         return _counted(event, _failure(claim, exc))
     return _counted(event, InboxOutcome.PROCESSED)
+
+
+def _bounded(claim: InboxClaim) -> AbstractContextManager[None]:
+    """The run's lease kept within its bound; past it, the attempt recorded as failed."""
+    settings = conf.get()
+    event = claim.event
+
+    def overrun(error: lease_keeper.HandlerTimedOut, stack: str) -> None:
+        outcome = _failure(claim, error, tb=stack)
+        # Lost: the run ended (or was taken over) at its bound; its end counts it.
+        if outcome != InboxOutcome.LEASE_LOST:
+            logger.warning(
+                "inbox handler ran past its bound",
+                extra={"source": event.source.slug, "event_id": event.event_id},
+            )
+            _counted(event, outcome)
+
+    return lease_keeper.kept(
+        inbox_id=event.pk,
+        token=claim.token,
+        lease_seconds=settings.lease_seconds,
+        bound_seconds=settings.handler_timeout_seconds,
+        on_overrun=overrun,
+    )
 
 
 def _counted(event: InboxEvent, outcome: str) -> str:
@@ -168,11 +244,11 @@ def _finish(claim: InboxClaim, status: str, *, error: str) -> str:
     return InboxOutcome.IGNORED if status == InboxStatus.IGNORED else InboxOutcome.PROCESSED
 
 
-def _failure(claim: InboxClaim, exc: Exception) -> str:
+def _failure(claim: InboxClaim, exc: Exception, tb: str = "") -> str:
     settings = conf.get()
     event = claim.event
     error = f"{type(exc).__name__}: {exc}"
-    tb = "".join(traceback.format_exception(exc))
+    tb = tb or "".join(traceback.format_exception(exc))
     attempt_in_cycle = event.attempts - event.attempts_before_cycle
     if isinstance(exc, PermanentFailure) or attempt_in_cycle >= settings.max_attempts:
         if not _mark(claim, status=InboxStatus.FAILED, error=error, tb=tb):

@@ -2,7 +2,8 @@
 
 Redis may lose the message sent on commit, and a worker may die mid-handler. Every few
 seconds (Celery beat) the sweeper dispatches rows that are due but have no message out
-(``received``/``retrying``), and rows whose processing lease expired (``processing``). It
+(``received``/``retrying``), and rows whose processing lease expired (``processing``); a row
+whose lease expired with its attempts spent is ``failed`` instead (``inbox_fail_spent``). It
 takes rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` and marks them before sending, so two
 sweepers never send the same row; a duplicate message is harmless anyway (the claim).
 
@@ -24,6 +25,7 @@ from webhooks_core.redispatch import redispatch_in_batches
 from .. import conf
 from ..models import InboxEvent, InboxStatus
 from .dispatch import dispatch_processing
+from .processing import inbox_fail_spent
 
 MAX_BATCHES_PER_RUN = 20
 
@@ -32,6 +34,7 @@ MAX_BATCHES_PER_RUN = 20
 class InboxSweepResult:
     due: int = 0
     leases_expired: int = 0
+    attempts_spent: int = 0
     bodies_purged: int = 0
     rows_deleted: int = 0
 
@@ -47,7 +50,10 @@ def inbox_sweep() -> InboxSweepResult:
     expired = Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now) & (
         Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace_cutoff)
     )
-    result = InboxSweepResult(due=_redispatch(due), leases_expired=_redispatch(expired))
+    spent = inbox_fail_spent()
+    result = InboxSweepResult(
+        due=_redispatch(due), leases_expired=_redispatch(expired), attempts_spent=spent
+    )
     result.bodies_purged, result.rows_deleted = inbox_apply_retention()
     return result
 

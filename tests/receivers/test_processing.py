@@ -4,29 +4,33 @@ Concurrent duplicates and a real SIGKILL after the business effect are in the
 fault-injection suite (tests/faults/test_receiving.py).
 """
 
+import contextlib
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 from django.test import Client
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from examples.payments.models import Order, OrderStatus, Payment, PaymentStatus, PaymentTransition
 from receivers import services
 from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source
-from receivers.services import dispatch
+from receivers.services import InboxOutcome, dispatch, lease_keeper
 from tests.conftest import wait_until
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
+from webhooks_project.celery import app as celery_app
 
 worker = pytest.mark.django_db(transaction=True)
 
@@ -370,3 +374,207 @@ def test_worker_sigkilled_mid_handler_processes_exactly_once_after_restart(
     row = InboxEvent.objects.get(source=source, event_id=event_id)
     assert row.attempts == 2
     assert row.last_error == ""
+
+
+class Runs:
+    """What a test's handler did, seen from the worker's threads: how many runs started,
+    ended and overlapped; each run waits for `release` (the test lets it go)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = self.ended = self.active = self.most_at_once = 0
+        self.first_lease: tuple[uuid.UUID | None, datetime | None] = (None, None)
+        self.release = threading.Event()
+
+    @contextlib.contextmanager
+    def running(self, event: InboxEvent) -> Iterator[None]:
+        with self.lock:
+            self.started += 1
+            self.active += 1
+            self.most_at_once = max(self.most_at_once, self.active)
+            if self.started == 1:
+                self.first_lease = (event.lease_token, event.lease_expires_at)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.ended += 1
+
+
+@pytest.fixture
+def runs() -> Iterator[Runs]:
+    runs = Runs()
+    yield runs
+    runs.release.set()  # the worker's threads end before it stops
+    registry.unregister("test.long")
+
+
+def lease_of(source: Source, event_id: str) -> tuple[uuid.UUID | None, datetime | None]:
+    row = InboxEvent.objects.get(source=source, event_id=event_id)
+    return row.lease_token, row.lease_expires_at
+
+
+def processing_count(source: Source, outcome: str) -> float:
+    labels = {"source": source.slug, "outcome": outcome}
+    return REGISTRY.get_sample_value("receivers_processing_total", labels) or 0.0
+
+
+@worker
+def test_a_handler_longer_than_its_lease_runs_once_and_keeps_its_lease(
+    celery_worker: object, make_source: MakeSource, settings: Any, runs: Runs
+) -> None:
+    settings.RECEIVERS_LEASE_SECONDS = 1.0
+    settings.RECEIVERS_HANDLER_TIMEOUT_SECONDS = 60.0
+    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 0.0
+
+    @inbox_handler("test.long")
+    def long(event: InboxEvent) -> None:
+        with runs.running(event):
+            runs.release.wait(30)
+
+    source, secret = make_source()
+    with sweeping_in_background(interval=0.2, sweeps=[services.inbox_sweep]):
+        event_id = send(Client(), source, secret, "test.long")
+        wait_until(lambda: runs.started, what="the handler to start")
+        token, first = runs.first_lease
+        assert token is not None
+        assert first is not None
+        # Three leases' worth of run, with the sweeper looking every fifth of one: the
+        # first run's lease (its token) moved on with it, and no second run started.
+        renewed = first + timedelta(seconds=2 * settings.RECEIVERS_LEASE_SECONDS)
+
+        def renewed_for_the_first_run() -> bool:
+            now_token, expiry = lease_of(source, event_id)
+            assert now_token == token, "the row was claimed again"
+            return expiry is not None and expiry >= renewed
+
+        wait_until(renewed_for_the_first_run, what="the lease to be renewed")
+        assert status_of(source, event_id) == InboxStatus.PROCESSING
+        runs.release.set()
+        wait_status(source, event_id, InboxStatus.PROCESSED)
+
+    assert (runs.started, runs.most_at_once) == (1, 1)
+    row = InboxEvent.objects.get(source=source, event_id=event_id)
+    assert row.attempts == 1
+    assert row.lease_token is None
+
+
+@worker
+def test_a_handler_that_always_overruns_its_bound_ends_failed(
+    celery_worker: object, make_source: MakeSource, quick_retries: None, settings: Any, runs: Runs
+) -> None:
+    settings.RECEIVERS_HANDLER_TIMEOUT_SECONDS = 0.5  # the lease is 1 s, three attempts
+
+    @inbox_handler("test.long")
+    def long(event: InboxEvent) -> None:
+        with runs.running(event):
+            Order.objects.create(reference=f"effect-{event.attempts}", amount=1, currency="EUR")
+            runs.release.wait(30)
+
+    source, secret = make_source()
+    with sweeping_in_background(interval=0.2, sweeps=[services.inbox_sweep]):
+        event_id = send(Client(), source, secret, "test.long")
+        wait_status(source, event_id, InboxStatus.FAILED)
+        row = InboxEvent.objects.get(source=source, event_id=event_id)
+        assert row.attempts == 3  # RECEIVERS_MAX_ATTEMPTS
+        assert "RECEIVERS_HANDLER_TIMEOUT_SECONDS" in row.last_error
+        assert "Stack of the handler at its bound" in row.last_traceback
+        assert "runs.release.wait" in row.last_traceback  # where it was
+
+        # The late runs end: each one's transaction rolls back, its effect with it.
+        runs.release.set()
+        wait_until(
+            lambda: processing_count(source, services.InboxOutcome.LEASE_LOST) == 3,
+            what="the three late runs to roll back",
+        )
+    assert runs.started == 3
+    assert not Order.objects.filter(reference__startswith="effect-").exists()
+    assert services.inbox_sweep() == services.InboxSweepResult()  # nothing more to do
+    assert status_of(source, event_id) == InboxStatus.FAILED
+
+
+def test_a_run_that_never_ended_with_its_attempts_spent_ends_failed(
+    make_source: MakeSource, quick_retries: None
+) -> None:
+    """The attempt counts when it is claimed: a worker that dies in every attempt (a
+    handler that kills it, a prefork hard time limit) spends them too."""
+    source, _ = make_source()
+    event_id = str(uuid.uuid4())
+    services_arrival_claimed(source, ours_event("payment.created", {}, event_id=event_id), event_id)
+    row = InboxEvent.objects.get(source=source, event_id=event_id)
+    row.attempts = 3  # RECEIVERS_MAX_ATTEMPTS, the last of them never ended
+    row.save(update_fields=["attempts"])
+
+    assert services.inbox_claim(inbox_id=row.pk) is None
+    swept = services.inbox_sweep()
+    assert (swept.attempts_spent, swept.leases_expired) == (1, 0)
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.lease_token) == (InboxStatus.FAILED, 3, None)
+    assert "never ended" in row.last_error
+
+
+@worker
+def test_the_prefork_pool_stops_a_handler_past_its_bound(
+    redis_client: redis.Redis, make_source: MakeSource, tmp_path: Any
+) -> None:
+    """On prefork the attempt fails at its bound (the keeper, in the worker's child) and
+    the processing task's soft time limit, derived from the bound, stops the handler:
+    the host's task-wide limits (the reference deployment's 60 s) do not decide."""
+    redis_client.flushdb()
+    declare_queues()  # the event is sent before the worker starts
+    marker = tmp_path / "overrun.log"
+    worker_env = {
+        "RECEIVERS_HANDLER_MODULES": slow_handlers.__name__,
+        "RECEIVERS_HANDLER_TIMEOUT_SECONDS": "1",
+        "RECEIVERS_LEASE_SECONDS": "2",
+        "RECEIVERS_MAX_ATTEMPTS": "1",
+        slow_handlers.MARKER_ENV: str(marker),
+    }
+    # This process knows the task, with the limits of its own (default) bound, as a web
+    # process does: they must not travel with the message.
+    assert dispatch.PROCESS_TASK in celery_app.tasks
+    source, secret = make_source()
+    event_id = send(Client(), source, secret, slow_handlers.OVERRUN_TYPE)
+
+    def notes() -> list[str]:
+        return marker.read_text().splitlines() if marker.exists() else []
+
+    with worker_process(worker_env, pool="prefork", concurrency=1):
+        wait_until(notes, timeout=60, what="the handler to start")
+        wait_status(source, event_id, InboxStatus.FAILED, timeout=15)
+        started = time.monotonic()
+        wait_until(lambda: len(notes()) == 2, timeout=45, what="the soft time limit")
+        stopped_after = time.monotonic() - started
+    assert notes() == [f"{event_id} started", f"{event_id} stopped"]
+    soft_limit, _ = lease_keeper.task_time_limits(1.0)
+    assert stopped_after < soft_limit + 10  # not the host's task-wide 60 s
+    row = InboxEvent.objects.get(source=source, event_id=event_id)
+    assert (row.status, row.attempts) == (InboxStatus.FAILED, 1)
+    assert "RECEIVERS_HANDLER_TIMEOUT_SECONDS" in row.last_error
+
+
+@worker
+def test_a_batch_hands_on_the_rows_it_has_no_time_left_to_start(
+    celery_worker: object, make_source: MakeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each handler of a batch starts with its whole bound before the task's soft time
+    limit: past `HAND_ON_AFTER_SECONDS` the rest go on in a new message."""
+    monkeypatch.setattr(lease_keeper, "HAND_ON_AFTER_SECONDS", 0.0)
+    source, _ = make_source()
+    now = timezone.now()
+    rows = [
+        InboxEvent.objects.create(
+            source=source,
+            event_id=str(uuid.uuid4()),
+            type="future.event",
+            received_at=now,
+            next_attempt_at=now,
+            enqueued_at=now,
+        )
+        for _ in range(3)
+    ]
+    ids = [str(row.pk) for row in rows]
+    assert services.inbox_process_many(inbox_ids=ids) == [InboxOutcome.IGNORED]
+    for row in rows[1:]:  # handed on, and processed by the worker from there
+        wait_status(source, row.event_id, InboxStatus.IGNORED)

@@ -1,9 +1,11 @@
 """Reconciliation requests carry a bearer token, so they get the SSRF
-guard at connect time and follow `next` links on the base URL's origin only. Real HTTP
-servers on 127.0.0.1 (two ports: two origins)."""
+guard at connect time and follow `next` links on the base URL's origin only; each ends
+within its total deadline, as a delivery's does. Real HTTP servers on 127.0.0.1 (two
+ports: two origins), and the scripted raw peer for an answer that trickles."""
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -12,7 +14,9 @@ import pytest
 import requests
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from receivers import reconciliation
 from receivers.reconciliation import ProviderURLRefused, provider_pages
+from tests import raw_peer
 
 
 class PagesServer:
@@ -103,3 +107,27 @@ def test_connect_time_guard_refuses_an_internal_provider_url(
     with pytest.raises(requests.ConnectionError, match="SSRF guard"):
         next(pages)
     assert provider.seen == []
+
+
+# An answer that keeps its connection, and each framing that ends with it.
+TRICKLING_HEADS = {
+    "keep-alive": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 100000\r\n\r\n",
+    **raw_peer.ENDS_WITH_CONNECTION,
+}
+
+
+@pytest.mark.parametrize("framing", list(TRICKLING_HEADS))
+def test_a_provider_trickling_its_answer_is_cut_at_the_deadline(
+    framing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A byte every 0.2 s: never a read timeout, never an answer.
+    monkeypatch.setattr(reconciliation, "TIMEOUT", (0.5, 1.0))
+    with raw_peer.trickling(TRICKLING_HEADS[framing]) as peer:
+        pages = provider_pages(base_url=peer.url, token="t", first_url=peer.url)
+        started = time.monotonic()
+        with pytest.raises(requests.Timeout, match=r"longer than 1\.5 s"):
+            next(pages)
+        took = time.monotonic() - started
+    assert len(peer.requests) == 1
+    assert took < raw_peer.TRICKLE_SECONDS / 2, f"took {took:.1f} s"

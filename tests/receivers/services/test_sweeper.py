@@ -91,3 +91,15 @@ def test_system_checks_warn_about_short_retention(settings: Settings) -> None:
     settings.RECEIVERS_BACKOFF_MAX_SECONDS = 1.0
     settings.RECEIVERS_BACKOFF_BASE_SECONDS = 5.0
     assert "receivers.E002" in [m.id for m in check_receiver_settings(None)]
+
+
+@pytest.mark.parametrize("name", ["RECEIVERS_LEASE_SECONDS", "RECEIVERS_HANDLER_TIMEOUT_SECONDS"])
+def test_system_checks_refuse_a_lease_or_bound_that_is_not_positive(
+    settings: Settings, name: str
+) -> None:
+    from receivers.conf import check_receiver_settings
+
+    setattr(settings, name, 0)
+    assert [(m.id, m.msg) for m in check_receiver_settings(None)] == [
+        ("receivers.E005", f"{name} must be positive.")
+    ]
