@@ -373,10 +373,19 @@ def portal_address_policy() -> AddressPolicy:
 
 def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
     """The policy an endpoint's requests go out under, at connect time as when saved:
-    `portal_address_policy` when a tenant chose its URL in the portal."""
+    `portal_address_policy` when a tenant chose its URL (its portal session or an API
+    token limited to it, `services.principals`)."""
     if getattr(endpoint, "url_chosen_in_portal", False):
         return portal_address_policy()
     return address_policy()
+
+
+def token_url_policy(endpoint: Any) -> AddressPolicy:
+    """The policy an endpoint's OAuth2 token requests go out under: the tenant's when a
+    tenant chose the token URL, whoever chose the endpoint's URL."""
+    if getattr(endpoint, "token_url_chosen_by_tenant", False):
+        return portal_address_policy()
+    return endpoint_address_policy(endpoint)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,9 @@ class Endpoint(models.Model):
     # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
     # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
     url_chosen_in_portal = models.BooleanField(default=False, editable=False)
+    # Whether a tenant chose the OAuth2 `auth.token_url`: then it is fetched under the
+    # tenant's policy too, whoever chose `url` (conf.token_url_policy). Set by the services.
+    token_url_chosen_by_tenant = models.BooleanField(default=False, editable=False)
     # A broker URL's password (deliveries/broker_urls.py), encrypted; `url` carries
     # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
     url_password = models.TextField(blank=True, default="", editable=False)
