@@ -15,6 +15,7 @@ from webhooks_core.models import ApiToken
 from webhooks_core.models import AuditEntry as AuditEntry
 from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.secrets import RotatingSecret
+from webhooks_core.urlmask import masked_url
 
 from . import endpoint_fields, signing
 from .headers import MASK
@@ -206,7 +207,9 @@ class Endpoint(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.url
+        # Shown to every reader of a page naming it (a delivery's, the admin's log):
+        # credentials in the URL masked; the URL field itself is for who may change it.
+        return masked_url(self.url)
 
     # No clean(): every rule (the SSRF guard's among them) is in services.endpoint_create
     # and endpoint_update, which the API, the admin's forms and the commands call.

@@ -31,6 +31,7 @@ import redis
 from requests.utils import check_header_validity
 
 from webhooks_core import crypto
+from webhooks_core.urlmask import masked_url
 
 from . import deadlines, ssrf, transport
 
@@ -195,7 +196,8 @@ def fetch_token(
         deadline=deadline,
         proxy_url=proxy_url,
     )
-    where = f"the token endpoint {credentials.token_url}"
+    # Its query may carry a credential; what we store and log is masked.
+    where = f"the token endpoint {masked_url(credentials.token_url)}"
     if result.status_code is None:
         raise TokenError(f"OAuth2 token: {where} did not answer: {result.error}")
     try:
