@@ -246,7 +246,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         fields = super().get_fields(request, obj)
         if obj is None or self.has_change_permission(request, obj):
             return fields
-        return [self.MASKED.get(name, name) if isinstance(name, str) else name for name in fields]
+        # In the URL fields' places; the read-only fields' list would repeat them at the end.
+        swapped = [self.MASKED.get(n, n) if isinstance(n, str) else n for n in fields]
+        return list(dict.fromkeys(swapped))
 
     @admin.display(description="URL", ordering="url")
     def masked_url(self, endpoint: Endpoint) -> str:
