@@ -239,6 +239,15 @@ SETTINGS: tuple[Setting, ...] = (
         "The longest wait between two automatic handshakes of one endpoint.",
     ),
     Setting(
+        "WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS",
+        30.0,
+        "The shortest time between two handshakes someone asks for on one endpoint (`POST "
+        "/api/v1/endpoints/{id}/validate`, the portal's button, the admin's action): asked "
+        "again sooner, the request is folded into the one pending (202) or refused with "
+        "`Retry-After` (429), so the button is no way to make us send `OPTIONS` requests "
+        "at will. At least 1.",
+    ),
+    Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
         "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
@@ -397,6 +406,7 @@ class ValidationSettings:
     portal_default: str
     retry_seconds: float
     retry_max_seconds: float
+    min_interval_seconds: float
 
 
 def validation() -> ValidationSettings:
@@ -411,6 +421,7 @@ def validation() -> ValidationSettings:
         portal_default=str(value("WEBHOOKS_PORTAL_ENDPOINT_VALIDATION") or "none"),
         retry_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_SECONDS")),
         retry_max_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS")),
+        min_interval_seconds=max(1.0, float(value("WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS"))),
     )
 
 

@@ -161,6 +161,9 @@ class Endpoint(models.Model):
     # unanswered in a row.
     validation_next_at = models.DateTimeField(null=True, blank=True, editable=False)
     validation_tries = models.PositiveIntegerField(default=0, editable=False)
+    # When someone last asked for a handshake (the API, the portal, the admin): asking
+    # again sooner than WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS is folded.
+    validation_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The rate the target granted (WebHook-Allowed-Rate), requests per minute; NULL: none.
     validation_allowed_rate = models.PositiveIntegerField(null=True, blank=True, editable=False)
 

@@ -517,7 +517,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         for endpoint in queryset:
             try:
                 services.endpoint_request_validation(endpoint_id=endpoint.pk)
-            except services.ValidationUnavailable as exc:
+            except (services.ValidationUnavailable, services.ValidationFolded) as exc:
                 self.message_user(request, f"{endpoint}: not asked, {exc}.", messages.WARNING)
             else:
                 asked.append(endpoint)

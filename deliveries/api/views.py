@@ -143,6 +143,11 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         responses={
             202: s.EndpointSerializer,
             409: OpenApiResponse(description='The endpoint\'s validation is "none".'),
+            429: OpenApiResponse(
+                description="Asked again within WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS of "
+                "a handshake that already ran (see Retry-After); while the one asked for is "
+                "still pending, the answer is 202 and no second handshake is sent."
+            ),
         },
     )
     @action(detail=True, methods=["post"])
@@ -154,6 +159,17 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             endpoint = services.endpoint_request_validation(endpoint_id=endpoint.pk)
         except services.ValidationUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except services.ValidationFolded as exc:
+            # WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS: folded into the pending handshake
+            # (202), or too soon after the last one (429).
+            headers = {"Retry-After": str(exc.retry_after)}
+            if exc.pending:
+                endpoint.refresh_from_db()
+                data = s.EndpointSerializer(endpoint).data
+                return Response(data, status=status.HTTP_202_ACCEPTED, headers=headers)
+            return Response(
+                {"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS, headers=headers
+            )
         return Response(s.EndpointSerializer(endpoint).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -43,6 +43,8 @@ NOTICES = {
     "test-sent": "Test event sent.",
     "validation-asked": "We asked your endpoint for its consent again (an OPTIONS request); "
     "reload this page to see its answer.",
+    "validation-recent": "We asked your endpoint for its consent moments ago; its answer "
+    "is on its way. Reload this page in a little while.",
     "test-refused": "Only an enabled endpoint can receive a test event.",
     "not-enabled": "Only the operator of this service can enable this endpoint again.",
     "test-first": "Send a test event first: once your endpoint answers it, you can resume.",
@@ -449,6 +451,8 @@ def endpoint_validate(request: HttpRequest, tenant: str, pk: UUID) -> HttpRespon
         services.endpoint_request_validation(endpoint_id=endpoint.pk)
     except services.ValidationUnavailable:
         return _redirect("endpoint", endpoint.pk)
+    except services.ValidationFolded:
+        return _redirect("endpoint", endpoint.pk, notice="validation-recent")
     _note(tenant, "asked for the consent of endpoint", endpoint.pk)
     return _redirect("endpoint", endpoint.pk, notice="validation-asked")
 
