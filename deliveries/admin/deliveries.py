@@ -16,6 +16,7 @@ from .filters import (
     EventTypeFilter,
     TimeRangeFilter,
 )
+from .masking import searchable
 
 
 class AttemptInline(admin.TabularInline[Attempt, Delivery]):
@@ -38,6 +39,9 @@ class AttemptInline(admin.TabularInline[Attempt, Delivery]):
 
 class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
     """Bulk "retry now" and "cancel", shared by the deliveries list and the DLQ."""
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return searchable(request, super().get_search_fields(request))
 
     @admin.action(description="Retry now", permissions=["change"])
     def retry_now(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:

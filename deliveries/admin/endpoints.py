@@ -36,6 +36,7 @@ from ..url_fields import EndpointURLFormField
 from ..urlmask import masked_url as url_masked
 from .audit import audit
 from .filters import TenantFilter
+from .masking import searchable
 from .secrets import ShownSecret, secrets_page
 
 
@@ -241,6 +242,9 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         if self.has_change_permission(request):
             return shown
         return [self.MASKED.get(name, name) if isinstance(name, str) else name for name in shown]
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return searchable(request, super().get_search_fields(request))
 
     def get_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         fields = super().get_fields(request, obj)

@@ -81,3 +81,15 @@ def test_who_may_change_the_endpoint_sees_it_whole() -> None:
     change = operator.get(f"{ADMIN}/endpoint/{pk}/change/").content.decode()
     assert re.search(r'value="https://receiver\.example\.com/hook\?token=url-s3cret-token"', change)
     assert "token-url-s3cret-key" in change
+
+
+def test_view_only_staff_cannot_spell_a_masked_value_out_by_searching() -> None:
+    pk, delivery = made()
+    viewer = client_for(staff_in("viewers"))
+    for path in ("endpoint", "delivery", "deadletter"):
+        found = viewer.get(f"{ADMIN}/{path}/", {"q": "url-s3cret"}).content.decode()
+        assert f"/{pk}/change/" not in found, path
+        assert f"/{path}/{delivery}/change/" not in found, path
+    operator = client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
+    found = operator.get(f"{ADMIN}/endpoint/", {"q": "url-s3cret"}).content.decode()
+    assert f"/{pk}/change/" in found
