@@ -80,9 +80,10 @@ class StateSetBy(models.TextChoices):
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=endpoint_fields.URL_MAX_LENGTH)
-    # Whether a tenant chose `url` in the portal: then the SSRF guard admits public
-    # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
-    # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
+    # Whether a tenant chose `url` (in its portal or with a token limited to it,
+    # services.principals): then the SSRF guard admits public addresses and
+    # WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators' WEBHOOKS_ALLOWED_NETWORKS
+    # (conf.endpoint_address_policy). Set by the services; the name predates tenant tokens.
     url_chosen_in_portal = models.BooleanField(default=False, editable=False)
     # Whether a tenant chose the OAuth2 `auth.token_url`: then it is fetched under the
     # tenant's policy too, whoever chose `url` (conf.token_url_policy). Set by the services.
