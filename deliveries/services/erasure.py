@@ -198,8 +198,14 @@ def _forget_in_admin_log(model: type[Any], pks: list[Any]) -> None:
     ).update(object_repr=ERASED_REPR, change_message="")
 
 
-def _simple(model: type[Any], key: str) -> Callable[[list[Any], dict[str, int]], None]:
+def _simple(
+    model: type[Any], key: str, *, named: bool = False
+) -> Callable[[list[Any], dict[str, int]], None]:
+    """``named``: the rows' text names the tenant, so their admin log entries forget it."""
+
     def delete(pks: list[Any], counts: dict[str, int]) -> None:
+        if named:
+            _forget_in_admin_log(model, pks)
         counts[key] += model.objects.filter(pk__in=pks).delete()[1].get(model._meta.label, 0)
 
     return delete
@@ -226,7 +232,7 @@ def _batches(tenant: str) -> list[tuple[QuerySet[Any], Callable[..., None]]]:
         (Replay.objects.filter(tenant=tenant).order_by("pk"), _simple(Replay, "replays")),
         (
             PortalLink.objects.filter(tenant=tenant).order_by("pk"),
-            _simple(PortalLink, "portal_links"),
+            _simple(PortalLink, "portal_links", named=True),
         ),
         (_endpoints(tenant), _delete_endpoints),
         (ApiToken.objects.filter(tenant=tenant).order_by("pk"), _delete_api_tokens),

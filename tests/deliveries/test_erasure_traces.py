@@ -36,7 +36,8 @@ def test_erasure_leaves_no_trace_outside_its_rows(django_capture_on_commit_callb
     logged(token)
     settings_row = TenantSettings.objects.create(tenant="acme", retention_days=3)
     logged(settings_row)
-    services.portal_link_create(tenant="acme", api_token=token, requested_via="api")
+    link, _ = services.portal_link_create(tenant="acme", api_token=token, requested_via="api")
+    logged(link)
     assert AuditEntry.objects.filter(actor__contains=TOKEN_NAME).exists()
     endpoint, _ = services.endpoint_create(
         url="https://acme.example.com/hooks",
