@@ -24,6 +24,7 @@ class DeliveriesConfig(AppConfig):
         django_checks.register(check_tenant_resolver)
         core_conf.register(self.name, conf.SETTINGS)
         core_metrics.register_gauges(self.name, gauges.collector)
+        core_metrics.register_label_filter("endpoint", gauges.live_endpoints)
 
         # Event types are declared at import time: every installed app's `webhook_events`
         # module, then the modules listed in WEBHOOKS_EVENT_TYPE_MODULES.

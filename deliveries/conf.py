@@ -239,6 +239,15 @@ SETTINGS: tuple[Setting, ...] = (
         "The longest wait between two automatic handshakes of one endpoint.",
     ),
     Setting(
+        "WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS",
+        30.0,
+        "The shortest time between two handshakes someone asks for on one endpoint (`POST "
+        "/api/v1/endpoints/{id}/validate`, the portal's button, the admin's action): asked "
+        "again sooner, the request is folded into the one pending (202) or refused with "
+        "`Retry-After` (429), so the button is no way to make us send `OPTIONS` requests "
+        "at will. At least 1.",
+    ),
+    Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
         "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
@@ -373,10 +382,19 @@ def portal_address_policy() -> AddressPolicy:
 
 def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
     """The policy an endpoint's requests go out under, at connect time as when saved:
-    `portal_address_policy` when a tenant chose its URL in the portal."""
+    `portal_address_policy` when a tenant chose its URL (its portal session or an API
+    token limited to it, `services.principals`)."""
     if getattr(endpoint, "url_chosen_in_portal", False):
         return portal_address_policy()
     return address_policy()
+
+
+def token_url_policy(endpoint: Any) -> AddressPolicy:
+    """The policy an endpoint's OAuth2 token requests go out under: the tenant's when a
+    tenant chose the token URL, whoever chose the endpoint's URL."""
+    if getattr(endpoint, "token_url_chosen_by_tenant", False):
+        return portal_address_policy()
+    return endpoint_address_policy(endpoint)
 
 
 @dataclass(frozen=True)
@@ -388,6 +406,7 @@ class ValidationSettings:
     portal_default: str
     retry_seconds: float
     retry_max_seconds: float
+    min_interval_seconds: float
 
 
 def validation() -> ValidationSettings:
@@ -402,6 +421,7 @@ def validation() -> ValidationSettings:
         portal_default=str(value("WEBHOOKS_PORTAL_ENDPOINT_VALIDATION") or "none"),
         retry_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_SECONDS")),
         retry_max_seconds=float(value("WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS")),
+        min_interval_seconds=max(1.0, float(value("WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS"))),
     )
 
 

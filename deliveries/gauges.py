@@ -1,8 +1,10 @@
 """The sending side's gauges, computed from PostgreSQL when ``/metrics`` is scraped
 (registered with ``webhooks_core.metrics`` in ``DeliveriesConfig.ready()``)."""
 
+import uuid
 from collections.abc import Iterator
 
+from django.db import DatabaseError
 from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -63,3 +65,20 @@ class DatabaseCollector(Collector):
 
 def collector(tenant: str | None) -> Collector:
     return DatabaseCollector(tenant)
+
+
+def live_endpoints(values: set[str]) -> set[str]:
+    """Of the endpoint ids the counters carry as labels, those still stored: an erased
+    (or deleted) endpoint's series leave ``/metrics`` with it. When the database cannot
+    say, none is shown rather than one that may have been erased."""
+    ids = []
+    for value in values:
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    try:
+        stored = Endpoint.objects.filter(pk__in=ids).values_list("pk", flat=True)
+        return {str(pk) for pk in stored}
+    except DatabaseError:
+        return set()

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 
 NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 MAX_VALUE_LENGTH = 1000
+# What RFC 9110's field-value grammar leaves out (CTLs but HTAB, DEL), and the C1
+# controls: NEL (0x85) is a line break to Python's str.splitlines and to some parsers.
+FORBIDDEN_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 MAX_HEADERS = 50
 
 # Hop-by-hop and framing headers (RFC 9110 §7.6.1, RFC 9112 §6), and the ones the sender
@@ -78,8 +81,13 @@ def problems(headers: Mapping[str, object]) -> list[str]:
             continue
         if len(value) > MAX_VALUE_LENGTH:
             found.append(f"The value of {name!r} is longer than {MAX_VALUE_LENGTH} characters.")
-        if any(char in value for char in "\r\n\x00"):
-            found.append(f"The value of {name!r} has a line break or NUL.")
+        if FORBIDDEN_IN_VALUE.search(value):
+            found.append(
+                f"The value of {name!r} has a control character (a line break, NUL, NEL or "
+                "another), which an HTTP header value cannot carry."
+            )
+        elif value != value.strip(" \t"):
+            found.append(f"The value of {name!r} starts or ends with white space.")
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:

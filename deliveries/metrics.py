@@ -63,3 +63,15 @@ def status_class(status_code: int | None) -> str:
     if status_code is None:
         return "error"
     return f"{status_code // 100}xx" if 100 <= status_code <= 599 else "other"
+
+
+def forget_endpoints(endpoint_ids: list[str]) -> None:
+    """Drop these endpoints' series from this process's registry (an erasure). Other
+    processes' values, and the multiprocess files, are hidden at scrape time instead
+    (`gauges.live_endpoints`)."""
+    for endpoint_id in endpoint_ids:
+        for outcome in FINAL_OUTCOMES:
+            try:
+                deliveries_total.remove(endpoint_id, outcome)
+            except KeyError:
+                continue

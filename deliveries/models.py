@@ -16,6 +16,7 @@ from webhooks_core.models import ApiToken
 from webhooks_core.models import AuditEntry as AuditEntry
 from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.secrets import RotatingSecret
+from webhooks_core.urlmask import masked_url
 
 from . import endpoint_fields, signing
 from .headers import MASK
@@ -80,10 +81,14 @@ class StateSetBy(models.TextChoices):
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=endpoint_fields.URL_MAX_LENGTH)
-    # Whether a tenant chose `url` in the portal: then the SSRF guard admits public
-    # addresses and WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators'
-    # WEBHOOKS_ALLOWED_NETWORKS (conf.endpoint_address_policy). Set by the services.
+    # Whether a tenant chose `url` (in its portal or with a token limited to it,
+    # services.principals): then the SSRF guard admits public addresses and
+    # WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators' WEBHOOKS_ALLOWED_NETWORKS
+    # (conf.endpoint_address_policy). Set by the services; the name predates tenant tokens.
     url_chosen_in_portal = models.BooleanField(default=False, editable=False)
+    # Whether a tenant chose the OAuth2 `auth.token_url`: then it is fetched under the
+    # tenant's policy too, whoever chose `url` (conf.token_url_policy). Set by the services.
+    token_url_chosen_by_tenant = models.BooleanField(default=False, editable=False)
     # A broker URL's password (deliveries/broker_urls.py), encrypted; `url` carries
     # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
     url_password = models.TextField(blank=True, default="", editable=False)
@@ -158,6 +163,9 @@ class Endpoint(models.Model):
     # unanswered in a row.
     validation_next_at = models.DateTimeField(null=True, blank=True, editable=False)
     validation_tries = models.PositiveIntegerField(default=0, editable=False)
+    # When someone last asked for a handshake (the API, the portal, the admin): asking
+    # again sooner than WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS is folded.
+    validation_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The rate the target granted (WebHook-Allowed-Rate), requests per minute; NULL: none.
     validation_allowed_rate = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
@@ -204,7 +212,9 @@ class Endpoint(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.url
+        # Shown to every reader of a page naming it (a delivery's, the admin's log):
+        # credentials in the URL masked; the URL field itself is for who may change it.
+        return masked_url(self.url)
 
     # No clean(): every rule (the SSRF guard's among them) is in services.endpoint_create
     # and endpoint_update, which the API, the admin's forms and the commands call.

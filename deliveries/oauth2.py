@@ -31,6 +31,7 @@ import redis
 from requests.utils import check_header_validity
 
 from webhooks_core import crypto
+from webhooks_core.urlmask import masked_url
 
 from . import deadlines, ssrf, transport
 
@@ -78,6 +79,7 @@ class TokenStore(Protocol):
     def drop_if(self, key: str, token: str) -> None: ...
     def lock(self, key: str, owner: str, ttl: float) -> bool: ...
     def unlock(self, key: str, owner: str) -> None: ...
+    def forget(self, prefix: str) -> None: ...
 
 
 # Delete the key only while it still holds the given value (a token or a lock's owner).
@@ -107,6 +109,11 @@ class RedisTokenStore:
 
     def unlock(self, key: str, owner: str) -> None:
         self._delete_if_equal(keys=[key], args=[owner])
+
+    def forget(self, prefix: str) -> None:
+        # Our prefixes are made of an endpoint's UUID: no glob characters to escape.
+        for key in self.client.scan_iter(match=f"{prefix}*", count=500):
+            self.client.delete(key)
 
 
 class LocalTokenStore:
@@ -146,10 +153,24 @@ class LocalTokenStore:
     def unlock(self, key: str, owner: str) -> None:
         self.drop_if(key, owner)
 
+    def forget(self, prefix: str) -> None:
+        with self._lock:
+            for key in [k for k in self._values if k.startswith(prefix)]:
+                del self._values[key]
+
 
 @lru_cache(maxsize=4)
 def store_for(redis_url: str) -> TokenStore:
     return RedisTokenStore(redis_url) if redis_url else LocalTokenStore()
+
+
+def forget_tokens(*, scope_keys: list[str], redis_url: str) -> None:
+    """Drop every kept token (and its lock and failure marks) of these endpoints, whatever
+    credentials they were fetched with: an erased endpoint's token is not kept until it
+    expires."""
+    store = store_for(redis_url)
+    for scope_key in scope_keys:
+        store.forget(f"{KEY_PREFIX}{scope_key}:")
 
 
 def _lifetime(expires_in: Any) -> float:
@@ -195,7 +216,8 @@ def fetch_token(
         deadline=deadline,
         proxy_url=proxy_url,
     )
-    where = f"the token endpoint {credentials.token_url}"
+    # Its query may carry a credential; what we store and log is masked.
+    where = f"the token endpoint {masked_url(credentials.token_url)}"
     if result.status_code is None:
         raise TokenError(f"OAuth2 token: {where} did not answer: {result.error}")
     try:

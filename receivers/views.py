@@ -14,6 +14,7 @@ says what was wrong (the caller is authenticated by then). 2xx means the event i
 committed; when the database cannot take it the answer is 503 so the provider retries.
 """
 
+import hashlib
 import logging
 import re
 import time
@@ -153,8 +154,9 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
     except schemes.MalformedEnvelope as exc:
         raise Reject(400, RequestOutcome.MALFORMED, str(exc)) from None
     kept_headers = stored_headers(request.headers, scheme.signature_headers)
+    digest = _replay_digest(scheme, verified.parts, body, len(envelopes))
     try:
-        arrivals = _record(source, envelopes, kept_headers, body)
+        arrivals = _record(source, envelopes, kept_headers, body, digest)
     except IntegrityError:
         # The source was deleted while this request was on its way (services.source_delete):
         # nothing was stored (a batch neither), and the source is now unknown.
@@ -198,20 +200,38 @@ def _accept(request: HttpRequest, found: selectors.SourceForRequest) -> tuple[st
     return outcome, JsonResponse(answer, status=200)
 
 
+def _replay_digest(scheme: schemes.Scheme, parts: schemes.SignedParts, body: bytes, n: int) -> str:
+    """The SHA-256 of the signed material the inbox deduplicates on besides the ids: a
+    whole batch's body (a replayed batch is one lookup), or, for a scheme that signs no
+    timestamp, what it signs (its id and type come from headers it does not sign)."""
+    if n > 1:
+        return hashlib.sha256(body).hexdigest()
+    if scheme.has_timestamp:
+        return ""
+    return hashlib.sha256(scheme.signed_material(parts, body)).hexdigest()
+
+
 def _record(
     source: Source,
     envelopes: list[schemes.Envelope],
     headers: dict[str, str],
     body: bytes,
+    digest: str,
 ) -> list[services.Arrival]:
     if len(envelopes) == 1:
         [envelope] = envelopes
         raw = body if envelope.raw_body is None else envelope.raw_body
         return [
-            services.inbox_record(source=source, envelope=envelope, headers=headers, raw_body=raw)
+            services.inbox_record(
+                source=source,
+                envelope=envelope,
+                headers=headers,
+                raw_body=raw,
+                signed_digest=digest,
+            )
         ]
     return services.inbox_record_batch(
-        source=source, envelopes=envelopes, headers=headers, raw_body=body
+        source=source, envelopes=envelopes, headers=headers, raw_body=body, signed_digest=digest
     )
 
 

@@ -64,6 +64,45 @@ def register_gauges(name: str, factory: GaugeFactory) -> None:
     _gauges[name] = factory
 
 
+#: Label filters the apps register: ``keep(values)`` answers which of a label's values the
+#: counters may still show (an erased tenant's endpoint ids may not: a counter lives on in
+#: every process's memory and in the multiprocess files, which no erasure can edit).
+LabelFilter = Callable[[set[str]], set[str]]
+_label_filters: dict[str, LabelFilter] = {}
+
+
+def register_label_filter(label: str, keep: LabelFilter) -> None:
+    """Show a counter's series only while ``keep`` keeps its value of ``label``."""
+    _label_filters[label] = keep
+
+
+class _Filtered(Collector):
+    """The families of a registry without the series the label filters drop."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        families = list(self.registry.collect())
+        seen: dict[str, set[str]] = {label: set() for label in _label_filters}
+        for family in families:
+            for sample in family.samples:
+                for label, values in seen.items():
+                    if label in sample.labels:
+                        values.add(sample.labels[label])
+        kept = {label: _label_filters[label](values) for label, values in seen.items() if values}
+        for family in families:
+            family.samples = [
+                sample
+                for sample in family.samples
+                if all(
+                    label not in sample.labels or sample.labels[label] in values
+                    for label, values in kept.items()
+                )
+            ]
+            yield family
+
+
 def _computed(tenant: str | None) -> Iterator[Collector]:
     for factory in _gauges.values():
         collector = factory(tenant)
@@ -127,6 +166,10 @@ def exposition(tenant: str | None = None) -> bytes:
         MultiProcessCollector(counters, path=multiproc_dir)
     else:
         counters = REGISTRY
+    if _label_filters:
+        filtered = CollectorRegistry(auto_describe=False)
+        filtered.register(_Filtered(counters))
+        counters = filtered
     # The apps' own scrape-time collectors (e.g. circuit breaker gauges), in both modes.
     scraped = generate_latest(SCRAPE_TIME_REGISTRY)
     return generate_latest(counters) + generate_latest(computed) + scraped

@@ -15,16 +15,31 @@ could open the portal before its tenant does. Two places would write it:
 import logging
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from gunicorn.glogging import Logger
 
 #: The token after ``/open/`` (the portal's link; nothing else of ours is mounted there).
 TOKEN_IN_PATH = re.compile(r"(/open/)[^/\s?#\"'<>]+")
 MASK = r"\1[redacted]"
+#: A run of text that may be a (percent-encoded) path: Django routes the decoded path, so
+#: ``/portal/%6Fpen/<token>`` opens the portal as ``/portal/open/<token>`` does.
+_ENCODED_WORD = re.compile(r"[^\s\"'<>]*%[^\s\"'<>]*")
 
 
 def redact(text: str) -> str:
-    return TOKEN_IN_PATH.sub(MASK, text)
+    text = TOKEN_IN_PATH.sub(MASK, text)
+    return _ENCODED_WORD.sub(_redact_decoded, text) if "%" in text else text
+
+
+def _redact_decoded(match: re.Match[str]) -> str:
+    # Judged on the decoded text, and written decoded (masked) when it holds a token.
+    word = match.group(0)
+    path, mark, query = word.partition("?")
+    decoded = unquote(path)
+    if not TOKEN_IN_PATH.search(decoded):
+        return word
+    return TOKEN_IN_PATH.sub(MASK, decoded) + mark + query
 
 
 class RedactingLogger(Logger):

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
@@ -16,5 +17,7 @@ urlpatterns = [
     path("api/v1/", include("deliveries.api.urls")),
     path("receivers/", include("receivers.urls")),
     path("portal/", include("deliveries.portal.urls")),
-    path("demo/", include("examples.demo_shop.urls")),
+    # The demo shop's receiver runs with the demo only (`serve`, DEBUG on): a deployment
+    # does not answer on it.
+    *([path("demo/", include("examples.demo_shop.urls"))] if settings.DEBUG else []),
 ]

@@ -17,6 +17,7 @@ from .filters import (
     EventTypeFilter,
     TimeRangeFilter,
 )
+from .masking import searchable
 
 # Characters of an endpoint's URL a list shows.
 ENDPOINT_WIDTH = 40
@@ -58,6 +59,9 @@ class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
         url = delivery.endpoint.url
         short = url if len(url) <= ENDPOINT_WIDTH else url[: ENDPOINT_WIDTH - 1] + "…"
         return format_html('<span title="{}">{}</span>', url, short)
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return searchable(request, super().get_search_fields(request))
 
     @admin.action(description="Retry now", permissions=["change"])
     def retry_now(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:

@@ -33,8 +33,10 @@ from ..models import (
 )
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..url_fields import EndpointURLFormField
+from ..urlmask import masked_url as url_masked
 from .audit import audit
 from .filters import TenantFilter
+from .masking import searchable
 from .secrets import ShownSecret, secrets_page
 
 
@@ -238,11 +240,44 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "request_validation",
     ]
 
+    # --- view-only staff: credentials in URLs masked (webhooks_core.urlmask) --------------
+
+    #: What a user who may not change the endpoint reads instead of a URL field.
+    MASKED = {"url": "masked_url", "oauth2_token_url": "masked_token_url"}
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        if self.has_change_permission(request):
+            return shown
+        return [self.MASKED.get(name, name) if isinstance(name, str) else name for name in shown]
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return searchable(request, super().get_search_fields(request))
+
+    def get_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
+        fields = super().get_fields(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fields
+        # In the URL fields' places; the read-only fields' list would repeat them at the end.
+        swapped = [self.MASKED.get(n, n) if isinstance(n, str) else n for n in fields]
+        return list(dict.fromkeys(swapped))
+
+    @admin.display(description="URL", ordering="url")
+    def masked_url(self, endpoint: Endpoint) -> str:
+        return url_masked(endpoint.url)
+
+    @admin.display(description="OAuth2 token URL")
+    def masked_token_url(self, endpoint: Endpoint) -> str:
+        token_url = (endpoint.auth or {}).get("token_url")
+        return url_masked(token_url) if token_url else "-"
+
     # --- add and change: through the services ------------------------------------------
 
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
         fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and not self.has_change_permission(request, obj):
+            fields += self.MASKED.values()
         return [*fields, *sorted(CREATE_ONLY)] if obj is not None else fields
 
     @method_decorator(sensitive_post_parameters("custom_headers", *auth_forms.SECRET_FIELDS))
@@ -494,7 +529,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         for endpoint in queryset:
             try:
                 services.endpoint_request_validation(endpoint_id=endpoint.pk)
-            except services.ValidationUnavailable as exc:
+            except (services.ValidationUnavailable, services.ValidationFolded) as exc:
                 self.message_user(request, f"{endpoint}: not asked, {exc}.", messages.WARNING)
             else:
                 asked.append(endpoint)

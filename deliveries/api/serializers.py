@@ -104,8 +104,9 @@ class EndpointURLField(serializers.CharField):
         "additionalProperties": {
             "type": "string",
             "maxLength": headers.MAX_VALUE_LENGTH,
-            # Latin-1 without CR, LF and NUL (deliveries.headers).
-            "pattern": "^[\\u0001-\\u0009\\u000b\\u000c\\u000e-\\u00ff]*$",
+            # RFC 9110's field-value in Latin-1, without C1 controls (deliveries.headers).
+            "pattern": "^(?:[\\u0021-\\u007e\\u00a0-\\u00ff]"
+            "(?:[\\u0009\\u0020-\\u007e\\u00a0-\\u00ff]*[\\u0021-\\u007e\\u00a0-\\u00ff])?)?$",
         },
         "description": "{name: value} added to every request. In answers the value of a "
         f"secret header is {headers.MASK!r}; sending that back keeps the stored value. "

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -15,6 +15,7 @@ from webhooks_core.api.actions import retry_response
 
 from .. import selectors, services, tracing
 from ..models import Delivery, Endpoint, Event
+from ..services import principals
 from . import scoping
 from . import serializers as s
 from .base import ApiDefaults
@@ -33,6 +34,11 @@ def _idempotency_key(request: Request) -> str | None:
     if key is not None and any(ord(char) < 32 or ord(char) == 127 for char in key):
         raise ValidationError({"Idempotency-Key": ["must not contain control characters"]})
     return key
+
+
+def _principal(request: Request) -> principals.Principal:
+    """A token limited to a tenant is that tenant, as its portal session is."""
+    return principals.Principal(tenant=scoping.token_tenant(request))
 
 
 def _by_tenant(request: Request, queryset: QuerySet[Any], field: str = "tenant") -> QuerySet[Any]:
@@ -73,9 +79,13 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         fields.pop("state", None)
         fields["tenant"] = scoping.tenant_for_write(request, fields)
         try:
-            endpoint, secret = services.endpoint_create(**fields)
+            endpoint, secret = principals.endpoint_create_by(
+                principal=_principal(request), **fields
+            )
         except services.EndpointInvalid as exc:
             raise ValidationError(exc.errors) from None
+        except principals.EndpointForbidden as exc:
+            raise PermissionDenied(exc.errors) from None
         data = s.EndpointSerializer(endpoint).data
         return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
 
@@ -88,11 +98,13 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         )
         serializer.is_valid(raise_exception=True)
         try:
-            endpoint = services.endpoint_update(
-                endpoint=endpoint, **dict(serializer.validated_data)
+            endpoint = principals.endpoint_update_by(
+                principal=_principal(request), endpoint=endpoint, **dict(serializer.validated_data)
             )
         except services.EndpointInvalid as exc:
             raise ValidationError(exc.errors) from None
+        except principals.EndpointForbidden as exc:
+            raise PermissionDenied(exc.errors) from None
         return Response(s.EndpointSerializer(endpoint).data)
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
@@ -134,6 +146,11 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         responses={
             202: s.EndpointSerializer,
             409: OpenApiResponse(description='The endpoint\'s validation is "none".'),
+            429: OpenApiResponse(
+                description="Asked again within WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS of "
+                "a handshake that already ran (see Retry-After); while the one asked for is "
+                "still pending, the answer is 202 and no second handshake is sent."
+            ),
         },
     )
     @action(detail=True, methods=["post"])
@@ -145,6 +162,17 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             endpoint = services.endpoint_request_validation(endpoint_id=endpoint.pk)
         except services.ValidationUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except services.ValidationFolded as exc:
+            # WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS: folded into the pending handshake
+            # (202), or too soon after the last one (429).
+            headers = {"Retry-After": str(exc.retry_after)}
+            if exc.pending:
+                endpoint.refresh_from_db()
+                data = s.EndpointSerializer(endpoint).data
+                return Response(data, status=status.HTTP_202_ACCEPTED, headers=headers)
+            return Response(
+                {"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS, headers=headers
+            )
         return Response(s.EndpointSerializer(endpoint).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -70,6 +70,7 @@ class HttpDestination:
         proxy_url = conf.get().egress_proxy_url
         tls = endpoint.client_tls() if endpoint.url.lower().startswith("https:") else None
         client = endpoint.oauth2_credentials()
+        token_policy = conf.token_url_policy(endpoint)
         secret_names = endpoint.secret_header_names
 
         def token(stale: str | None = None) -> str:
@@ -80,7 +81,7 @@ class HttpDestination:
                 deadline=deadline,
                 connect_timeout=endpoint.connect_timeout_seconds,
                 read_timeout=endpoint.read_timeout_seconds,
-                policy=policy,
+                policy=token_policy,
                 redis_url=conf.health().redis_url,
                 proxy_url=proxy_url,
                 stale=stale,

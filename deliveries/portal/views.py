@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .. import auth_forms, catalogue, payloads, selectors, services
 from ..models import DeliveryStatus, Endpoint, EndpointState, StateSetBy
 from ..rendering import versioned_payload
+from ..services import principals
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from . import access
 from .access import portal_view
@@ -42,6 +43,8 @@ NOTICES = {
     "test-sent": "Test event sent.",
     "validation-asked": "We asked your endpoint for its consent again (an OPTIONS request); "
     "reload this page to see its answer.",
+    "validation-recent": "We asked your endpoint for its consent moments ago; its answer "
+    "is on its way. Reload this page in a little while.",
     "test-refused": "Only an enabled endpoint can receive a test event.",
     "not-enabled": "Only the operator of this service can enable this endpoint again.",
     "test-first": "Send a test event first: once your endpoint answers it, you can resume.",
@@ -205,15 +208,14 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
     form = EndpointForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            endpoint, secret = services.endpoint_create(
+            endpoint, secret = principals.endpoint_create_by(
+                principal=principals.Principal(tenant=tenant),
                 url=form.cleaned_data["url"],
                 description=form.cleaned_data["description"],
                 event_types=list(form.cleaned_data["event_types"]),
-                tenant=tenant,
-                chosen_by_tenant=True,
                 **auth_forms.service_changes(form, adding=True),
             )
-        except services.EndpointInvalid as exc:
+        except (services.EndpointInvalid, principals.EndpointForbidden) as exc:
             form.add_service_errors(exc.errors)
         else:
             _note(tenant, "added endpoint", endpoint.pk)
@@ -290,16 +292,16 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     )
     if form.is_valid():
         changes: dict[str, Any] = {
+            "url": form.cleaned_data["url"],
             "description": form.cleaned_data["description"],
             "event_types": list(form.cleaned_data["event_types"]),
         }
-        if form.cleaned_data["url"] != endpoint.url:
-            # Only a URL the tenant changes becomes theirs (under the portal's SSRF policy).
-            changes["url"] = form.cleaned_data["url"]
         changes.update(auth_forms.service_changes(form, adding=False))
         try:
-            saved = services.endpoint_update(endpoint=endpoint, chosen_by_tenant=True, **changes)
-        except services.EndpointInvalid as exc:
+            saved = principals.endpoint_update_by(
+                principal=principals.Principal(tenant=tenant), endpoint=endpoint, **changes
+            )
+        except (services.EndpointInvalid, principals.EndpointForbidden) as exc:
             form.add_service_errors(exc.errors)
         else:
             _note(tenant, "changed endpoint", endpoint.pk)
@@ -312,24 +314,23 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
 @portal_view
 def endpoint_state(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
-    if request.POST.get("state") == "disabled":
-        if not services.endpoint_owner_disable(endpoint_id=endpoint.pk):
+    wanted = request.POST.get("state")
+    if wanted not in (EndpointState.DISABLED, EndpointState.ACTIVE):
+        return _redirect("endpoint", endpoint.pk)
+    try:
+        principals.endpoint_state_by(
+            principal=principals.Principal(tenant=tenant), endpoint=endpoint, state=wanted
+        )
+    except principals.EndpointForbidden:
+        if wanted == EndpointState.DISABLED:
             return _redirect("endpoint", endpoint.pk, notice="not-disabled")
-        _note(tenant, "disabled endpoint", endpoint.pk)
-        return _redirect("endpoint", endpoint.pk, notice="disabled")
-    if request.POST.get("state") == "active":
-        try:
-            services.endpoint_owner_enable(endpoint_id=endpoint.pk)
-        except services.EndpointNotEnableable:
-            # What an operator suspended or disabled stays so; a suspension of the
-            # failures lifts after a test event that succeeded.
-            refused = (
-                "test-first" if endpoint.state_set_by == StateSetBy.FAILURES else "not-enabled"
-            )
-            return _endpoint_page(request, tenant, endpoint, status=403, notice_key=refused)
-        _note(tenant, "enabled endpoint", endpoint.pk)
-        return _redirect("endpoint", endpoint.pk, notice="enabled")
-    return _redirect("endpoint", endpoint.pk)
+        # What an operator suspended or disabled stays so; a suspension of the
+        # failures lifts after a test event that succeeded.
+        refused = "test-first" if endpoint.state_set_by == StateSetBy.FAILURES else "not-enabled"
+        return _endpoint_page(request, tenant, endpoint, status=403, notice_key=refused)
+    done = "disabled" if wanted == EndpointState.DISABLED else "enabled"
+    _note(tenant, f"{done} endpoint", endpoint.pk)
+    return _redirect("endpoint", endpoint.pk, notice=done)
 
 
 def _confirm(request: HttpRequest, tenant: str, **context: Any) -> HttpResponse:
@@ -450,6 +451,8 @@ def endpoint_validate(request: HttpRequest, tenant: str, pk: UUID) -> HttpRespon
         services.endpoint_request_validation(endpoint_id=endpoint.pk)
     except services.ValidationUnavailable:
         return _redirect("endpoint", endpoint.pk)
+    except services.ValidationFolded:
+        return _redirect("endpoint", endpoint.pk, notice="validation-recent")
     _note(tenant, "asked for the consent of endpoint", endpoint.pk)
     return _redirect("endpoint", endpoint.pk, notice="validation-asked")
 

@@ -85,7 +85,7 @@ from .tenant_settings import (
     tenant_retention,
     tenant_settings_set,
 )
-from .validation import ValidationUnavailable, endpoint_request_validation
+from .validation import ValidationFolded, ValidationUnavailable, endpoint_request_validation
 from .versions import endpoint_pin_versions
 
 __all__ = [
@@ -107,6 +107,7 @@ __all__ = [
     "Retention",
     "SweepResult",
     "TenantSettingsInvalid",
+    "ValidationFolded",
     "ValidationUnavailable",
     "WorkResult",
     "deliveries_recover",

@@ -30,8 +30,9 @@ def apply(
     moved: bool = False,
 ) -> str:
     """Set the auth fields among ``given`` on the (unsaved) endpoint, encrypting the
-    secrets; every problem goes to ``refuse(field, message)``. ``chosen_by_tenant``: the
-    portal's tenant gives them, so the token URL is judged by the portal's SSRF policy.
+    secrets; every problem goes to ``refuse(field, message)``. ``chosen_by_tenant``: a
+    tenant gives them, so the token URL is judged by the tenant's SSRF policy, now and at
+    every connect.
     ``moved``: the endpoint's URL now points at another origin, where the bearer tokens
     of its stored client secret are not sent: OAuth2 is dropped unless this change gives
     the secret again. Returns a notice of what was dropped ("" for nothing)."""
@@ -51,6 +52,8 @@ def apply(
             else conf.endpoint_address_policy(endpoint)
         )
         _apply_oauth2(endpoint, given["auth"], refuse, policy, moved=moved)
+        # Fetched under the tenant's policy at every connect too (conf.token_url_policy).
+        endpoint.token_url_chosen_by_tenant = chosen_by_tenant and endpoint.auth is not None
     if any(name in given for name in TLS_FIELDS):
         _apply_tls(endpoint, given, refuse)
     return ""

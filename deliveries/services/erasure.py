@@ -14,6 +14,12 @@ API tokens limited to the tenant, its settings. A delivery being sent right now 
 until its lease ends (its attempt is being recorded); the next run takes it. The tenant's
 id is then cleared from the erasure row and from the audit log; what remains is an audit
 entry with who asked, when, and how many rows of each kind went. No personal data.
+
+Besides the rows: the admin's log entries naming the endpoints, tokens and settings keep
+who did what but no longer how the row read; audit entries keep a token's number, not its
+name; the OAuth2 tokens kept in Redis for the endpoints are dropped, and the endpoints'
+ids leave ``/metrics`` (`gauges.live_endpoints`). docs/operations/privacy.md says what
+remains outside the process (a Prometheus server's history).
 """
 
 import time
@@ -28,7 +34,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .. import payloads, tenants
+from .. import conf, metrics, oauth2, payloads, tenants
 from ..models import (
     ApiToken,
     Attempt,
@@ -149,12 +155,37 @@ def _delete_events(pks: list[Any], counts: dict[str, int]) -> None:
 
 
 def _delete_endpoints(pks: list[Any], counts: dict[str, int]) -> None:
+    ids = [str(pk) for pk in pks]
+    with_auth = [
+        str(pk)
+        for pk in Endpoint.objects.filter(pk__in=pks, auth__isnull=False).values_list(
+            "pk", flat=True
+        )
+    ]
     counts["secrets"] += EndpointSecret.objects.filter(endpoint_id__in=pks).delete()[0]
     counts["secrets"] += EndpointSigningKey.objects.filter(endpoint_id__in=pks).delete()[0]
     CircuitTransition.objects.filter(endpoint_id__in=pks).delete()
     _forget_in_admin_log(Endpoint, pks)
     counts["endpoints"] += (
         Endpoint.objects.filter(pk__in=pks).delete()[1].get(Endpoint._meta.label, 0)
+    )
+
+    def forget() -> None:
+        # What we keep of them outside the database: OAuth2 tokens in Redis (until they
+        # expire), counters labelled with their ids in this process.
+        oauth2.forget_tokens(scope_keys=with_auth, redis_url=conf.health().redis_url)
+        metrics.forget_endpoints(ids)
+
+    transaction.on_commit(forget, robust=True)
+
+
+def _delete_api_tokens(pks: list[Any], counts: dict[str, int]) -> None:
+    # The audit log keeps which token did what, not the token's name (the tenant chose it).
+    for pk in pks:
+        AuditEntry.objects.filter(api_token_id=pk).update(actor=f"api token #{pk} {ERASED_REPR}")
+    _forget_in_admin_log(ApiToken, pks)
+    counts["api_tokens"] += (
+        ApiToken.objects.filter(pk__in=pks).delete()[1].get(ApiToken._meta.label, 0)
     )
 
 
@@ -167,8 +198,14 @@ def _forget_in_admin_log(model: type[Any], pks: list[Any]) -> None:
     ).update(object_repr=ERASED_REPR, change_message="")
 
 
-def _simple(model: type[Any], key: str) -> Callable[[list[Any], dict[str, int]], None]:
+def _simple(
+    model: type[Any], key: str, *, named: bool = False
+) -> Callable[[list[Any], dict[str, int]], None]:
+    """``named``: the rows' text names the tenant, so their admin log entries forget it."""
+
     def delete(pks: list[Any], counts: dict[str, int]) -> None:
+        if named:
+            _forget_in_admin_log(model, pks)
         counts[key] += model.objects.filter(pk__in=pks).delete()[1].get(model._meta.label, 0)
 
     return delete
@@ -195,10 +232,10 @@ def _batches(tenant: str) -> list[tuple[QuerySet[Any], Callable[..., None]]]:
         (Replay.objects.filter(tenant=tenant).order_by("pk"), _simple(Replay, "replays")),
         (
             PortalLink.objects.filter(tenant=tenant).order_by("pk"),
-            _simple(PortalLink, "portal_links"),
+            _simple(PortalLink, "portal_links", named=True),
         ),
         (_endpoints(tenant), _delete_endpoints),
-        (ApiToken.objects.filter(tenant=tenant).order_by("pk"), _simple(ApiToken, "api_tokens")),
+        (ApiToken.objects.filter(tenant=tenant).order_by("pk"), _delete_api_tokens),
     ]
 
 
@@ -231,7 +268,9 @@ def tenant_erasure_step(*, erasure_id: int, batch_size: int = DEFAULT_BATCH_SIZE
 
 def _finish(erasure: TenantErasure, counts: dict[str, int]) -> None:
     tenant = erasure.tenant
-    TenantSettings.objects.filter(tenant=tenant).delete()
+    settings_rows = TenantSettings.objects.filter(tenant=tenant)
+    _forget_in_admin_log(TenantSettings, list(settings_rows.values_list("pk", flat=True)))
+    settings_rows.delete()
     # The audit log keeps what happened, not to whom.
     AuditEntry.objects.filter(tenant=tenant).update(tenant=None)
     erasure.tenant = None

@@ -23,6 +23,7 @@ owner is woken so the waiting deliveries go at once.
 """
 
 import logging
+import math
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -47,6 +48,22 @@ DISPATCH_LEASE_SECONDS = 60.0
 
 class ValidationUnavailable(Exception):
     """The endpoint does not use the handshake, or our origin is unknown."""
+
+
+class ValidationFolded(Exception):
+    """Asked again within WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS: no handshake is sent.
+
+    ``pending``: the handshake asked last has not run yet, so this request is folded
+    into it; else it ran, and the caller may ask again in ``retry_after`` seconds."""
+
+    def __init__(self, *, retry_after: int, pending: bool) -> None:
+        self.retry_after = retry_after
+        self.pending = pending
+        super().__init__(
+            "a handshake is already on its way"
+            if pending
+            else f"a handshake was asked for moments ago; ask again in {retry_after} s"
+        )
 
 
 def ready(endpoint: Endpoint) -> bool:
@@ -123,7 +140,9 @@ def _dispatch_on_commit(endpoint_id: UUID) -> None:
 
 def endpoint_request_validation(*, endpoint_id: UUID) -> Endpoint:
     """Ask the target again (a button): the state goes back to ``pending`` and a handshake
-    is dispatched. Raises `ValidationUnavailable` for an endpoint without the handshake."""
+    is dispatched. Raises `ValidationUnavailable` for an endpoint without the handshake,
+    `ValidationFolded` when asked again within WEBHOOKS_VALIDATION_MIN_INTERVAL_SECONDS
+    (whoever asks: the button must not make us send OPTIONS requests at will)."""
     with transaction.atomic():
         endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
         if endpoint.validation != Validation.CLOUDEVENTS:
@@ -131,6 +150,9 @@ def endpoint_request_validation(*, endpoint_id: UUID) -> Endpoint:
         problem = handshake.origin_problem(conf.validation().origin)
         if problem:
             raise ValidationUnavailable(problem)
+        now = timezone.now()
+        _refuse_if_recent(endpoint, now)
+        Endpoint.objects.filter(pk=endpoint.pk).update(validation_requested_at=now)
         if endpoint.validation_state != ValidationState.VALIDATED:
             _reset(endpoint, state=ValidationState.PENDING, next_at=_lease_end())
         else:
@@ -139,6 +161,19 @@ def endpoint_request_validation(*, endpoint_id: UUID) -> Endpoint:
         _dispatch_on_commit(endpoint.pk)
     endpoint.refresh_from_db()
     return endpoint
+
+
+def _refuse_if_recent(endpoint: Endpoint, now: Any) -> None:
+    asked = endpoint.validation_requested_at
+    if asked is None:
+        return
+    left = conf.validation().min_interval_seconds - (now - asked).total_seconds()
+    if left <= 0:
+        return
+    checked = endpoint.validation_checked_at
+    raise ValidationFolded(
+        retry_after=max(1, math.ceil(left)), pending=checked is None or checked < asked
+    )
 
 
 def endpoint_handshake(*, endpoint_id: UUID | str) -> str | None:

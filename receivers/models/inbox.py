@@ -111,6 +111,8 @@ class InboxEvent(LeasedJob):
 
     ``UNIQUE(source, event_id)`` makes every redelivery of the event land on this row; its
     processing may run many times (retries, manual retry), its arrival only once.
+    ``UNIQUE(source, signed_digest)`` does the same for a replay of the same signed
+    material under another (unsigned) id.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -129,12 +131,24 @@ class InboxEvent(LeasedJob):
     received_at = models.DateTimeField(db_index=True)
     processed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # SHA-256 (hex) of what the provider signed, for a scheme that signs no timestamp (or
+    # of a whole batch, on one of its rows): the same signed material is the same event
+    # whatever its unsigned headers say (services.arrival). NULL for the others; NULLs are
+    # distinct in a unique constraint, on PostgreSQL and SQLite alike.
+    signed_digest = models.CharField(  # noqa: DJ001
+        max_length=64, null=True, blank=True, editable=False
+    )
 
     class Meta:
         ordering = ["-received_at", "-id"]
         verbose_name = "inbox event"
         constraints = [
-            models.UniqueConstraint(fields=["source", "event_id"], name="inbox_unique_source_event")
+            models.UniqueConstraint(
+                fields=["source", "event_id"], name="inbox_unique_source_event"
+            ),
+            models.UniqueConstraint(
+                fields=["source", "signed_digest"], name="inbox_unique_source_signed_digest"
+            ),
         ]
         indexes = [
             models.Index(

@@ -185,6 +185,13 @@ class Scheme:
         """
         return common_secret_problem(self, secret)
 
+    def signed_material(self, parts: SignedParts, body: bytes) -> bytes:
+        """What the signature covers, as one byte string: for a scheme that signs no
+        timestamp, its SHA-256 deduplicates the inbox (a replay under another unsigned id
+        or type is a duplicate). The body by default; a scheme that signs more (the URL)
+        or a canonical form of the body (sorted form fields) says so."""
+        return body
+
     # --- envelope -------------------------------------------------------------------
     def challenge(self, headers: Headers, body: bytes, parts: SignedParts) -> Challenge | None:
         """The answer to an authenticated verification request, or None for an event."""

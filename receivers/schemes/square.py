@@ -45,6 +45,9 @@ class SquareScheme(HmacScheme):
             return None
         return b64(hmac_sha256(secret, parts.url.encode("utf-8") + body))
 
+    def signed_material(self, parts: SignedParts, body: bytes) -> bytes:
+        return parts.url.encode("utf-8") + body
+
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
         data = parse_json_object(body)
         return Envelope(

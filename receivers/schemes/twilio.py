@@ -75,6 +75,13 @@ class TwilioScheme(HmacScheme):
             hits = [hmac.compare_digest(digest.encode(), body_hash.lower().encode()) and any(hits)]
         return any(hits)
 
+    def signed_material(self, parts: SignedParts, body: bytes) -> bytes:
+        # The string Twilio signs (form fields sorted, so a reordered body is the same
+        # material), of the URL without a default port (tried either way when verifying).
+        url = _port_variants(parts.url)
+        canonical = min(url, key=len)
+        return _signed_string(canonical, body).encode("utf-8")
+
     def envelope(self, headers: Headers, body: bytes, parts: SignedParts) -> Envelope:
         if _body_hash(parts.url) is not None or headers.get("Content-Type").startswith(
             "application/json"
@@ -97,6 +104,14 @@ class TwilioScheme(HmacScheme):
 
 
 def _signature(secret: str, url: str, body: bytes) -> str:
+    signed = _signed_string(url, body)
+    mac = hmac.new(secret.encode("utf-8"), signed.encode("utf-8"), hashlib.sha1)
+    return b64(mac.digest())
+
+
+def _signed_string(url: str, body: bytes) -> str:
+    """The URL, then (for a form) its fields; a JSON body is signed through its hash in
+    the URL (``bodySHA256``)."""
     signed = url
     if _body_hash(url) is None:
         fields: dict[str, set[str]] = {}
@@ -104,8 +119,7 @@ def _signature(secret: str, url: str, body: bytes) -> str:
             fields.setdefault(name, set()).add(value)
         # As Twilio's RequestValidator: names in code point order, each value once, sorted.
         signed += "".join(name + value for name in sorted(fields) for value in sorted(fields[name]))
-    mac = hmac.new(secret.encode("utf-8"), signed.encode("utf-8"), hashlib.sha1)
-    return b64(mac.digest())
+    return signed
 
 
 def _form_fields(body: bytes) -> list[tuple[str, str]]:

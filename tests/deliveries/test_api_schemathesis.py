@@ -105,7 +105,7 @@ ENDPOINT_RULES = {
     r"|has no stored secret value"
     # Generated from the value pattern by Python's re, where "$" also matches before a
     # final newline: "x\n" conforms there, and the server refuses the line break.
-    r"|The value of .* has a line break",
+    r"|The value of .* has a control character",
     "secret_headers": r"is not one of the custom headers|may not be blank",
     # The payload filter's language (fields, operators, depth) is the filters page's, not
     # the schema's: the schema says only that it is an object or null.

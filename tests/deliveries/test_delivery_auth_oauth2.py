@@ -451,3 +451,31 @@ def test_the_probe_of_a_suspended_endpoint_carries_the_token(
     redis_client.flushdb()
     failed = services.endpoint_probe(endpoint_id=endpoint.pk)
     assert failed.failure == "no OAuth2 token (the token endpoint failed)"
+
+
+def test_no_error_we_store_holds_a_credential_of_a_url(
+    celery_worker: object, receiver: Receiver, token_server: TokenServer
+) -> None:
+    # The token URL's query quoted by a token request that failed; the endpoint's by no
+    # error of a connection refused.
+    token_server.failure = (503, b'{"error": "temporarily_unavailable"}')
+    services.endpoint_create(
+        url=receiver.url,
+        event_types=["invoice.paid"],
+        auth=auth_of(token_server, token_url=f"{token_server.url}?key=tu-s3cret"),
+        **FAST_POLICY,
+    )
+    with Receiver.running() as gone:
+        closed = f"{gone.url}?token=ep-s3cret"
+    services.endpoint_create(url=closed, event_types=["invoice.paid"], **FAST_POLICY)
+    services.emit("invoice.paid", {"invoice": "in_1"})
+
+    wait_until(
+        lambda: Delivery.objects.exclude(last_error="").count() == 2, what="two failed attempts"
+    )
+    texts = [*Attempt.objects.values_list("error", flat=True)]
+    texts += Delivery.objects.values_list("last_error", flat=True)
+    assert any("/oauth/token?key=***" in text for text in texts), texts
+    for text in texts:
+        assert "tu-s3cret" not in text
+        assert "ep-s3cret" not in text

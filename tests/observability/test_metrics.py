@@ -4,7 +4,6 @@ access control, and counters added up across processes (multiprocess mode)."""
 import subprocess
 import sys
 import textwrap
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from deliveries import services
-from deliveries.models import Delivery, DeliveryStatus, Event
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.services.dispatch import dispatch_wakes
 from deliveries.signing import generate_secret
 from receivers import services as receiver_services
@@ -167,8 +166,10 @@ def test_metrics_need_a_token_or_an_allowed_address(client: Client, settings: Se
 def test_counters_from_several_processes_are_added_up(
     client: Client, metrics_on: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Multiprocess mode: what gunicorn workers and prefork children count, /metrics sums."""
-    label = f"mp-{uuid.uuid4()}"
+    """Multiprocess mode: what gunicorn workers and prefork children count, /metrics sums;
+    an endpoint no longer stored (erased) leaves it, though the files keep its counts."""
+    endpoint, _ = services.endpoint_create(url="https://mp.example.com/hook", event_types=["*"])
+    label = str(endpoint.pk)
     script = textwrap.dedent(
         f"""
         from deliveries import metrics
@@ -194,6 +195,9 @@ def test_counters_from_several_processes_are_added_up(
     assert value(samples, "webhooks_attempt_duration_seconds_count") == 2
     # The database gauges are there too, computed by this process.
     assert ("webhooks_dead_letter_size", frozenset()) in samples
+
+    Endpoint.objects.filter(pk=endpoint.pk).delete()
+    assert not [key for key in scrape(client) if ("endpoint", label) in key[1]]
 
 
 @pytest.mark.django_db

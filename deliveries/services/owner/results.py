@@ -80,8 +80,9 @@ def result_of(delivery: Delivery, outcome: Outcome, credentials: Credentials) ->
 
 def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) -> str:
     """`requests`/urllib3 quote a refused header value in their messages: never store or
-    log a secret one."""
+    log a secret one; nor a credential in a URL they quote (`masked_text`)."""
     from webhooks_core import crypto
+    from webhooks_core.urlmask import masked_text
 
     endpoint = delivery.endpoint
     hidden: list[str] = [*credentials.secrets, *credentials.private_keys]
@@ -93,4 +94,4 @@ def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) ->
     for value in sorted(filter(None, hidden), key=len, reverse=True):
         for form in (value, repr(value)[1:-1]):
             text = text.replace(form, MASK)
-    return text
+    return masked_text(text)
