@@ -7,10 +7,12 @@ insert of their attempts, one update of their succeeded rows). Nobody waits for 
 timer: the batch is whatever queued while the last one was written, so a lone owner
 writes at once, and a busy process writes many rounds per transaction instead of one.
 
-A batch the database refuses as a whole (one endpoint deleted while its requests were
-out fails the attempts' insert) is written again round by round, so that only the round
-at fault gets the error. Every waiter is answered, even when the writer is killed (a
-time limit, a shutdown) in the middle of a batch.
+The rows of an endpoint deleted while its requests were out get no attempt and count
+for nothing (`recording.record_rounds`). A batch the database refuses all the same (a
+value out of a column's range, a deletion that commits while the batch is written) is
+written again round by round, so that only the round at fault gets the error. Every
+waiter is answered, even when the writer is killed (a time limit, a shutdown) in the
+middle of a batch.
 """
 
 import threading

@@ -152,27 +152,22 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
     and one update of all their succeeded rows (each under its own claim's token); the
     rest (failures, health, deferrals) round by round. Returns each round's outcomes.
 
-    The round of an endpoint deleted meanwhile is dropped (its rows went with it: each is
-    `LEASE_LOST`), so that it fails no other round of the batch; one deleted after that
-    check fails the batch at its commit, and the recorder writes its rounds one by one."""
+    Rows deleted meanwhile (their endpoint deleted while its requests were out) get no
+    attempt and are `LEASE_LOST`, so that they fail no other round of the batch; one
+    deleted after the insert fails the batch at its commit, and the recorder writes its
+    rounds one by one."""
     now = timezone.now()
-    answers: list[dict[int, str]] = [{} for _ in rounds]
+    outcomes: list[dict[int, str]] = [{} for _ in rounds]
     remembered: list[tuple[Endpoint, dict[str, Any]]] = []
     with transaction.atomic():
-        live = _live_endpoints(rounds)
-        for r, done in zip(rounds, answers, strict=True):
-            if r.endpoint.pk not in live:
-                logger.info("endpoint %s deleted while sending; results dropped", r.endpoint.pk)
-                rows = [x.delivery for x in r.results] + r.deferral.deliveries
-                done.update((delivery.id, DeliveryOutcome.LEASE_LOST) for delivery in rows)
-        kept = [(r, done) for r, done in zip(rounds, answers, strict=True) if r.endpoint.pk in live]
-        rounds = [r for r, _ in kept]
-        outcomes = [done for _, done in kept]  # (the same dicts as in `answers`)
         owned = [_still_owned(r, now) for r in rounds]
         attempts = [
             result.attempt for r in rounds for result in r.results if result.attempt is not None
         ]
-        _insert_attempts(attempts)
+        gone = _insert_attempts(attempts)
+        if gone:
+            logger.info("deliveries deleted while sending; their results dropped: %s", gone)
+            owned = [mine - gone for mine in owned]
         succeeded: list[tuple[DeliveryClaim, Result]] = []
         for r, mine, done in zip(rounds, owned, outcomes, strict=True):
             for result in r.results:
@@ -188,7 +183,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 done[delivery.id] = outcome
                 on_delivery_outcome(delivery, outcome)
         _record_successes(succeeded, now)
-        _record_round_effects(rounds, owned, remembered)
+        _record_round_effects(rounds, owned, remembered, gone)
         for r, done in zip(rounds, outcomes, strict=True):
             if r.deferral.deliveries:
                 _defer(r.claim, r.deferral)
@@ -208,24 +203,21 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
                 status_code=result.status_code,
                 error=result.error,
             )
-    return answers
+    return outcomes
 
 
-def _live_endpoints(rounds: list[Round]) -> set[Any]:
-    """The rounds' endpoints that still exist."""
-    ids = {r.endpoint.pk for r in rounds}
-    return set(Endpoint.objects.filter(pk__in=ids).values_list("pk", flat=True))
-
-
-def _insert_attempts(attempts: list[Attempt]) -> None:
-    """One insert of the rounds' attempts. On PostgreSQL a statement written once, which
-    PostgreSQL prepares (the ORM's `bulk_create` compiled its insert anew each time), its
-    rows passed as one JSON document (`_as_json`). Nothing reads the new rows' ids back."""
+def _insert_attempts(attempts: list[Attempt]) -> set[int]:
+    """One insert of the rounds' attempts but those of rows deleted meanwhile; returns
+    those rows' ids. On PostgreSQL a statement written once, which PostgreSQL prepares
+    (the ORM's `bulk_create` compiled its insert anew each time), its rows passed as one
+    JSON document (`_as_json`), the deliveries it wrote for read back."""
     if not attempts:
-        return
+        return set()
+    wanted = {a.delivery_id for a in attempts}
     if connection.vendor != "postgresql":
-        Attempt.objects.bulk_create(attempts)
-        return
+        there = set(Delivery.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+        Attempt.objects.bulk_create([a for a in attempts if a.delivery_id in there])
+        return wanted - there
     rows = [
         {
             "delivery": a.delivery_id,
@@ -241,6 +233,7 @@ def _insert_attempts(attempts: list[Attempt]) -> None:
     ]
     with sql_cursor() as cursor:
         cursor.execute(_ATTEMPTS_SQL, [_as_json(rows)])
+        return wanted - {row[0] for row in cursor.fetchall()}
 
 
 def _as_json(rows: list[dict[str, Any]]) -> str:
@@ -269,7 +262,8 @@ _ATTEMPTS_SQL = (
     "SELECT v.delivery, v.number, v.started, v.took, v.headers, v.status, v.body, v.error "
     "FROM json_to_recordset(%s::json) AS v(delivery bigint, number integer, "
     "started timestamptz, took double precision, headers jsonb, status integer, body text, "
-    "error text)"
+    f"error text) WHERE EXISTS (SELECT 1 FROM {Delivery._meta.db_table} AS d "
+    "WHERE d.id = v.delivery) RETURNING delivery_id"
 )
 
 
@@ -344,12 +338,23 @@ _SUCCESSES_SQL = (
 
 
 def _record_round_effects(
-    rounds: list[Round], owned: list[set[int]], remembered: list[tuple[Endpoint, dict[str, Any]]]
+    rounds: list[Round],
+    owned: list[set[int]],
+    remembered: list[tuple[Endpoint, dict[str, Any]]],
+    gone: set[int],
 ) -> None:
     """The endpoints' health after their rounds' requests (`_record_endpoints_health`),
-    a half-open probe that failed on our side, a suspension after a 410."""
+    a half-open probe that failed on our side, a suspension after a 410. Rows `gone`
+    (deleted meanwhile, with their endpoint) count for nothing."""
     sent_by_round = [
-        (r.endpoint, [x for x in r.results if x.attempt is not None and not x.local_failure])
+        (
+            r.endpoint,
+            [
+                x
+                for x in r.results
+                if x.attempt is not None and not x.local_failure and x.delivery.id not in gone
+            ],
+        )
         for r in rounds
     ]
     _record_endpoints_health(
@@ -365,11 +370,11 @@ def _record_round_effects(
                 to_state=CircuitState.OPEN,
                 reason="the probe was not sent (an error on our side)",
             )
-        gone = next((x for x in r.results if x.decision.suspend_endpoint), None)
-        if gone is not None and gone.delivery.id in mine:
+        told_gone = next((x for x in r.results if x.decision.suspend_endpoint), None)
+        if told_gone is not None and told_gone.delivery.id in mine:
             endpoint_suspend_automatically(
                 endpoint_id=endpoint.pk,
-                reason=f"receiver answered {gone.status_code} (Gone)",
+                reason=f"receiver answered {told_gone.status_code} (Gone)",
             )
 
 
@@ -402,12 +407,20 @@ def _record_failure(claim: DeliveryClaim, result: Result, now: datetime) -> str:
 
 
 def _record_endpoints_health(
-    rounds: list[tuple[Endpoint, list[Result]]], remembered: list[tuple[Endpoint, dict[str, Any]]]
+    rounds: list[tuple[Endpoint, list[Result]]],
+    remembered: list[tuple[Endpoint, dict[str, Any]]] | None = None,
 ) -> None:
     """Count each endpoint's consecutive failures (those after its last success) and move
     its breaker; per endpoint, the results of its round with a request, in the order they
     were made. Endpoints whose round ended in a success get the same write: one statement
-    for all of them."""
+    for all of them. What the owners' copies are to `_remember` goes to `remembered`, for
+    after the commit (None: at once)."""
+    if remembered is None:
+        later: list[tuple[Endpoint, dict[str, Any]]] = []
+        _record_endpoints_health(rounds, later)
+        for endpoint, change in later:
+            _remember(endpoint, change)
+        return
     now = timezone.now()
     ended_well: list[Endpoint] = []
     counts: list[tuple[Endpoint, int, int]] = []

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import DataError, connection
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -58,6 +58,14 @@ class Writes:
             return real(rounds)
 
         monkeypatch.setattr(recorder, "record_rounds", record_rounds)
+
+
+def refuse(r: Round) -> None:
+    """A round the database refuses: its attempt's status is beyond its column's range,
+    so the attempts' insert fails, and with it the batch."""
+    attempt = r.results[0].attempt
+    assert attempt is not None
+    attempt.response_status = 2**40
 
 
 def record_in_threads(rounds: list[Round]) -> list[Any]:
@@ -133,16 +141,14 @@ def test_a_round_the_database_refuses_costs_only_that_round(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rounds = [claimed_round(receiver) for _ in range(4)]
-    # Its row deleted while its request was out: its attempt's insert fails, and with it
-    # the batch.
-    Delivery.objects.filter(pk=rounds[2].results[0].delivery.pk).delete()
+    refuse(rounds[2])
     writes = Writes(monkeypatch, hold_for=3)
 
     answers = record_in_threads(rounds)
 
     # The batch of three failed as a whole, then each of its rounds was written alone.
     assert [len(call) for call in writes.calls] == [1, 3, 1, 1, 1]
-    assert isinstance(answers[2], IntegrityError)
+    assert isinstance(answers[2], DataError)
     for index in (0, 1, 3):
         delivery = rounds[index].results[0].delivery
         assert answers[index] == {delivery.pk: DeliveryOutcome.SUCCEEDED}
@@ -178,14 +184,16 @@ def test_a_batch_written_again_round_by_round_counts_each_failure_once(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, failed = claimed_round(receiver), claimed_round(receiver, Verdict.RETRY)
-    refused = claimed_round(receiver)
-    Delivery.objects.filter(pk=refused.results[0].delivery.pk).delete()
+    # A round the database refuses late in the batch, after the endpoints' health: a
+    # deferral past the last time PostgreSQL holds.
+    r = claimed_round(receiver)
+    refused = Round(r.claim, r.endpoint, [], Deferral([r.results[0].delivery], seconds=2e13))
     writes = Writes(monkeypatch, hold_for=2)
 
     answers = record_in_threads([first, failed, refused])
 
     assert [len(call) for call in writes.calls] == [1, 2, 1, 1]
-    assert isinstance(answers[2], IntegrityError)
+    assert isinstance(answers[2], DataError)
     stored = Endpoint.objects.get(pk=failed.endpoint.pk)
     # The owner's copy as written, not counted once more for the batch that failed.
     assert stored.consecutive_failures == failed.endpoint.consecutive_failures == 1
