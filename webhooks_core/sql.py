@@ -130,3 +130,10 @@ def _cursor_class(prepare: bool) -> Any:
 
         _CURSOR_CLASSES[prepare] = ServerBindingCursor
     return _CURSOR_CLASSES[prepare]
+
+
+def aborted_by_a_concurrent_write(exc: BaseException) -> bool:
+    """Whether the database aborted a transaction for a deadlock or a serialization
+    failure (PostgreSQL's 40P01, 40001): the same work tried again in a new transaction
+    may succeed."""
+    return getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")

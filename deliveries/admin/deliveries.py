@@ -8,6 +8,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
+from webhooks_core.urlmask import masked_url
+
 from .. import services
 from ..models import Attempt, DeadLetter, Delivery
 from .audit import audit
@@ -56,7 +58,9 @@ class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
 
     @admin.display(description="endpoint", ordering="endpoint__url")
     def endpoint_url(self, delivery: Delivery) -> str:
-        url = delivery.endpoint.url
+        # Masked for everyone here (a list is no place for a credential in a URL): the
+        # endpoint's own page shows it whole to who may change it.
+        url = masked_url(delivery.endpoint.url)
         short = url if len(url) <= ENDPOINT_WIDTH else url[: ENDPOINT_WIDTH - 1] + "…"
         return format_html('<span title="{}">{}</span>', url, short)
 

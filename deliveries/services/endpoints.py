@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core import crypto
+from webhooks_core.sql import aborted_by_a_concurrent_write
 
 from .. import broker_urls, catalogue, conf, endpoint_fields, headers, signing, ssrf, tenants
 from ..endpoint_fields import (
@@ -661,28 +662,22 @@ def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
 DELETE_TRIES = 5
 
 
-def _deadlock(exc: Exception) -> bool:
-    # PostgreSQL's deadlock_detected and serialization_failure.
-    return getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")
-
-
 def endpoint_delete(*, endpoint_id: UUID) -> None:
     """Delete an endpoint with its secrets, deliveries and their attempts.
 
-    The endpoint's row is locked first: a delivery or attempt another transaction adds
-    from then on waits for our commit (its foreign key's check), then finds the endpoint
-    gone. One that committed in between, or a deadlock with an owner's recording, fails
-    our commit instead: the deletion is then tried again, so it never answers an error
-    for work that was merely going on."""
+    Its rows go first, the endpoint's own row last, in the order an owner's recording
+    locks them (its rows, then the endpoint's health), so the two do not deadlock on
+    that. A delivery or attempt another transaction commits after its rows were
+    collected fails our commit (a foreign key to a deleted row), and a deadlock on the
+    rows themselves aborts one of the two: the deletion is then tried again, so it never
+    answers an error for work that was merely going on."""
     for tries_left in range(DELETE_TRIES - 1, -1, -1):
         try:
             with transaction.atomic():
-                if not Endpoint.objects.select_for_update().filter(pk=endpoint_id).exists():
-                    return
                 Endpoint.objects.filter(pk=endpoint_id).delete()
             return
         except (IntegrityError, OperationalError) as exc:
-            concurrent = isinstance(exc, IntegrityError) or _deadlock(exc)
+            concurrent = isinstance(exc, IntegrityError) or aborted_by_a_concurrent_write(exc)
             if not concurrent or tries_left == 0 or transaction.get_connection().in_atomic_block:
                 raise
             logger.info("deleting endpoint %s met a concurrent write; trying again", endpoint_id)

@@ -201,3 +201,8 @@ def _stack_of(thread_ident: int) -> str:
 
 
 _keeper = _Keeper()
+
+
+def hand_on_after_seconds() -> float:
+    """`HAND_ON_AFTER_SECONDS`, read when asked (a test may change it)."""
+    return HAND_ON_AFTER_SECONDS

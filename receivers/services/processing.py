@@ -39,8 +39,8 @@ from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
 from ..idempotency import MissingPredecessor
 from ..models import InboxEvent, InboxStatus
-from . import lease_keeper
 from .dispatch import dispatch_batch, dispatch_processing
+from .lease_keeper import HandlerTimedOut, hand_on_after_seconds, kept
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def inbox_process_many(*, inbox_ids: list[str]) -> list[str]:
     started = time.monotonic()
     outcomes: list[str] = []
     for index, inbox_id in enumerate(inbox_ids):
-        if index and time.monotonic() - started > lease_keeper.HAND_ON_AFTER_SECONDS:
+        if index and time.monotonic() - started > hand_on_after_seconds():
             dispatch_batch(inbox_ids[index:])
             break
         outcomes.append(inbox_process(inbox_id=inbox_id))
@@ -184,7 +184,7 @@ def _bounded(claim: InboxClaim) -> AbstractContextManager[None]:
     settings = conf.get()
     event = claim.event
 
-    def overrun(error: lease_keeper.HandlerTimedOut, stack: str) -> None:
+    def overrun(error: HandlerTimedOut, stack: str) -> None:
         outcome = _failure(claim, error, tb=stack)
         # Lost: the run ended (or was taken over) at its bound; its end counts it.
         if outcome != InboxOutcome.LEASE_LOST:
@@ -194,7 +194,7 @@ def _bounded(claim: InboxClaim) -> AbstractContextManager[None]:
             )
             _counted(event, outcome)
 
-    return lease_keeper.kept(
+    return kept(
         inbox_id=event.pk,
         token=claim.token,
         lease_seconds=settings.lease_seconds,

@@ -8,15 +8,35 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, OperationalError, connection
 
 from webhooks_core.cooperative import start_beside
+from webhooks_core.sql import aborted_by_a_concurrent_write
 
 from ..connections import connections_pooled, give_back_pooled_connection
 from ..recorder import record_round
 from ..recording import Deferral, Result, Round
 
 logger = logging.getLogger("deliveries.services.owner")
+
+
+# A recording the database aborts for a deadlock (with an endpoint's deletion, say) is
+# written again this many times in all.
+RECORDING_TRIES = 3
+
+
+def _recorded(r: Round) -> dict[int, str]:
+    """`record_round`, written again when the database aborted it for a deadlock: its
+    writes hold each row to its claim's token, so a second write is safe, and a deleted
+    endpoint's rows come back `LEASE_LOST`."""
+    for tries_left in range(RECORDING_TRIES - 1, -1, -1):
+        try:
+            return record_round(r)
+        except OperationalError as exc:
+            if tries_left == 0 or not aborted_by_a_concurrent_write(exc):
+                raise
+            logger.info("endpoint %s: a recording met a deadlock; written again", r.endpoint.pk)
+    raise AssertionError("unreachable")
 
 
 class RecordingTimedOut(RuntimeError):
@@ -55,7 +75,7 @@ class Writer:
         if r is None:
             return
         try:
-            self._noted(record_round(r))
+            self._noted(_recorded(r))
         except IntegrityError:
             self._deleted_meanwhile()
 
@@ -79,7 +99,7 @@ class Writer:
 
         def write() -> None:
             try:
-                box["outcomes"] = record_round(r)
+                box["outcomes"] = _recorded(r)
             except BaseException as exc:  # (answered to the owner when it waits)
                 box["error"] = (
                     exc if isinstance(exc, Exception) else RuntimeError(f"interrupted: {exc!r}")

@@ -36,6 +36,7 @@ def test_demo_setup_is_idempotent_and_shares_the_secret() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.urls("tests.examples.demo_shop.demo_urls")
 def test_demo_events_reach_our_own_receiver(celery_worker: object, live_server: Any) -> None:
     demo_setup(base_url=live_server.url)
 
