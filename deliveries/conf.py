@@ -10,8 +10,7 @@ from django.core.signals import setting_changed
 from webhooks_core import conf as core_conf
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
-
-from .ssrf import AddressPolicy, parse_networks
+from webhooks_core.ssrf import AddressPolicy, parse_networks
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(

@@ -51,19 +51,6 @@ def work_endpoint(endpoint_id: str) -> int:
     return services.endpoint_work(endpoint_id=endpoint_id).sent
 
 
-@webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
-def deliver_batch(delivery_ids: list[int], due: float | None = None) -> int:
-    """Messages of versions before endpoint owners (still queued at an upgrade): they
-    wake the rows' endpoints."""
-    return services.dispatch_deliveries(delivery_ids)
-
-
-@webhook_task("deliveries.tasks.deliver", queue=QUEUE_DELIVERY)
-def deliver(delivery_id: int) -> int:
-    """Messages of one delivery, as versions before batching sent them."""
-    return services.dispatch_deliveries([delivery_id])
-
-
 @webhook_task("deliveries.tasks.sweep", queue=QUEUE_MAINTENANCE)
 def sweep() -> dict[str, int]:
     return asdict(services.sweep())

@@ -23,9 +23,11 @@ from urllib3.connectionpool import port_by_scheme
 from urllib3.exceptions import HTTPError, URLSchemeUnknown
 from urllib3.util.url import parse_url
 
-from . import client_tls, deadlines, egress, http_exchange
-from .ssrf import AddressPolicy, scheme_refusal
-from .ssrf_transport import POOL_CLASSES, address_policy
+from webhooks_core import deadlines
+from webhooks_core.ssrf import AddressPolicy, scheme_refusal
+from webhooks_core.ssrf_transport import POOL_CLASSES, address_policy
+
+from . import client_tls, egress, http_exchange
 
 USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection

@@ -10,9 +10,9 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from webhooks_core import crypto
+from webhooks_core import crypto, signing, ssrf, tenants
 
-from .. import broker_urls, catalogue, conf, endpoint_fields, headers, signing, ssrf, tenants
+from .. import broker_urls, catalogue, conf, endpoint_fields, headers
 from ..endpoint_fields import (
     AUTH_FIELDS,
     CREATE_ONLY,

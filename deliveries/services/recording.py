@@ -24,11 +24,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from webhooks_core.retry_policy import Decision, Verdict
 from webhooks_core.sql import sql_cursor
 
 from .. import observability
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
-from ..retry_policy import Decision, Verdict
 from ..transport import storable
 from .breaker import circuit_transition, endpoints_record_attempts
 from .finished import on_delivery_outcome

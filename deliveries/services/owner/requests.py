@@ -9,9 +9,10 @@ import time
 
 from django.utils import timezone
 
+from webhooks_core import deadlines
 from webhooks_core.cooperative import start_beside
 
-from ... import deadlines, destinations, metrics
+from ... import destinations, metrics
 from ...destinations import Credentials, Kind, Outcome
 from ...models import Delivery, Endpoint
 from ..lanes import Permits, release
