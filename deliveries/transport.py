@@ -27,7 +27,7 @@ from webhooks_core import deadlines
 from webhooks_core.ssrf import AddressPolicy, scheme_refusal
 from webhooks_core.ssrf_transport import POOL_CLASSES, address_policy
 
-from . import client_tls, egress, http_exchange
+from . import client_tls, conf, egress, http_exchange
 
 USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection
@@ -120,7 +120,7 @@ def post(
     *,
     connect_timeout: float,
     read_timeout: float,
-    excerpt_limit: int = 2048,
+    excerpt_limit: int | None = None,
     policy: AddressPolicy | None = None,
     deadline: deadlines.Deadline | None = None,
     tls: client_tls.ClientTLS | None = None,
@@ -131,7 +131,10 @@ def post(
     With a `policy`, the SSRF guard checks the scheme and every address the host
     resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
     asking the proxy: `egress`). `tls`: the client certificate and CA bundle of
-    https connections (`client_tls`)."""
+    https connections (`client_tls`). `excerpt_limit`: the bytes of the answer kept,
+    by default `WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES`."""
+    if excerpt_limit is None:
+        excerpt_limit = conf.get().response_body_limit
     return _send(
         "POST",
         url,
