@@ -3,7 +3,7 @@ outcome the same way. No Django here.
 
 urllib3 directly, without `requests` on top: a delivery needs one POST with timeouts, no
 redirects, no retries, no cookies, no proxies from the environment and a bounded read,
-and `requests`' session machinery around that cost about a third of a delivery's CPU. One
+and `requests`' session machinery around that is CPU spent on every delivery. One
 pool manager per process (and SSRF policy) is shared by every thread or greenlet that
 sends, so a batch's concurrent requests and the next batch reuse the same kept-alive
 connections; urllib3's pools are thread-safe, where a `requests.Session` is not
