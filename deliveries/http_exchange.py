@@ -4,7 +4,7 @@ pool, through `http.client`'s own request and response. No Django here.
 urllib3's `urlopen` wraps every request in machinery a delivery does not use: a timeout
 object cloned per request, a request method that checks every header for its own
 markers, a response object with a header dict and a decoder of its own, a retry object,
-log calls, all of it CPU spent on every request of the delivery process (the benchmarks
+log calls, all of it CPU spent on every request of the delivery process (the capacity
 page has the figures). What this keeps of urllib3: its pools (the same kept-alive
 connections its own requests use), its connections (our SSRF-guarded classes, TLS as
 urllib3 sets it up, the dropped-connection check before reuse, the deadline's hold from

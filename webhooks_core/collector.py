@@ -3,7 +3,7 @@
 A worker or web process keeps what its start-up made (modules, Django's apps, models and
 URL patterns, the Celery app) for its whole life: hundreds of thousands of objects that
 every full collection walked again, a large share of a busy worker's CPU (the
-benchmarks page has the figures). `gc.freeze()` moves what exists at the call out of the
+capacity page has the figures). `gc.freeze()` moves what exists at the call out of the
 collector's sight for good.
 
 A worker may also have its young generation collected less often
