@@ -32,6 +32,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+# The module itself, not `from . import`: that imports the package, which imports this module.
+import receivers.services.lease_keeper as lease_keeper
 from webhooks_core import jobs, tracing
 from webhooks_core.retry_policy import RetryPolicy, backoff_delay
 
@@ -39,7 +41,6 @@ from .. import conf, metrics
 from ..handlers import PermanentFailure, registry
 from ..idempotency import MissingPredecessor
 from ..models import InboxEvent, InboxStatus
-from . import lease_keeper
 from .dispatch import dispatch_batch, dispatch_processing
 
 logger = logging.getLogger(__name__)
