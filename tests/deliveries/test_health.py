@@ -206,6 +206,7 @@ def max_in_any_window(times: list[float], seconds: float) -> int:
     )
 
 
+@pytest.mark.worker  # two `celery worker` processes
 def test_rate_limit_holds_across_two_worker_processes(
     transactional_db: None, receiver: Receiver, redis_client: Any
 ) -> None:
