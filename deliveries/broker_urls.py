@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
-from . import ssrf
+from webhooks_core import ssrf
 
 MASK = "***"
 

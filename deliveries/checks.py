@@ -7,9 +7,9 @@ from django.apps import AppConfig
 from django.core.checks import Error, Tags, register
 
 from webhooks_core.check_ids import check_id
+from webhooks_core.ssrf import parse_networks
 
 from . import conf, egress
-from .ssrf import parse_networks
 
 
 @register(Tags.security)

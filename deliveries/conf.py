@@ -10,8 +10,7 @@ from django.core.signals import setting_changed
 from webhooks_core import conf as core_conf
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
-
-from .ssrf import AddressPolicy, parse_networks
+from webhooks_core.ssrf import AddressPolicy, parse_networks
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -117,6 +116,13 @@ SETTINGS: tuple[Setting, ...] = (
         65536,
         "Event data whose compact JSON is larger than this is written through Django's "
         "storage API; the row keeps a reference and its SHA-256. 0 = always inline.",
+    ),
+    Setting(
+        "WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES",
+        2048,
+        "How much of a receiver's answer each attempt keeps (the response excerpt of the "
+        "delivery log, the API and the admin; a broker's answer too); the rest is not "
+        "stored. 0: no excerpt is kept.",
     ),
     Setting(
         "WEBHOOKS_PAYLOAD_STORAGE",
@@ -265,11 +271,11 @@ class DeliverySettings:
     fanout_grace_seconds: float
     requeue_grace_seconds: float
     sweep_batch_size: int
+    response_body_limit: int
     batch_size: int = 50
     inline_fan_out_max_endpoints: int = 10
     batch_seconds: float = 5.0
     max_open_requests: int = 0
-    response_body_limit: int = 2048
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
     sweep_interval_seconds: float = 15.0
@@ -292,6 +298,7 @@ def get() -> DeliverySettings:
         fanout_grace_seconds=value("WEBHOOKS_FANOUT_GRACE_SECONDS"),
         requeue_grace_seconds=value("WEBHOOKS_REQUEUE_GRACE_SECONDS"),
         sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
+        response_body_limit=max(0, int(value("WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES"))),
         batch_size=value("WEBHOOKS_DELIVERY_BATCH_SIZE"),
         inline_fan_out_max_endpoints=int(value("WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS")),
         batch_seconds=value("WEBHOOKS_DELIVERY_BATCH_SECONDS"),

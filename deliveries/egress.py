@@ -17,9 +17,9 @@ import urllib3
 from urllib3.connection import HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from . import deadlines
-from .ssrf import AddressPolicy, address_refusal
-from .ssrf_transport import resolve_within
+from webhooks_core import deadlines
+from webhooks_core.ssrf import AddressPolicy, address_refusal
+from webhooks_core.ssrf_transport import resolve_within
 
 
 def proxy_problem(url: str) -> str | None:

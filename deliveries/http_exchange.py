@@ -4,12 +4,12 @@ pool, through `http.client`'s own request and response. No Django here.
 urllib3's `urlopen` wraps every request in machinery a delivery does not use: a timeout
 object cloned per request, a request method that checks every header for its own
 markers, a response object with a header dict and a decoder of its own, a retry object,
-log calls. Under gevent a delivery's request cost 180-210 µs of CPU through it, 125-140
-µs this way (about a tenth of a delivery's CPU in the delivery process). What this keeps
-of urllib3: its pools (the same kept-alive connections its own requests use), its
-connections (our SSRF-guarded classes, TLS as urllib3 sets it up, the dropped-connection
-check before reuse, the deadline's hold from the connect on) and its exceptions, raised
-for the same failures as `urlopen` raises them, so a stored error reads as before.
+log calls, all of it CPU spent on every request of the delivery process (the capacity
+page has the figures). What this keeps of urllib3: its pools (the same kept-alive
+connections its own requests use), its connections (our SSRF-guarded classes, TLS as
+urllib3 sets it up, the dropped-connection check before reuse, the deadline's hold from
+the connect on) and its exceptions, raised for the same failures as `urlopen` raises
+them, so a stored error reads as before.
 
 A pool's `_get_conn` and `_put_conn` are the one private part of urllib3 used: they are
 what `urlopen` itself calls around a request, unchanged through urllib3 1.x and 2.x.

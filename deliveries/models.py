@@ -8,19 +8,19 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from webhooks_core import crypto
+from webhooks_core import crypto, signing
 from webhooks_core.jobs import LeasedJob
 
 # Moved to webhooks_core (both apps use them); importable from here as before.
 from webhooks_core.models import ApiToken
 from webhooks_core.models import AuditEntry as AuditEntry
 from webhooks_core.models import hash_api_token as hash_api_token
+from webhooks_core.retry_policy import RetryPolicy
 from webhooks_core.secrets import RotatingSecret
 from webhooks_core.urlmask import masked_url
 
-from . import endpoint_fields, signing
+from . import endpoint_fields
 from .headers import MASK
-from .retry_policy import RetryPolicy
 
 if TYPE_CHECKING:
     from .client_tls import ClientTLS
@@ -93,7 +93,7 @@ class Endpoint(models.Model):
     # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
     url_password = models.TextField(blank=True, default="", editable=False)
     description = models.CharField(max_length=endpoint_fields.DESCRIPTION_MAX_LENGTH, blank=True)
-    # The customer this endpoint belongs to (deliveries/tenants.py); NULL: no tenant.
+    # The customer this endpoint belongs to (webhooks_core/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
         max_length=100, null=True, blank=True, db_index=True
     )

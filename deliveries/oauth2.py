@@ -30,10 +30,10 @@ from urllib.parse import quote, urlencode
 import redis
 from requests.utils import check_header_validity
 
-from webhooks_core import crypto
+from webhooks_core import crypto, deadlines, ssrf
 from webhooks_core.urlmask import masked_url
 
-from . import deadlines, ssrf, transport
+from . import transport
 
 AUTH_TYPE = "oauth2_client_credentials"
 KEY_PREFIX = "webhooks:oauth2:"

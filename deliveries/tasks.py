@@ -34,7 +34,8 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
 
 
 # An owner's turn (WEBHOOKS_DELIVERY_BATCH_SECONDS) plus its last requests (connect + read
-# timeout, at most 90 s) always ends well within these; the host's task-wide limits, which
+# timeout, at most the sum of their bounds in `endpoint_fields.NUMERIC`) always ends well
+# within these; the host's task-wide limits, which
 # may be shorter, do not apply to it.
 OWNER_SOFT_TIME_LIMIT_SECONDS = 600
 OWNER_TIME_LIMIT_SECONDS = 660
@@ -49,19 +50,6 @@ OWNER_TIME_LIMIT_SECONDS = 660
 def work_endpoint(endpoint_id: str) -> int:
     """ "Endpoint E has work": own it and send what is due; returns how many were sent."""
     return services.endpoint_work(endpoint_id=endpoint_id).sent
-
-
-@webhook_task("deliveries.tasks.deliver_batch", queue=QUEUE_DELIVERY)
-def deliver_batch(delivery_ids: list[int], due: float | None = None) -> int:
-    """Messages of versions before endpoint owners (still queued at an upgrade): they
-    wake the rows' endpoints."""
-    return services.dispatch_deliveries(delivery_ids)
-
-
-@webhook_task("deliveries.tasks.deliver", queue=QUEUE_DELIVERY)
-def deliver(delivery_id: int) -> int:
-    """Messages of one delivery, as versions before batching sent them."""
-    return services.dispatch_deliveries([delivery_id])
 
 
 @webhook_task("deliveries.tasks.sweep", queue=QUEUE_MAINTENANCE)

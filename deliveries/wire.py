@@ -4,7 +4,9 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from . import conf, handshake, rendering, signing
+from webhooks_core import signing
+
+from . import conf, handshake, rendering
 from .headers import MASK, is_credential
 from .models import Delivery, Endpoint, Event
 

@@ -2,8 +2,8 @@
 
 ``source_for_request`` loads an enabled source and its unexpired secrets in one query. It
 runs on every request and nothing of it is cached, so a disabled source, a new secret or
-an expired one counts at once, in every process. (Decrypting a secret takes about 8 µs,
-measured: not worth a cache of plaintext secrets.)
+an expired one counts at once, in every process. (Decrypting a secret is cheap beside the
+request: not worth a cache of plaintext secrets.)
 """
 
 from dataclasses import dataclass

@@ -52,6 +52,68 @@ def _test_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     return _real_getaddrinfo(host, port, *args, **kwargs)
 
 
+# The edit loop's subset (`make test PYTEST_ARGS="-m fast"`): the tests of one process that
+# start no Celery worker, child process, browser, live server or benchmark run and commit
+# nothing for real (emptying every table after a test costs more than most tests take).
+# Left out: the directories, modules and tests listed here, and any test that asks for one
+# of these fixtures, is marked `transaction=True`, or is marked needs, worker or faults.
+NOT_FAST = (
+    "tests/bench/",
+    "tests/examples/",
+    "tests/faults/",
+    "tests/packaging/",
+    # Child processes: a server, a worker, the snippets' toolchains, a migration run.
+    "tests/docs/test_getting_started.py",
+    "tests/docs/test_wire_format_snippets.py",
+    "tests/observability/test_metrics.py",
+    "tests/webhooks_core/test_cooperative.py",
+    "tests/webhooks_core/test_token_migration.py",
+    "tests/webhooks_project/test_serve_first_run.py",
+    "tests/webhooks_project/test_startup_keys.py",
+    "tests/webhooks_project/test_web_process_security.py",
+    # Browsers.
+    "tests/deliveries/portal/test_browser.py",
+    "tests/deliveries/portal/test_validation_browser.py",
+    "tests/observability/test_dashboard_browser.py",
+    "tests/receivers/test_admin_browser.py",
+    # One process, but slow: admin pages rendered whole (and the admin's browser tests),
+    # query plans over thousands of rows, requests that wait out a deadline or a timeout.
+    "tests/deliveries/admin/",
+    "tests/receivers/test_admin.py",
+    "tests/receivers/test_provider_sources.py::test_admin_",
+    "tests/deliveries/test_claim_plans.py",
+    "tests/deliveries/test_egress_proxy.py",
+    "tests/receivers/test_reconciliation_guard.py",
+    "tests/deliveries/test_http_exchange.py::test_urllib3s_own_path_through_the_guarded_",
+    "tests/deliveries/test_http_exchange.py::test_an_answer_that_ends_with_its_connection_",
+    "tests/deliveries/test_transport.py::test_a_header_that_could_break_the_request_",
+    "tests/deliveries/test_transport.py::test_a_name_whose_dns_never_answers_",
+    "tests/deliveries/test_transport.py::test_deadlines_armed_in_any_order_",
+    "tests/deliveries/test_delivery_auth_oauth2.py::test_token_server_answers_that_give_no_token",
+    "tests/webhooks_project/test_health.py::test_readyz_names_the_broker_when_redis_is_unreachable",
+)
+NOT_FAST_FIXTURES = frozenset({"celery_worker", "live_server", "transactional_db"})
+NOT_FAST_MARKS = ("needs", "worker", "faults")
+
+
+def _fast(item: pytest.Item) -> bool:
+    if item.nodeid.startswith(NOT_FAST):
+        return False
+    if NOT_FAST_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return False
+    if any(item.get_closest_marker(name) for name in NOT_FAST_MARKS):
+        return False
+    db = item.get_closest_marker("django_db")
+    return not (db and (db.kwargs.get("transaction") or db.args[:1] == (True,)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _fast(item):
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker in item.iter_markers("needs"):
         require_services(*marker.args)

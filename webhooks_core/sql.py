@@ -18,13 +18,13 @@ A statement is prepared only once PostgreSQL has statistics of every table it re
 it then sees them and kept until their statistics change. Made on a table never analysed
 (a new installation's first minute, before autovacuum's first look), it stays a plan for a
 table of a few rows, sequential scans and sorts of everything, while the table grows to
-thousands of rows (an owner's claim went from 0.6 to 2.5-5 ms). Until then the statement
+thousands of rows (an owner's claim became several times slower). Until then the statement
 is bound on the server but planned on each run, for the table as it is.
 
 Where Django keeps times in UTC (`USE_TZ`), these cursors read `timestamptz` columns
 with psycopg's own loader (its C one, with `psycopg[binary]`): Django's wraps psycopg's
-pure-Python one (4.6 µs a value, the query's own share included, against 1.0), and a
-round's claim reads seven per row. Both give the same instant, aware, in the session's
+pure-Python one, several times slower a value, and a round's claim reads seven per
+row. Both give the same instant, aware, in the session's
 zone (UTC, as Django sets it).
 """
 

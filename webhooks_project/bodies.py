@@ -35,7 +35,8 @@ from typing import IO, Any
 # (Named as gevent's own: the tests replace it.)
 from webhooks_core.cooperative import patched as is_module_patched
 
-# The largest body any view takes: a receiving source's own limit is at most 10 MiB.
+# The largest body any view takes: a receiving source's own limit (`max_body_bytes`) is at
+# most this.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 BODY_TIMEOUT_SECONDS = 30.0
 # Bodies up to this size stay in memory; larger ones spill to a temporary file.

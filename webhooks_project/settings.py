@@ -193,7 +193,7 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=EMBEDDED_BROKER_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # One (disabled) result backend for the process: otherwise Celery builds one per thread,
-# which in the gevent delivery worker means per task, a twelfth of its CPU.
+# which in the gevent delivery worker means per task.
 CELERY_RESULT_BACKEND_THREAD_SAFE = True
 EMBEDDED_MODE = CELERY_BROKER_URL.startswith("memory://")
 
@@ -204,7 +204,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 # Task events feed Flower's task pages; the delivery worker runs without them (see the
-# Procfile): publishing two events per task cost it a sixth of its CPU. Its heartbeats,
+# Procfile): publishing two events per task costs it CPU for no reader. Its heartbeats,
 # which Flower shows worker health from, go out either way.
 CELERY_WORKER_SEND_TASK_EVENTS = env.bool("CELERY_WORKER_SEND_TASK_EVENTS", default=True)
 # A worker thread keeps its database connection between tasks: reconnecting for every task
@@ -233,7 +233,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT,
     # A gevent worker busy with hundreds of tasks may not read a reply for seconds; a read
     # that times out after Redis popped a message (BRPOP) loses that message until the
-    # sweeper re-enqueues it, so the delivery worker gets 30 s (Procfile).
+    # sweeper re-enqueues it, so the delivery worker sets a longer one
+    # (`DELIVERY_BROKER_SOCKET_TIMEOUT` in the Procfile).
     "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT", default=5.0),
     # Kombu's Redis connections per process (default 10): on gevent hundreds of tasks ack
     # at once, and an ack that finds no free connection fails ("Too many connections"),

@@ -19,7 +19,7 @@ from .filters import (
     EventTypeFilter,
     TimeRangeFilter,
 )
-from .masking import searchable
+from .masking import searchable, shows_urls
 
 # Characters of an endpoint's URL a list shows.
 ENDPOINT_WIDTH = 40
@@ -43,6 +43,11 @@ class AttemptInline(admin.TabularInline[Attempt, Delivery]):
         return False
 
 
+def _cut(url: str) -> str:
+    short = url if len(url) <= ENDPOINT_WIDTH else url[: ENDPOINT_WIDTH - 1] + "…"
+    return format_html('<span title="{}">{}</span>', url, short)
+
+
 class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
     """Bulk "retry now" and "cancel", shared by the deliveries list and the DLQ, and the
     columns both show.
@@ -58,11 +63,18 @@ class DeliveryActionsAdmin(admin.ModelAdmin[Any]):
 
     @admin.display(description="endpoint", ordering="endpoint__url")
     def endpoint_url(self, delivery: Delivery) -> str:
-        # Masked for everyone here (a list is no place for a credential in a URL): the
-        # endpoint's own page shows it whole to who may change it.
-        url = masked_url(delivery.endpoint.url)
-        short = url if len(url) <= ENDPOINT_WIDTH else url[: ENDPOINT_WIDTH - 1] + "…"
-        return format_html('<span title="{}">{}</span>', url, short)
+        return _cut(delivery.endpoint.url)
+
+    # Not ordered by URL: the order of the rows would tell what a masked value is.
+    @admin.display(description="endpoint")
+    def masked_endpoint_url(self, delivery: Delivery) -> str:
+        return _cut(masked_url(delivery.endpoint.url))
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = super().get_list_display(request)
+        if shows_urls(request):
+            return shown
+        return ["masked_endpoint_url" if name == "endpoint_url" else name for name in shown]
 
     def get_search_fields(self, request: HttpRequest) -> Any:
         return searchable(request, super().get_search_fields(request))

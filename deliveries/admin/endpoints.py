@@ -20,6 +20,9 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
+from webhooks_core.secrets_page import ShownSecret, secrets_page
+from webhooks_core.urlmask import masked_url as url_masked
+
 from .. import auth_forms, endpoint_fields, headers, selectors, services
 from ..endpoint_fields import CREATE_ONLY, EDITABLE
 from ..models import (
@@ -33,11 +36,9 @@ from ..models import (
 )
 from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
 from ..url_fields import EndpointURLFormField
-from ..urlmask import masked_url as url_masked
 from .audit import audit
 from .filters import TenantFilter
 from .masking import searchable
-from .secrets import ShownSecret, secrets_page
 
 
 class ResumeForm(forms.Form):

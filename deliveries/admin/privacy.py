@@ -12,7 +12,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .. import services, tenants
+from webhooks_core import tenants
+
+from .. import services
 from ..models import TenantErasure, TenantSettings
 from ..services.erasure import Actor
 from ..services.tenant_settings import retention_problem

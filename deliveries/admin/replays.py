@@ -11,7 +11,9 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import event_types, selectors, services, tenants
+from webhooks_core import tenants
+
+from .. import event_types, selectors, services
 from ..models import Replay
 from .audit import audit
 

@@ -7,9 +7,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.schema import extend_schema
+
 from .. import catalogue
-from .base import ApiDefaults
-from .schema import extend_schema
 
 
 def _describe(event_type: catalogue.EventType) -> dict[str, Any]:

@@ -10,13 +10,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import conf, services, tenants
+from webhooks_core import tenants
+from webhooks_core.api import scoping
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.schema import extend_schema
+from webhooks_core.api.strict import StrictTypes
+
+from .. import conf, services
 from ..services.portal import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
-from . import scoping
-from .base import ApiDefaults
-from .schema import extend_schema
 from .serializers import TENANT_PATTERN, validate_tenant
-from .strict import StrictTypes
 
 
 class PortalSessionRequestSerializer(StrictTypes, serializers.Serializer[Any]):

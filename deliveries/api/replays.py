@@ -8,14 +8,15 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from webhooks_core.api import scoping
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.parsers import SafeJSONParser
+from webhooks_core.api.schema import extend_schema
+from webhooks_core.api.strict import StrictTypes
+
 from .. import event_types, services
 from ..models import Replay
-from . import scoping
-from .base import ApiDefaults
-from .parsers import SafeJSONParser
-from .schema import extend_schema
 from .serializers import tenant_field
-from .strict import StrictTypes
 
 
 # Named for the schema: the body of a request to create a replay.

@@ -6,9 +6,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from webhooks_core import tenants
+from webhooks_core.api.strict import StrictTypes
 from webhooks_core.jsontext import unstorable_text
 
-from .. import broker_urls, client_tls, endpoint_fields, headers, payloads, tenants
+from .. import broker_urls, client_tls, endpoint_fields, headers, payloads
 from ..models import (
     Attempt,
     Delivery,
@@ -23,7 +25,6 @@ from ..models import (
 )
 from ..services import endpoint_auth, endpoint_options
 from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
-from .strict import StrictTypes
 
 
 def _bounded(rule: endpoint_fields.Bound) -> serializers.Field:

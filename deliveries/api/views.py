@@ -11,18 +11,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from webhooks_core import tracing
+from webhooks_core.api import scoping
 from webhooks_core.api.actions import retry_response
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.filters import validated_filters
+from webhooks_core.api.parsers import SafeJSONParser
+from webhooks_core.api.schema import OpenApiParameter, extend_schema, extend_schema_view
+from webhooks_core.api.strict import refuse_body
 
-from .. import selectors, services, tracing
+from .. import selectors, services
 from ..models import Delivery, Endpoint, Event
 from ..services import principals
-from . import scoping
 from . import serializers as s
-from .base import ApiDefaults
-from .filters import validated_filters
-from .parsers import SafeJSONParser
-from .schema import OpenApiParameter, extend_schema, extend_schema_view
-from .strict import refuse_body
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]

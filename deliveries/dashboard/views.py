@@ -13,8 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 
+from webhooks_core.urlmask import masked_url
+
 from ..selectors.dashboard import PERCENTILES, WINDOWS, DashboardData, dashboard_data
-from ..urlmask import masked_url
 from .charts import Series, bar_chart, hbar_chart, line_chart
 
 

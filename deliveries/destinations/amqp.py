@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 import amqp
 from amqp import exceptions as amqp_errors
 
+from webhooks_core.deadlines import Deadline
+from webhooks_core.ssrf import AddressPolicy
+
 from ..broker_urls import BrokerURL, checked_address
-from ..deadlines import Deadline
-from ..ssrf import AddressPolicy
 from .base import Credentials, Outcome
 from .brokers import Message, NotAcknowledged, Pool, Refused, remaining, send
 

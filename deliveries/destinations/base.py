@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from .. import tracing
-from ..deadlines import Deadline
+from webhooks_core import tracing
+from webhooks_core.deadlines import Deadline
+
 from ..wire import build_headers, render_body
 
 if TYPE_CHECKING:

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.utils import timezone
 
-from .. import conf, deadlines, payloads, tracing
+from webhooks_core import deadlines, tracing
+from webhooks_core.deadlines import Deadline
+from webhooks_core.ssrf import AddressPolicy
+
+from .. import conf, payloads
 from ..broker_urls import BrokerURL, BrokerURLInvalid, parse
-from ..deadlines import Deadline
-from ..ssrf import AddressPolicy
 from ..wire import redact_headers
 from .base import Credentials, Kind, Outcome, signed_message
 

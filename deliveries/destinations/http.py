@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from .. import conf, oauth2, payloads, tracing, transport
-from ..deadlines import Deadline
+from webhooks_core import tracing
+from webhooks_core.deadlines import Deadline
+
+from .. import conf, oauth2, payloads, transport
 from ..wire import redact_headers
 from .base import Credentials, Kind, Outcome, signed_message
 

@@ -20,10 +20,11 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import deadlines
+from webhooks_core import deadlines
+from webhooks_core.deadlines import Deadline
+from webhooks_core.ssrf import AddressPolicy
+
 from ..broker_urls import BrokerURL, checked_address
-from ..deadlines import Deadline
-from ..ssrf import AddressPolicy
 from .base import Credentials, Outcome
 from .brokers import Message, NotAcknowledged, Pool, Refused, Socket, remaining, send
 

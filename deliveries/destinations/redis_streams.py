@@ -15,10 +15,11 @@ from redis import exceptions as redis_errors
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .. import deadlines
+from webhooks_core import deadlines
+from webhooks_core.deadlines import Deadline
+from webhooks_core.ssrf import AddressPolicy
+
 from ..broker_urls import BrokerURL, checked_address
-from ..deadlines import Deadline
-from ..ssrf import AddressPolicy
 from .base import Credentials, Outcome
 from .brokers import Message, NotAcknowledged, Refused, Socket, remaining, send
 

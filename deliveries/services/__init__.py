@@ -19,7 +19,7 @@ answer) is *deferred*: it stays pending, without spending an attempt, due again 
 """
 
 from .deadletters import delivery_cancel
-from .dispatch import dispatch_deliveries, dispatch_wakes
+from .dispatch import dispatch_wakes
 from .endpoint_check import (
     EndpointNotActive,
     ProbeResult,
@@ -114,7 +114,6 @@ __all__ = [
     "delivery_attempt",
     "delivery_cancel",
     "delivery_retry",
-    "dispatch_deliveries",
     "dispatch_wakes",
     "emit",
     "endpoint_create",

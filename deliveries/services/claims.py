@@ -125,8 +125,8 @@ def _picked_sql(with_expired: bool, *, also: str = "") -> str:
 
     The statuses are written into the text, not passed: the statement is prepared, and a
     prepared plan made for any status cannot use the index of pending rows (it read and
-    sorted every row of the endpoint to take the first few: 19 ms a claim through a
-    backlog of 10,000)."""
+    sorted every row of the endpoint to take the first few, so a claim grew with the
+    endpoint's backlog)."""
     expired = (
         f" OR (status = '{DeliveryStatus.SENDING}' AND lease_expires_at < STATEMENT_TIMESTAMP())"
         if with_expired
@@ -313,7 +313,7 @@ def _from_row(model: type[Any], values: list[Any], db: Any) -> Any:
         return model.from_db(db.alias, names, converted)
     # What `from_db` makes, without `Model.__init__`'s work for the general case (its
     # signals, which nobody listens to here, and a descriptor per field that only stores
-    # the value): a third of the cost, twice per claimed row.
+    # the value), twice per claimed row.
     instance: Any = object.__new__(model)
     instance.__dict__.update(zip(names, converted, strict=True))
     state = instance._state = ModelState()

@@ -78,17 +78,6 @@ def dispatch_wakes(
     return len(dispatched)
 
 
-def dispatch_deliveries(delivery_ids: Iterable[int]) -> int:
-    """Wake the endpoints of these deliveries (they were made due)."""
-    from ..models import Delivery
-
-    ids = list(dict.fromkeys(delivery_ids))
-    if not ids:
-        return 0
-    endpoints = Delivery.objects.filter(pk__in=ids).values_list("endpoint_id", flat=True)
-    return dispatch_wakes(endpoints.distinct())
-
-
 def dispatch_task(name: str, *args: Any) -> None:
     """One message of a task by its registered name (its queue comes from its routes)."""
     celery_app.send_task(name, args, queue=TASK_QUEUES[name])

@@ -11,9 +11,9 @@ follow the endpoint's URL): then it must be given again.
 from collections.abc import Callable
 from typing import Any
 
-from webhooks_core import crypto
+from webhooks_core import crypto, ssrf
 
-from .. import client_tls, conf, headers, oauth2, ssrf
+from .. import client_tls, conf, headers, oauth2
 from ..endpoint_fields import TLS_FIELDS
 from ..models import Endpoint
 

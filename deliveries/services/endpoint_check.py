@@ -14,7 +14,9 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .. import broker_urls, deadlines, destinations
+from webhooks_core import deadlines
+
+from .. import broker_urls, destinations
 from ..destinations.base import Credentials, Kind
 from ..event_types import TEST_EVENT_TYPE
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event

@@ -12,7 +12,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .. import payload_filters, rendering, signing
+from webhooks_core import signing
+
+from .. import payload_filters, rendering
 from ..models import Endpoint, EndpointSigningKey
 
 DEFAULT_KEY_ROTATION_GRACE_SECONDS = 24 * 3600

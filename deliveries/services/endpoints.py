@@ -10,10 +10,10 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from webhooks_core import crypto
+from webhooks_core import crypto, signing, ssrf, tenants
 from webhooks_core.sql import aborted_by_a_concurrent_write
 
-from .. import broker_urls, catalogue, conf, endpoint_fields, headers, signing, ssrf, tenants
+from .. import broker_urls, catalogue, conf, endpoint_fields, headers
 from ..endpoint_fields import (
     AUTH_FIELDS,
     CREATE_ONLY,

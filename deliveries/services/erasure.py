@@ -34,7 +34,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .. import conf, metrics, oauth2, payloads, tenants
+from webhooks_core import tenants
+
+from .. import conf, metrics, oauth2, payloads
 from ..models import (
     ApiToken,
     Attempt,

@@ -9,9 +9,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from webhooks_core import tenants, tracing
 from webhooks_core.jsontext import unstorable_text
 
-from .. import catalogue, conf, payloads, tenants, tracing
+from .. import catalogue, conf, payloads
 from ..models import Event
 from ..signals import announce_event_emitted
 from .fanout import event_insert

@@ -13,9 +13,10 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from webhooks_core import tracing
 from webhooks_core.sql import sql_cursor
 
-from .. import conf, operational, ordering, payloads, subscriptions, tracing
+from .. import conf, operational, ordering, payloads, subscriptions
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from .circuit import circuit_reopens_at
 from .dispatch import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch

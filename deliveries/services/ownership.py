@@ -123,8 +123,8 @@ def owner_release(*, endpoint_id: UUID | str, token: uuid.UUID, hold_seconds: fl
 
 
 # PostgreSQL's forms of the take (with the lease row's creation), the renewal and the
-# release, written once: every turn runs them, and the ORM's forms cost over three times
-# their CPU, most of it compiling them. `Now()` is STATEMENT_TIMESTAMP() there. The status
+# release, written once: every turn runs them, and the ORM would compile them again each
+# time. `Now()` is STATEMENT_TIMESTAMP() there. The status
 # is written into the text, not passed, as in the claims (`claims`).
 _OWNERS = EndpointOwner._meta.db_table
 _TAKE_SQL = (

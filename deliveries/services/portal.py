@@ -20,7 +20,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from .. import tenants
+from webhooks_core import tenants
+
 from ..models import ApiToken, PortalLink
 from .audit import PORTAL_SECRET_REVEALED, PORTAL_SESSION_CREATED, audit_record, token_actor
 

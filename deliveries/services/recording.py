@@ -24,11 +24,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from webhooks_core.retry_policy import Decision, Verdict
 from webhooks_core.sql import sql_cursor
 
 from .. import observability
 from ..models import Attempt, CircuitState, Delivery, DeliveryStatus, Endpoint
-from ..retry_policy import Decision, Verdict
 from ..transport import storable
 from .breaker import circuit_transition, endpoints_record_attempts
 from .finished import on_delivery_outcome
@@ -237,12 +237,11 @@ def _insert_attempts(attempts: list[Attempt]) -> set[int]:
 
 
 def _as_json(rows: list[dict[str, Any]]) -> str:
-    """Rows as one JSON document, for a statement of ours to read with
-    `json_to_recordset`. Not one array per column: psycopg quotes each element of a text
-    array in Python (a regular expression per string), about 35 µs per attempt and two
-    thirds of the recording's CPU, where `json.dumps` writes the same rows in C (about
-    4). Text goes as UTF-8, as the arrays did; a NaN or an infinity is refused here (the
-    JSON PostgreSQL reads has neither)."""
+    """Rows as one JSON document, for a statement of ours to read with `json_to_recordset`.
+    Not one array per column: psycopg quotes each element of a text array in Python (a
+    regular expression per string), most of the recording's work, where `json.dumps`
+    writes the same rows in C. Text goes as UTF-8, as the arrays did; a NaN or an
+    infinity is refused here (the JSON PostgreSQL reads has neither)."""
     return json.dumps(
         rows, separators=(",", ":"), default=_json_value, ensure_ascii=False, allow_nan=False
     )
@@ -332,9 +331,9 @@ _SUCCESSES_SQL = (
     "started timestamptz) WHERE d.id = ANY(%s::bigint[]) AND d.id = v.id "
     "AND d.lease_token = v.token"
 )
-# (The ids again, as an array: PostgreSQL takes a JSON record set for 100 rows whatever
-# it holds, and joined the deliveries table to it by reading the whole table, 2.7 ms at
-# 10,000 rows; `= ANY` of the ids goes by the primary key.)
+# (The ids again, as an array: PostgreSQL estimates a JSON record set's rows without
+# reading it, and joined the deliveries table to it by reading the whole table; `= ANY`
+# of the ids goes by the primary key.)
 
 
 def _record_round_effects(

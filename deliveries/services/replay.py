@@ -18,7 +18,9 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from .. import conf, event_types, subscriptions, tenants
+from webhooks_core import tenants
+
+from .. import conf, event_types, subscriptions
 from ..models import Delivery, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from .dispatch import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
 from .fanout import due_at_once, new_delivery

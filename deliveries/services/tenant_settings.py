@@ -4,7 +4,9 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from .. import conf, tenants
+from webhooks_core import tenants
+
+from .. import conf
 from ..models import TenantSettings
 from .audit import TENANT_SETTINGS_CHANGED, audit_record
 

@@ -32,7 +32,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import conf, deadlines, handshake, transport
+from webhooks_core import deadlines
+
+from .. import conf, handshake, transport
 from ..models import Endpoint, EndpointState, Validation, ValidationState
 from .dispatch import VALIDATE_ENDPOINT_TASK, dispatch_task, dispatch_wakes
 

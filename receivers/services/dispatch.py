@@ -4,11 +4,11 @@ The receiving view does not dispatch itself: ``dispatch_processing_soon`` passes
 a committed row to one sender thread per process, which dispatches the ids that arrive
 within ``LINGER_SECONDS`` of the first as one message (``process_inbox_events``, at most
 ``RECEIVERS_ENQUEUE_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). Sending
-one Celery message costs one to two milliseconds of CPU (kombu builds a Redis client for
-each one): under a burst, one message per accepted webhook was the largest single cost of
-the view. Dispatching from the request threads whenever no dispatch was in progress
-batched little (the dispatching thread holds the GIL, so the others queue few ids
-meanwhile); a short linger in a thread of its own makes batches of several ids at any load.
+a Celery message is costly (kombu builds a Redis client for each one): under a burst, one
+message per accepted webhook was the largest single cost of the view. Dispatching from the
+request threads whenever no dispatch was in progress batched little (the dispatching
+thread holds the GIL, so the others queue few ids meanwhile); a short linger in a thread
+of its own makes batches of several ids at any load.
 
 If the broker refuses a message, or the process dies before the thread sent it, the row is
 safe: it was committed with ``enqueued_at`` set, so the sweeper sends it again after

@@ -10,9 +10,10 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
-from deliveries import conf, ssrf
+from deliveries import conf
 from deliveries.models import ApiToken, Endpoint
 from tests.deliveries.portal.helpers import portal_client
+from webhooks_core import ssrf
 
 NOTHING_ALLOWED = ssrf.AddressPolicy(allowed_networks=(), require_https=False)
 

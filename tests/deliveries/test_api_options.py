@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries import services, signing
+from deliveries import services
 from deliveries.models import ApiToken, Endpoint, EndpointSigningKey
 from tests.deliveries.api.helpers import (
     API,
@@ -17,6 +17,7 @@ from tests.deliveries.api.helpers import (
     patch_json,
     post_json,
 )
+from webhooks_core import signing
 
 pytestmark = pytest.mark.django_db
 

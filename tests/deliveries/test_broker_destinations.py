@@ -25,14 +25,14 @@ from nats.js.api import StreamConfig
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
-from deliveries import deadlines, services
+from deliveries import services
 from deliveries.destinations import for_url
 from deliveries.destinations.base import Credentials, Kind
 from deliveries.headers import MASK
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.wire import build_headers, render_body
 from tests.conftest import wait_until
-from webhooks_core import crypto
+from webhooks_core import crypto, deadlines
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs("rabbitmq", "nats")]
 
@@ -599,7 +599,7 @@ def test_a_broker_attempt_is_a_producer_span_whose_traceparent_the_message_carri
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from deliveries import tracing
+    from webhooks_core import tracing
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -3,7 +3,7 @@
 import pytest
 
 from deliveries import broker_urls
-from deliveries.ssrf import AddressPolicy, parse_networks
+from webhooks_core.ssrf import AddressPolicy, parse_networks
 
 LOOPBACK = AddressPolicy(allowed_networks=parse_networks("127.0.0.0/8"))
 

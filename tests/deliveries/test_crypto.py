@@ -4,8 +4,7 @@ import pytest
 from cryptography.fernet import Fernet
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries import signing
-from webhooks_core import crypto
+from webhooks_core import crypto, signing
 
 
 @pytest.fixture

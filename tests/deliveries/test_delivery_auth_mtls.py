@@ -12,11 +12,11 @@ from rest_framework.test import APIClient
 
 from deliveries import client_tls, services, transport
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint
-from deliveries.ssrf import AddressPolicy, parse_networks
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, Issued, server_context
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.receiver import Receiver
+from webhooks_core.ssrf import AddressPolicy, parse_networks
 
 API = "/api/v1"
 

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
-from deliveries import services, ssrf
+from deliveries import services
 from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import (
     ApiToken,
@@ -30,6 +30,7 @@ from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
+from webhooks_core import ssrf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -205,6 +206,7 @@ def max_in_any_window(times: list[float], seconds: float) -> int:
     )
 
 
+@pytest.mark.worker  # two `celery worker` processes
 def test_rate_limit_holds_across_two_worker_processes(
     transactional_db: None, receiver: Receiver, redis_client: Any
 ) -> None:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import urllib3
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from deliveries import transport
 from tests.raw_peer import ENDS_WITH_CONNECTION, Peer, Script, header, trickling
@@ -129,6 +130,18 @@ def test_a_body_past_the_read_limit_is_cut_to_its_excerpt_and_its_connection_dro
         assert (first.status_code, first.body_excerpt, first.error) == (200, "x" * 100, "")
         assert second.status_code == 200
         assert peer.connections == 2  # the first connection, its body unread, never reused
+
+
+@pytest.mark.parametrize(("limit", "kept"), [(None, 2048), (10, 10), (0, 0)])
+def test_the_answer_kept_is_as_long_as_the_response_body_limit_setting(
+    settings: SettingsWrapper, limit: int | None, kept: int
+) -> None:
+    if limit is not None:
+        settings.WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES = limit
+    long = b"HTTP/1.1 500 Oops\r\nContent-Length: 5000\r\n\r\n" + b"y" * 5000
+    with Peer.running(answer(long)) as peer:
+        result = post(peer.url)
+    assert (result.status_code, result.body_excerpt) == (500, "y" * kept)
 
 
 def test_an_answer_shorter_than_its_content_length_is_recorded_as_broken() -> None:

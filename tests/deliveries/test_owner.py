@@ -464,8 +464,8 @@ def test_the_owner_s_own_health_writes_are_no_new_version(receiver: Receiver) ->
 def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Receiver) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    from deliveries.retry_policy import Decision, Verdict
     from deliveries.services.recording import Result, _record_endpoints_health, _remember
+    from webhooks_core.retry_policy import Decision, Verdict
 
     endpoint, _ = make_endpoint(receiver)
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())

@@ -408,7 +408,7 @@ def test_an_exception_while_sending_is_a_recorded_failed_attempt_never_stuck_sen
     celery_worker: object, receiver: Receiver
 ) -> None:
     """A header value outside Latin-1 (written past the services, which
-    refuse it) made `deliver_batch` raise: no attempt, the rows stuck in `sending`, the same
+    refuse it) made the send raise: no attempt, the rows stuck in `sending`, the same
     crash after every lease expiry. Now each delivery records the error and retries."""
     endpoint, _ = make_endpoint(receiver, max_attempts=2)
     Endpoint.objects.filter(pk=endpoint.pk).update(custom_headers={"X-Price": "price €5"})

@@ -13,13 +13,13 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.retry_policy import Decision, Verdict
 from deliveries.services import claims, ownership, recorder
 from deliveries.services.outcomes import DeliveryOutcome
 from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round, record_rounds
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint
 from tests.receiver import Receiver
+from webhooks_core.retry_policy import Decision, Verdict
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,9 +2,10 @@
 
 import pytest
 
-from deliveries import ssrf, transport
-from deliveries.ssrf import AddressPolicy, address_refusal, parse_networks, url_refusal
+from deliveries import transport
 from tests.receiver import Receiver
+from webhooks_core import ssrf
+from webhooks_core.ssrf import AddressPolicy, address_refusal, parse_networks, url_refusal
 
 NOTHING_ALLOWED = AddressPolicy(allowed_networks=(), require_https=False)
 LOOPBACK_ALLOWED = AddressPolicy(

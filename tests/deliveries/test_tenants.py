@@ -13,7 +13,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
-from deliveries import services, tenants
+from deliveries import services
 from deliveries.bindings import bind_model
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event, Replay
 from deliveries.services.suspension import endpoint_suspend_automatically
@@ -23,6 +23,7 @@ from tests.deliveries.admin.test_admin import endpoint_form
 from tests.deliveries.test_pipeline import FAST_POLICY
 from tests.observability.helpers import METRICS_TOKEN, scrape, value
 from tests.receiver import Receiver
+from webhooks_core import tenants
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from deliveries.api.strict import StrictTypes
 from deliveries.models import ApiToken, Endpoint
+from webhooks_core.api.strict import StrictTypes
 
 pytestmark = pytest.mark.django_db
 

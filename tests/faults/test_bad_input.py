@@ -14,11 +14,11 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deliveries import signing
 from deliveries.models import ApiToken, Endpoint, Event
 from receivers import services as receiver_services
 from receivers.models import InboxEvent
 from tests.receivers.helpers import sign_ours
+from webhooks_core import signing
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 

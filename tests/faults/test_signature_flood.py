@@ -13,13 +13,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from deliveries import signing
 from receivers import services
 from receivers.models import InboxEvent
 from receivers.schemes import MAX_SIGNATURES
 from tests.faults.processes import procfile_web
 from tests.helpers import database_url
 from tests.receivers.helpers import ours_event
+from webhooks_core import signing
 
 pytestmark = [
     pytest.mark.faults,

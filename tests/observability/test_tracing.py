@@ -7,11 +7,12 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from rest_framework.test import APIClient
 
-from deliveries import services, tracing
+from deliveries import services
 from deliveries.models import ApiToken, DeliveryStatus, Event
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, settled
 from tests.receiver import Receiver
+from webhooks_core import tracing
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

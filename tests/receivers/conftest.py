@@ -5,10 +5,10 @@ import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries.signing import generate_secret
 from receivers import services
 from receivers.models import Source
 from receivers.services import dispatch
+from webhooks_core.signing import generate_secret
 
 MakeSource = Callable[..., tuple[Source, str]]
 

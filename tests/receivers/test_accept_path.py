@@ -15,7 +15,6 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deliveries.signing import generate_secret
 from receivers import schemes, services
 from receivers.models import InboxEvent, InboxStatus, SourceSecret
 from receivers.services import dispatch
@@ -23,6 +22,7 @@ from tests.conftest import wait_until
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_core import crypto
+from webhooks_core.signing import generate_secret
 
 
 def accept(client: Client, slug: str, secret: str, **kw: Any) -> Any:

@@ -5,11 +5,11 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from deliveries.signing import generate_secret
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Source
 from tests.receivers.conftest import MakeSource, post
 from tests.receivers.helpers import ours_event, sign_ours
+from webhooks_core.signing import generate_secret
 
 pytestmark = pytest.mark.django_db
 

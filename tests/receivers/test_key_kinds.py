@@ -17,13 +17,13 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from deliveries import signing
 from deliveries.models import ApiToken
 from receivers import schemes, services
 from receivers.models import InboxEvent, Source, SourceSecret
 from receivers.schemes.base import Headers, Scheme, SignedParts
 from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_github, sign_stripe_lib
+from webhooks_core import signing
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from deliveries import signing
 from deliveries.models import ApiToken
 from receivers.models import InboxEvent, Source
 from tests.receivers.providers import BY_NAME, PROVIDERS, Provider, Signed
+from webhooks_core import signing
 
 pytestmark = pytest.mark.django_db
 

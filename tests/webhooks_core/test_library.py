@@ -123,8 +123,7 @@ def test_visibility_timeout_must_outlast_the_longest_countdown(
     [
         (deliveries_tasks.fan_out_events, "webhooks.fanout"),
         (deliveries_tasks.fan_out_event, "webhooks.fanout"),
-        (deliveries_tasks.deliver_batch, "webhooks.delivery"),
-        (deliveries_tasks.deliver, "webhooks.delivery"),
+        (deliveries_tasks.work_endpoint, "webhooks.delivery"),
         (deliveries_tasks.sweep, "webhooks.maintenance"),
         (deliveries_tasks.purge, "webhooks.maintenance"),
         (deliveries_tasks.run_replay, "webhooks.maintenance"),

@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
 from django.test import Client
 
-from deliveries import signing
 from deliveries.models import ApiToken, Event
 from receivers import services as receiver_services
+from webhooks_core import signing
 
 pytestmark = pytest.mark.django_db
 

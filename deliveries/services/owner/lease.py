@@ -31,10 +31,15 @@ from ..ownership import lease_seconds, owner_release, owner_renew, owner_take
 logger = logging.getLogger("deliveries.services.owner")
 
 
+# The longest margin `cut_margin` gives: a long lease needs no more.
+MAX_CUT_MARGIN_SECONDS = 5.0
+
+
 def cut_margin(lease: float) -> float:
     """How long before its lease ends an owner's open requests are cut when it could not
-    renew: a sixth of the lease (a renewal is due every third), at most 5 s."""
-    return min(lease / 6, 5.0)
+    renew: a sixth of the lease (a renewal is due every third), at most
+    `MAX_CUT_MARGIN_SECONDS`."""
+    return min(lease / 6, MAX_CUT_MARGIN_SECONDS)
 
 
 class Lease:

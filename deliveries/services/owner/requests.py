@@ -9,9 +9,10 @@ import time
 
 from django.utils import timezone
 
+from webhooks_core import deadlines
 from webhooks_core.cooperative import start_beside
 
-from ... import deadlines, destinations, metrics
+from ... import destinations, metrics
 from ...destinations import Credentials, Kind, Outcome
 from ...models import Delivery, Endpoint
 from ..lanes import Permits, release
@@ -92,7 +93,7 @@ class OpenRequests:
     def gather(self, timeout: float) -> list[Finished]:
         """The requests that ended: waits up to `timeout` for one, then briefly for the
         others of its claim (lanes started together end together: a round records and
-        claims for all of them, not one statement set per request; a quarter of a
+        claims for all of them, not one statement set per request; `GATHER_SHARE` of a
         request's time at most, `MAX_GATHER_SECONDS` at most). Only for those of the
         same claim: one claimed later (its row came while the others were out) ends
         later, and waiting for it would leave the lanes that ended idle, round after

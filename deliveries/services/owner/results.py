@@ -6,11 +6,12 @@ import math
 
 from django.utils import timezone
 
+from webhooks_core.retry_policy import Decision, Verdict, decide
+
 from ... import conf
 from ...destinations import Credentials, Kind, Outcome
 from ...headers import MASK
 from ...models import Attempt, Delivery
-from ...retry_policy import Decision, Verdict, decide
 from ..recording import Result
 
 logger = logging.getLogger("deliveries.services.owner")

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from webhooks_core.retry_policy import Decision, Verdict
+
 from ... import conf
 from ...models import CircuitState, Delivery
-from ...retry_policy import Decision, Verdict
 from ..admission import Gate, endpoint_gate, rate_limit_wait
 from ..claims import endpoint_state, has_due, next_due_in
 from ..connections import give_back_pooled_connection

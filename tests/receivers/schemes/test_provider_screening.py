@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from deliveries import signing
 from receivers import schemes
 from receivers.schemes import (
     MAX_SIGNATURES,
@@ -28,6 +27,7 @@ from receivers.schemes import (
 )
 from receivers.schemes.base import common_secret_problem
 from tests.receivers.providers import BY_NAME, PROVIDERS, paddle_header
+from webhooks_core import signing
 
 URL = "https://hooks.example.com/receivers/provider/"
 TIMED = [p.scheme for p in PROVIDERS if p.signs_time]

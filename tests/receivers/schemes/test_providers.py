@@ -21,7 +21,6 @@ from slack_sdk.signature import SignatureVerifier
 from square.utils.webhooks_helper import verify_signature as square_verify
 from twilio.request_validator import RequestValidator
 
-from deliveries import signing
 from receivers.schemes import (
     SCHEMES,
     Headers,
@@ -32,6 +31,7 @@ from receivers.schemes import (
 )
 from receivers.schemes.base import MalformedEnvelope, VerificationError, parse_json_array
 from tests.receivers.providers import BY_NAME, Signed, twilio_json_request
+from webhooks_core import signing
 
 HMAC_SCHEMES = ["slack", "twilio", "shopify", "paddle", "square"]
 URL = "https://hooks.example.com/receivers/provider/"

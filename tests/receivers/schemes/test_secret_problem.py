@@ -2,8 +2,8 @@
 
 import pytest
 
-from deliveries.signing import generate_secret
 from receivers.schemes import SCHEMES
+from webhooks_core.signing import generate_secret
 
 
 # A SendGrid source holds an ECDSA public key, never a shared secret: see

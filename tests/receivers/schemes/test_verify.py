@@ -5,7 +5,6 @@ import uuid
 
 import pytest
 
-from deliveries.signing import generate_secret
 from receivers.schemes import (
     SCHEMES,
     Headers,
@@ -22,6 +21,7 @@ from tests.receivers.helpers import (
     sign_standard_lib,
     sign_stripe_lib,
 )
+from webhooks_core.signing import generate_secret
 
 SECRET = generate_secret()
 OTHER = generate_secret()

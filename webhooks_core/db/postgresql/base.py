@@ -5,7 +5,7 @@ differs only where the connection comes from psycopg's pool (`OPTIONS["pool"]`) 
 `CONN_HEALTH_CHECKS` is off. With the checks on, Django has the pool run an empty query
 on every connection it hands out; our gevent processes take one for each round of each
 endpoint's owner and give it back before they wait, so that was a round trip per round
-(about 90 µs of the process's CPU, and a wait in line behind the other greenlets).
+(CPU of the process, and a wait in line behind the other greenlets).
 
 Here a pooled connection is checked by its socket instead. A connection idle in the pool
 has nothing to read: when its socket is readable, the server has closed it (a restart,

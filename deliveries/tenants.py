@@ -1,8 +1,0 @@
-"""Moved to ``webhooks_core.tenants``; this import path stays for existing code
-(it is the same module)."""
-
-import sys
-
-from webhooks_core.tenants import *  # noqa: F403  (the names, for type checkers)
-
-sys.modules[__name__] = sys.modules["webhooks_core.tenants"]
