@@ -35,3 +35,11 @@ def _settle_garbage_collection(**_: Any) -> None:
     from webhooks_core import collector
 
     collector.settle_after_start_up(collector.WORKER_YOUNG_GENERATION_THRESHOLD)
+
+
+@signals.worker_ready.connect
+@signals.worker_process_init.connect
+def _trace_memory_if_asked(**_: Any) -> None:
+    from webhooks_project import memtrace
+
+    memtrace.start_if_asked()

@@ -14,6 +14,8 @@ import contextlib
 import logging
 import time
 import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.utils import timezone
@@ -76,6 +78,19 @@ class WorkResult:
             del self.outcomes[oldest]
 
 
+def _weakly(
+    method: Callable[[list[Result], Deferral], Round | None],
+) -> Callable[[list[Result], Deferral], Round | None]:
+    """`method`, called through a weak reference to its object."""
+    ref = weakref.WeakMethod(method)
+
+    def call(results: list[Result], deferral: Deferral) -> Round | None:
+        bound = ref()
+        return bound(results, deferral) if bound is not None else None
+
+    return call
+
+
 class Owner:
     def __init__(self, endpoint_id: str, token: uuid.UUID, result: WorkResult) -> None:
         self.endpoint_id = endpoint_id
@@ -83,7 +98,9 @@ class Owner:
         self.requests = OpenRequests()
         self.lease = Lease(endpoint_id, token, on_overdue=self.requests.cut_deadlines)
         self.view = EndpointView(endpoint_id)
-        self.writer = Writer(endpoint_id, self._round, self.result.note)
+        # The writer calls back without holding the owner: no reference cycle, so the
+        # owner and all it holds go when its task ends, not at a rare full collection.
+        self.writer = Writer(endpoint_id, _weakly(self._round), self.result.note)
         # No new claims before this (monotonic): a rate limit, or requests with no answer.
         self.hold_until = 0.0
         self.gate = Gate(0)
