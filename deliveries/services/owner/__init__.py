@@ -8,6 +8,7 @@ a stopped endpoint's rows settled (`settling`). See the design page for the prot
 """
 
 import contextlib
+import logging
 from uuid import UUID
 
 from ... import conf, metrics
@@ -18,6 +19,9 @@ from ..ownership import held_for, owner_take
 from .lease import hand_back
 from .settling import settle_inactive_endpoints
 from .work import Owner, WorkResult
+from .writing import RecordingTimedOut
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "WorkResult",
@@ -39,6 +43,12 @@ def endpoint_work(*, endpoint_id: UUID | str, watch: int | None = None) -> WorkR
     try:
         with owner.lease.guarded():
             owner.run()
+    except RecordingTimedOut:
+        # A recording that outlasts what the lease allows (the database overloaded or
+        # locked): the owner stops as if its lease were lost. Not the task's error: the
+        # rows stay claimed until their lease ends, then the next owner takes them.
+        logger.warning("endpoint %s: a recording outlasted the lease; stopped", endpoint_id)
+        owner.abort()
     except BaseException:
         # A time limit, a shutdown, a database error: no request of ours goes on
         # unrecorded behind us. Cut the open ones short, record what they came to if the
