@@ -27,11 +27,11 @@ from .endpoint_check import (
     endpoint_send_test_event,
 )
 from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
+from .endpoint_removal import endpoint_delete
 from .endpoints import (
     EndpointInvalid,
     EndpointNotEnableable,
     endpoint_create,
-    endpoint_delete,
     endpoint_owner_disable,
     endpoint_owner_enable,
     endpoint_owner_may_enable,

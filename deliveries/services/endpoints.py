@@ -1,17 +1,15 @@
 """Endpoint life cycle: create, update, rotate secrets, suspend."""
 
-import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core import crypto, signing, ssrf, tenants
-from webhooks_core.sql import aborted_by_a_concurrent_write
 
 from .. import broker_urls, catalogue, conf, endpoint_fields, headers
 from ..endpoint_fields import (
@@ -24,7 +22,13 @@ from ..endpoint_fields import (
     URL_MAX_LENGTH,
 )
 from ..event_types import validate_filter
-from ..models import DeliveryStatus, Endpoint, EndpointSecret, EndpointState, StateSetBy
+from ..models import (
+    DeliveryStatus,
+    Endpoint,
+    EndpointSecret,
+    EndpointState,
+    StateSetBy,
+)
 from .endpoint_auth import apply as apply_endpoint_auth
 from .endpoint_options import (
     endpoint_ensure_signing_key,
@@ -33,8 +37,6 @@ from .endpoint_options import (
 )
 from .validation import endpoint_validation_reset, field_problems, portal_default
 from .versions import default_pins
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600
 
@@ -654,30 +656,3 @@ def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
             by=StateSetBy.OWNER,
         )
     return True
-
-
-# A deletion that meets a concurrent write (a deadlock with an owner's recording, a
-# delivery or attempt committed after the rows to delete were collected) is tried again
-# this many times in all.
-DELETE_TRIES = 5
-
-
-def endpoint_delete(*, endpoint_id: UUID) -> None:
-    """Delete an endpoint with its secrets, deliveries and their attempts.
-
-    Its rows go first, the endpoint's own row last, in the order an owner's recording
-    locks them (its rows, then the endpoint's health), so the two do not deadlock on
-    that. A delivery or attempt another transaction commits after its rows were
-    collected fails our commit (a foreign key to a deleted row), and a deadlock on the
-    rows themselves aborts one of the two: the deletion is then tried again, so it never
-    answers an error for work that was merely going on."""
-    for tries_left in range(DELETE_TRIES - 1, -1, -1):
-        try:
-            with transaction.atomic():
-                Endpoint.objects.filter(pk=endpoint_id).delete()
-            return
-        except (IntegrityError, OperationalError) as exc:
-            concurrent = isinstance(exc, IntegrityError) or aborted_by_a_concurrent_write(exc)
-            if not concurrent or tries_left == 0 or transaction.get_connection().in_atomic_block:
-                raise
-            logger.info("deleting endpoint %s met a concurrent write; trying again", endpoint_id)

@@ -308,3 +308,32 @@ def test_a_fan_out_goes_on_when_an_endpoint_it_read_is_deleted_before_its_commit
     assert created == 1
     assert list(Delivery.objects.values_list("endpoint_id", flat=True)) == [kept.pk]
     assert not Endpoint.objects.filter(pk=gone.pk).exists()
+
+
+def test_deleting_an_endpoint_while_deliveries_are_added_to_it_succeeds(
+    receiver: Receiver,
+) -> None:
+    # Under load a fan-out committed a delivery of the endpoint while its deletion ran
+    # (after the rows to delete were collected): the deletion's commit failed its foreign
+    # key and DELETE /api/v1/endpoints answered 500.
+    from django.db.models import deletion
+
+    endpoint = _endpoint(receiver.url)
+    _due_row(endpoint)
+    real = deletion.Collector.delete
+    added: list[bool] = []
+
+    def another_commits_then_delete(collector: Any) -> Any:
+        if not added:
+            thread, errors = _in_a_thread(lambda: _due_row(endpoint))
+            thread.join(timeout=10)
+            assert not errors
+            added.append(True)
+        return real(collector)
+
+    with mock.patch.object(deletion.Collector, "delete", another_commits_then_delete):
+        services.endpoint_delete(endpoint_id=endpoint.pk)
+
+    assert added
+    assert not Endpoint.objects.filter(pk=endpoint.pk).exists()
+    assert not Delivery.objects.filter(endpoint_id=endpoint.pk).exists()
