@@ -25,7 +25,8 @@ from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner,
 from deliveries.services import lanes, ownership
 from deliveries.services.dispatch import wake_book
 from deliveries.services.owner import endpoint_view, work
-from deliveries.services.owner.work import WorkResult
+from deliveries.services.owner import results as owner_results
+from deliveries.services.owner.results import WorkResult
 from tests.conftest import wait_until
 from tests.receiver import Receiver
 
@@ -277,7 +278,7 @@ def test_a_task_keeps_a_bounded_number_of_outcomes() -> None:
     result.note({7: "succeeded"})
     for start in range(0, 5000, 100):
         result.note({pk: "succeeded" for pk in range(start + 100, start + 200)})
-    assert len(result.outcomes) <= work.KEPT_OUTCOMES
+    assert len(result.outcomes) <= owner_results.KEPT_OUTCOMES
     assert result.outcomes[7] == "succeeded"
 
 

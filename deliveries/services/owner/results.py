@@ -3,6 +3,7 @@ owner writes (`Result`), decided by the retry policy, with no secret in its erro
 
 import logging
 import math
+from dataclasses import dataclass, field
 
 from django.utils import timezone
 
@@ -11,7 +12,8 @@ from webhooks_core.retry_policy import Decision, Verdict, decide
 from ... import conf
 from ...destinations import Credentials, Kind, Outcome
 from ...headers import MASK
-from ...models import Attempt, Delivery
+from ...models import Attempt, CircuitState, Delivery, Endpoint
+from ..admission import Gate
 from ..recording import Result
 
 logger = logging.getLogger("deliveries.services.owner")
@@ -96,3 +98,42 @@ def _without_secrets(text: str, delivery: Delivery, credentials: Credentials) ->
         for form in (value, repr(value)[1:-1]):
             text = text.replace(form, MASK)
     return masked_text(text)
+
+
+def sends_before_recording(endpoint: Endpoint | None, gate: Gate, results: list[Result]) -> bool:
+    """Whether the next round's requests may start before these results are recorded:
+    only when all of them succeeded (nothing the endpoint's health, its breaker or a
+    suspension would learn from them), the circuit is closed (a successful probe closes it
+    only when recorded) and no key's next delivery waits for them (an unordered endpoint).
+    Their rows stay claimed, so nobody sends them again."""
+    return (
+        endpoint is not None
+        and not endpoint.ordered_delivery
+        and endpoint.circuit_state == CircuitState.CLOSED
+        and not gate.probe
+        and all(r.decision.verdict == Verdict.SUCCEEDED for r in results)
+    )
+
+
+# The outcomes a task keeps for its caller (`delivery_attempt`'s synchronous path).
+KEPT_OUTCOMES = 100
+
+
+@dataclass
+class WorkResult:
+    """What a task came to: its last `KEPT_OUTCOMES` outcomes, and the one it watches."""
+
+    owned: bool = False
+    sent: int = 0
+    outcomes: dict[int, str] = field(default_factory=dict)
+    watch: int | None = None
+
+    def note(self, outcomes: dict[int, str]) -> None:
+        self.outcomes.update(outcomes)
+        while len(self.outcomes) > KEPT_OUTCOMES:
+            oldest = next(iter(self.outcomes))
+            if oldest == self.watch:
+                # (Kept, at the end: the next oldest goes.)
+                self.outcomes[oldest] = self.outcomes.pop(oldest)
+                oldest = next(iter(self.outcomes))
+            del self.outcomes[oldest]

@@ -16,14 +16,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from django.utils import timezone
 
 from webhooks_core.retry_policy import Decision, Verdict
 
 from ... import conf
-from ...models import CircuitState, Delivery
+from ...models import Delivery
 from ..admission import Gate, endpoint_gate, rate_limit_wait
 from ..claims import endpoint_state, has_due, next_due_in
 from ..connections import give_back_pooled_connection
@@ -33,6 +32,7 @@ from ..recording import Deferral, DeliveryClaim, Result, Round
 from .endpoint_view import EndpointView
 from .lease import Lease, hand_back
 from .requests import OpenRequests
+from .results import WorkResult, sends_before_recording
 from .settling import consented_meanwhile, settle_inactive
 from .writing import Writer
 
@@ -54,28 +54,6 @@ MAX_TASK_SECONDS = 120.0
 # A turn whose claims took nothing while rows were due (a claim and the look that counts
 # due rows disagree: a bug) holds the endpoint this long before it is looked at again.
 EMPTY_CLAIM_HOLD_SECONDS = 5.0
-# The outcomes a task keeps for its caller (`delivery_attempt`'s synchronous path).
-KEPT_OUTCOMES = 100
-
-
-@dataclass
-class WorkResult:
-    """What a task came to: its last `KEPT_OUTCOMES` outcomes, and the one it watches."""
-
-    owned: bool = False
-    sent: int = 0
-    outcomes: dict[int, str] = field(default_factory=dict)
-    watch: int | None = None
-
-    def note(self, outcomes: dict[int, str]) -> None:
-        self.outcomes.update(outcomes)
-        while len(self.outcomes) > KEPT_OUTCOMES:
-            oldest = next(iter(self.outcomes))
-            if oldest == self.watch:
-                # (Kept, at the end: the next oldest goes.)
-                self.outcomes[oldest] = self.outcomes.pop(oldest)
-                oldest = next(iter(self.outcomes))
-            del self.outcomes[oldest]
 
 
 def _weakly(
@@ -284,6 +262,7 @@ class Owner:
     def _start(self, rows: list[Delivery], permits: Permits) -> None:
         endpoint = self.view.endpoint
         assert endpoint is not None
+        self.requests.new_claim()  # (rows taken: the turn claimed something)
         credentials = self.view.credentials()
         if isinstance(credentials, str):
             # Without signing material the rows are dead letters.
@@ -291,7 +270,6 @@ class Owner:
             results = [Result(d, decision, error=credentials) for d in rows]
             self.writer.write(results, Deferral([]), wait=self._wait_bound())
             return
-        self.requests.new_claim()
         for index, delivery in enumerate(rows):
             wait = rate_limit_wait(endpoint=endpoint)
             if wait:
@@ -324,7 +302,11 @@ class Owner:
                     endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds,
                 )
                 self.hold_until = max(self.hold_until, time.monotonic() + seconds)
-        if may_claim and not deferral.deliveries and self._sends_before_recording(results):
+        if (
+            may_claim
+            and not deferral.deliveries
+            and sends_before_recording(self.view.endpoint, self.gate, results)
+        ):
             # Recorded right after the next round's claim, or with the rounds that end
             # while an earlier recording is still being written (`_work`).
             self.writer.unrecorded += results
@@ -344,22 +326,6 @@ class Owner:
         self.state_checked_at = now
         if self.view.stopped(endpoint_state(endpoint_id=self.endpoint_id)):
             self.requests.cut_all()
-
-    def _sends_before_recording(self, results: list[Result]) -> bool:
-        """Whether the next round's requests may start before these results are
-        recorded: only when all of them succeeded (nothing the endpoint's health, its
-        breaker or a suspension would learn from them), the circuit is closed (a
-        successful probe closes it only when recorded) and no key's next delivery waits
-        for them (an unordered endpoint). Their rows stay claimed, so nobody sends them
-        again."""
-        endpoint = self.view.endpoint
-        return (
-            endpoint is not None
-            and not endpoint.ordered_delivery
-            and endpoint.circuit_state == CircuitState.CLOSED
-            and not self.gate.probe
-            and all(r.decision.verdict == Verdict.SUCCEEDED for r in results)
-        )
 
     def _round(self, results: list[Result], deferral: Deferral) -> Round | None:
         """The round to record (None when there is nothing to write), and the soonest
