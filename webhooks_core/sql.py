@@ -29,12 +29,16 @@ zone (UTC, as Django sets it).
 """
 
 import contextlib
+import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # How often the statistics of tables not yet analysed are asked for again.
 STATISTICS_RECHECK_SECONDS = 5.0
@@ -137,3 +141,20 @@ def aborted_by_a_concurrent_write(exc: BaseException) -> bool:
     failure (PostgreSQL's 40P01, 40001): the same work tried again in a new transaction
     may succeed."""
     return getattr(exc.__cause__, "sqlstate", None) in ("40P01", "40001")
+
+
+def tried_again(
+    work: Callable[[], T], *, tries: int, when: Callable[[DatabaseError], bool], what: str = ""
+) -> T:
+    """`work()`, run again (`tries` runs in all) while it fails with an error `when`
+    accepts (a concurrent write got in its way); never inside a transaction of the
+    caller's, whose aborted state a second run would inherit."""
+    for tries_left in range(tries - 1, -1, -1):
+        try:
+            return work()
+        except DatabaseError as exc:
+            if tries_left == 0 or not when(exc) or connections[DEFAULT_DB_ALIAS].in_atomic_block:
+                raise
+            if what:
+                logger.info("%s met a concurrent write; trying again", what)
+    raise AssertionError("unreachable")

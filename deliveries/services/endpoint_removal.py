@@ -1,16 +1,13 @@
 """Deleting an endpoint while it works: its rows first, then itself, tried again when a
 concurrent write gets in the way."""
 
-import logging
 from uuid import UUID
 
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 
-from webhooks_core.sql import aborted_by_a_concurrent_write
+from webhooks_core.sql import aborted_by_a_concurrent_write, tried_again
 
 from ..models import Attempt, Delivery, Endpoint
-
-logger = logging.getLogger(__name__)
 
 # A deletion that meets a concurrent write (a deadlock with an owner's recording, a
 # delivery or attempt committed after the rows to delete were collected) is tried again
@@ -28,17 +25,18 @@ def endpoint_delete(*, endpoint_id: UUID) -> None:
     fails our commit (a foreign key to a deleted row), and a deadlock on the rows aborts
     one of the two: the deletion is then tried again, so it never answers an error for
     work that was merely going on."""
-    for tries_left in range(DELETE_TRIES - 1, -1, -1):
-        try:
-            with transaction.atomic():
-                _delete_deliveries_of(endpoint_id)
-                Endpoint.objects.filter(pk=endpoint_id).delete()
-            return
-        except (IntegrityError, OperationalError) as exc:
-            concurrent = isinstance(exc, IntegrityError) or aborted_by_a_concurrent_write(exc)
-            if not concurrent or tries_left == 0 or transaction.get_connection().in_atomic_block:
-                raise
-            logger.info("deleting endpoint %s met a concurrent write; trying again", endpoint_id)
+
+    def delete() -> None:
+        with transaction.atomic():
+            _delete_deliveries_of(endpoint_id)
+            Endpoint.objects.filter(pk=endpoint_id).delete()
+
+    tried_again(
+        delete,
+        tries=DELETE_TRIES,
+        when=lambda exc: isinstance(exc, IntegrityError) or aborted_by_a_concurrent_write(exc),
+        what=f"deleting endpoint {endpoint_id}",
+    )
 
 
 def _delete_deliveries_of(endpoint_id: UUID) -> None:

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from webhooks_core import tracing
-from webhooks_core.sql import sql_cursor
+from webhooks_core.sql import sql_cursor, tried_again
 
 from .. import conf, operational, ordering, payloads, subscriptions
 from ..models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
@@ -87,13 +87,7 @@ FAN_OUT_TRIES = 3
 
 
 def _retried_if_an_endpoint_went(work: Callable[[], T]) -> T:
-    for tries_left in range(FAN_OUT_TRIES - 1, -1, -1):
-        try:
-            return work()
-        except IntegrityError:
-            if tries_left == 0 or connection.in_atomic_block:
-                raise
-    raise AssertionError("unreachable")
+    return tried_again(work, tries=FAN_OUT_TRIES, when=lambda exc: isinstance(exc, IntegrityError))
 
 
 def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import IntegrityError, OperationalError, connection
+from django.db import IntegrityError, connection
 
 from webhooks_core.cooperative import start_beside
-from webhooks_core.sql import aborted_by_a_concurrent_write
+from webhooks_core.sql import aborted_by_a_concurrent_write, tried_again
 
 from ..connections import connections_pooled, give_back_pooled_connection
 from ..recorder import record_round
@@ -29,14 +29,12 @@ def _recorded(r: Round) -> dict[int, str]:
     """`record_round`, written again when the database aborted it for a deadlock: its
     writes hold each row to its claim's token, so a second write is safe, and a deleted
     endpoint's rows come back `LEASE_LOST`."""
-    for tries_left in range(RECORDING_TRIES - 1, -1, -1):
-        try:
-            return record_round(r)
-        except OperationalError as exc:
-            if tries_left == 0 or not aborted_by_a_concurrent_write(exc):
-                raise
-            logger.info("endpoint %s: a recording met a deadlock; written again", r.endpoint.pk)
-    raise AssertionError("unreachable")
+    return tried_again(
+        lambda: record_round(r),
+        tries=RECORDING_TRIES,
+        when=aborted_by_a_concurrent_write,
+        what=f"the recording of endpoint {r.endpoint.pk}",
+    )
 
 
 class RecordingTimedOut(RuntimeError):
