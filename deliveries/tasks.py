@@ -4,7 +4,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from webhooks_core.tasking import (
+from deliveries import conf, services
+from deliveries.endpoints import validation
+from webhooks_core.runtime.tasking import (
     QUEUE_DELIVERY,
     QUEUE_FANOUT,
     QUEUE_MAINTENANCE,
@@ -12,8 +14,6 @@ from webhooks_core.tasking import (
     periodic,
     webhook_task,
 )
-
-from . import conf, services
 
 # A message that started this much after it was due waited in a backlog.
 LATE_SECONDS = 0.05
@@ -60,12 +60,12 @@ def sweep() -> dict[str, int]:
 @webhook_task("deliveries.tasks.validate_endpoint", queue=QUEUE_MAINTENANCE)
 def validate_endpoint(endpoint_id: str) -> str | None:
     """The CloudEvents handshake of one endpoint; returns its new validation state."""
-    return services.validation.endpoint_handshake(endpoint_id=endpoint_id)
+    return validation.endpoint_handshake(endpoint_id=endpoint_id)
 
 
 @webhook_task("deliveries.tasks.validate_endpoints_due", queue=QUEUE_MAINTENANCE)
 def validate_endpoints_due() -> int:
-    return services.validation.handshakes_due()
+    return validation.handshakes_due()
 
 
 @webhook_task("deliveries.tasks.run_replay", queue=QUEUE_MAINTENANCE)
