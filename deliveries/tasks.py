@@ -33,7 +33,7 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
-# An owner's turn (WEBHOOKS_DELIVERY_BATCH_SECONDS) plus its last requests (connect + read
+# An owner's turn (WEBHOOKS_DELIVERY_TURN_SECONDS) plus its last requests (connect + read
 # timeout, at most the sum of their bounds in `endpoint_fields.NUMERIC`) always ends well
 # within these; the host's task-wide limits, which
 # may be shorter, do not apply to it.

@@ -22,7 +22,8 @@ from deliveries import conf
 from deliveries.models import Delivery, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from deliveries.pipeline import event_types, subscriptions
 from deliveries.pipeline.fanout import due_at_once, new_delivery
-from deliveries.pipeline.wake import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
+from deliveries.pipeline.messages import RUN_REPLAY_TASK, dispatch_task
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core import tenants
 
 
@@ -244,7 +245,7 @@ def replay_step(*, replay_id: int, dispatch_next: bool = True) -> bool:
         replay.save()
         # Deliveries deferred behind an open circuit wait without a wake (the sweeper's).
         woken = {d.endpoint_id for d in created if due_at_once(d)}
-        transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
+        transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
         if more and dispatch_next:
             transaction.on_commit(lambda: _dispatch_step(replay_id), robust=True)
     return more
