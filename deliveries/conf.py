@@ -120,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES",
         2048,
-        "How much of a receiver's answer each attempt keeps (the response excerpt of the "
+        "How much of an endpoint's answer each attempt keeps (the response excerpt of the "
         "delivery log, the API and the admin; a broker's answer too); the rest is not "
         "stored. 0: no excerpt is kept.",
     ),
@@ -213,7 +213,7 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "A forward proxy every HTTP delivery and OAuth2 token request goes through "
         "(http://[user:password@]host:port; CONNECT for https, absolute form for http), so "
-        "receivers can allow-list its one address. The SSRF guard still checks each target "
+        "endpoints' servers can allow-list its one address. The SSRF guard still checks each target "
         "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
     ),
     Setting(

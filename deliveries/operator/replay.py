@@ -1,6 +1,6 @@
 """Replays: send a time range of events again to the endpoints subscribed to them.
 
-A replay makes new deliveries (``is_replay=True``) of the original events, so receivers see
+A replay makes new deliveries (``is_replay=True``) of the original events, so endpoints see
 the original ``X-Webhook-Id`` with ``X-Webhook-Replay: true``, and every one of them goes
 through the normal claim, signing, rate-limit and backoff path. The deliveries are created
 in batches by a task, never in the request that asked for the replay; the ``Replay`` row
@@ -123,7 +123,7 @@ def _target_endpoints(filters: ReplayFilters) -> list[Endpoint]:
     return list(endpoints)
 
 
-def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
+def _subscribers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
     """By tenant and type only: the preview counts per type, so with payload filters its
     figures are upper bounds (each event is matched against the filters when its batch runs)."""
     return [
@@ -131,7 +131,7 @@ def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> 
     ]
 
 
-def _receivers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
+def _subscribers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
     subscribers = subscriptions.Subscribers(event)
     return [endpoint for endpoint in endpoints if subscribers.accepts(endpoint)]
 
@@ -144,12 +144,12 @@ def replay_preview(*, filters: ReplayFilters) -> ReplayPreview:
     events = deliveries = 0
     per_endpoint: dict[str, int] = {}
     for row in per_type:
-        receivers = _receivers_of(row["type"], row["tenant"], endpoints)
-        if not receivers:
+        subscribers = _subscribers_of(row["type"], row["tenant"], endpoints)
+        if not subscribers:
             continue
         events += row["n"]
-        deliveries += row["n"] * len(receivers)
-        for endpoint in receivers:
+        deliveries += row["n"] * len(subscribers)
+        for endpoint in subscribers:
             per_endpoint[str(endpoint.pk)] = per_endpoint.get(str(endpoint.pk), 0) + row["n"]
     return ReplayPreview(
         events=events,
@@ -225,20 +225,20 @@ def replay_step(*, replay_id: int, dispatch_next: bool = True) -> bool:
             )
         size = batch_size()
         batch = list(events[:size])
-        receivers = {event.pk: _receivers_now(event, endpoints) for event in batch}
+        subscribers = {event.pk: _subscribers_now(event, endpoints) for event in batch}
         deliveries = [
             new_delivery(
                 event_id=event.pk, endpoint=endpoint, now=now, is_replay=True, replay=replay
             )
             for event in batch
-            for endpoint in receivers[event.pk]
+            for endpoint in subscribers[event.pk]
         ]
         created = Delivery.objects.bulk_create(deliveries)
         more = len(batch) == size
         if batch:
             replay.cursor_created_at = batch[-1].created_at
             replay.cursor_event_id = batch[-1].pk
-        replay.events_done += sum(1 for e in batch if receivers[e.pk])
+        replay.events_done += sum(1 for e in batch if subscribers[e.pk])
         replay.deliveries_created += len(created)
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now

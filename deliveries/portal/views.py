@@ -414,7 +414,7 @@ def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
         tenant,
         endpoint=endpoint,
         title="Rotate the signing secret?",
-        question="A new secret signs every webhook from now on. Update your receiver, and "
+        question="A new secret signs every webhook from now on. Update your endpoint, and "
         "choose how long the current secret keeps signing too.",
         button="Rotate the secret",
         form=form,

@@ -31,7 +31,7 @@ from webhooks_core.egress.ssrf_transport import POOL_CLASSES, AddressRefused, ad
 
 USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection
-# can be reused, never so much that a hostile receiver fills our memory.
+# can be reused, never so much that a hostile endpoint fills our memory.
 MAX_RESPONSE_READ_BYTES = 64 * 1024
 # Hosts with kept-alive connections, and idle connections kept per host (many endpoints may
 # share one host, each with its in-flight limit); more at once still go out, their
@@ -109,7 +109,7 @@ def _new_manager(tls: client_tls.ClientTLS | None, proxy_url: str) -> urllib3.Po
 
 def storable(text: str) -> str:
     """`text` as PostgreSQL can store it: its text holds no NUL (nor does jsonb's text),
-    and a receiver's body or an error may contain anything."""
+    and an endpoint's body or an error may contain anything."""
     return text.replace("\x00", "\ufffd")
 
 
@@ -127,7 +127,7 @@ def post(
     proxy_url: str = "",
 ) -> HttpResult:
     """POST once, over by `deadline` (by default connect + read timeout from now)
-    whatever the receiver does; its holder may also cut it short (`Deadline.cut`).
+    whatever the endpoint does; its holder may also cut it short (`Deadline.cut`).
     With a `policy`, the SSRF guard checks the scheme and every address the host
     resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
     asking the proxy: `egress`). `tls`: the client certificate and CA bundle of
