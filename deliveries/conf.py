@@ -213,8 +213,8 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "A forward proxy every HTTP delivery and OAuth2 token request goes through "
         "(http://[user:password@]host:port; CONNECT for https, absolute form for http), so "
-        "endpoints' servers can allow-list its one address. The SSRF guard still checks each target "
-        "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
+        "endpoints' servers can allow-list its one address. The SSRF guard still checks "
+        "each target before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
     ),
     Setting(
         "WEBHOOKS_VALIDATION_ORIGIN",
