@@ -23,11 +23,6 @@ def _late(due: float | None) -> bool:
     return due is not None and time.time() - due > LATE_SECONDS
 
 
-@webhook_task("deliveries.tasks.fan_out_event", queue=QUEUE_FANOUT)
-def fan_out_event(event_id: str) -> int:
-    return services.event_fan_out(event_id=event_id)
-
-
 @webhook_task("deliveries.tasks.fan_out_events", queue=QUEUE_FANOUT)
 def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
