@@ -4,9 +4,9 @@ running, so a crash or a lost message only delays it."""
 
 from typing import Any
 
+from webhooks_core import conf as core_conf
 from webhooks_core.tasking import QUEUE_MAINTENANCE, every, periodic, webhook_task
 
-from . import conf
 from .services import erasure
 
 
@@ -24,6 +24,6 @@ def resume_erasures() -> int:
 def beat_entries() -> dict[str, dict[str, Any]]:
     return {
         "deliveries-resume-erasures": every(
-            "deliveries.erasure.resume", conf.get().sweep_interval_seconds
+            "deliveries.erasure.resume", core_conf.scheduling().sweep_interval_seconds
         )
     }

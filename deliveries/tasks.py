@@ -4,6 +4,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from webhooks_core import conf as core_conf
 from webhooks_core.tasking import (
     QUEUE_DELIVERY,
     QUEUE_FANOUT,
@@ -88,14 +89,14 @@ def purge() -> dict[str, int]:
 
 @periodic
 def beat_entries() -> dict[str, dict[str, Any]]:
-    settings = conf.get()
+    sweep_interval = core_conf.scheduling().sweep_interval_seconds
     return {
-        "deliveries-sweep": every("deliveries.tasks.sweep", settings.sweep_interval_seconds),
+        "deliveries-sweep": every("deliveries.tasks.sweep", sweep_interval),
         "deliveries-resume-stalled-replays": every(
-            "deliveries.tasks.resume_stalled_replays", settings.sweep_interval_seconds
+            "deliveries.tasks.resume_stalled_replays", sweep_interval
         ),
-        "deliveries-purge": every("deliveries.tasks.purge", settings.purge_interval_seconds),
+        "deliveries-purge": every("deliveries.tasks.purge", conf.get().purge_interval_seconds),
         "deliveries-validate-endpoints-due": every(
-            "deliveries.tasks.validate_endpoints_due", settings.sweep_interval_seconds
+            "deliveries.tasks.validate_endpoints_due", sweep_interval
         ),
     }

@@ -3,7 +3,7 @@
 from dataclasses import asdict
 from typing import Any
 
-from webhooks_core.conf import value as core_value
+from webhooks_core import conf as core_conf
 from webhooks_core.tasking import QUEUE_INBOX, QUEUE_MAINTENANCE, every, periodic, webhook_task
 
 from . import conf, services
@@ -56,7 +56,7 @@ def reconcile_source(source_id: int) -> dict[str, int]:
 def beat_entries() -> dict[str, dict[str, Any]]:
     return {
         "receivers-sweep": every(
-            "receivers.tasks.sweep", core_value("WEBHOOKS_SWEEP_INTERVAL_SECONDS")
+            "receivers.tasks.sweep", core_conf.scheduling().sweep_interval_seconds
         ),
         "receivers-reconcile": every(
             "receivers.tasks.reconcile_all", conf.get().reconcile_interval_seconds

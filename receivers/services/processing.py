@@ -32,6 +32,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from webhooks_core import conf as core_conf
 from webhooks_core import jobs, tracing
 from webhooks_core.retry_policy import RetryPolicy, backoff_delay
 
@@ -263,7 +264,7 @@ def _failure(claim: InboxClaim, exc: Exception, tb: str = "") -> str:
         max_backoff_seconds=settings.backoff_max_seconds,
     )
     delay = backoff_delay(attempt_in_cycle, policy)
-    short_wait = delay <= settings.max_countdown_seconds
+    short_wait = delay <= core_conf.scheduling().max_countdown_seconds
     now = timezone.now()
     if isinstance(exc, MissingPredecessor):
         error = f"waiting for a predecessor: {exc}"

@@ -11,7 +11,9 @@ import contextlib
 import logging
 from uuid import UUID
 
-from ... import conf, metrics
+from webhooks_core import conf as core_conf
+
+from ... import metrics
 from ...models import Delivery, DeliveryStatus
 from ..dispatch import dispatch_wakes, wake_book
 from ..outcomes import DeliveryOutcome
@@ -66,7 +68,7 @@ def _wake_after_hold(endpoint_id: str) -> None:
     the hold ends: its mark, which would fold every wake until it expires, is replaced by
     one for then (no message is lost to it)."""
     held = held_for(endpoint_id=endpoint_id)
-    if held is None or held > conf.get().max_countdown_seconds:
+    if held is None or held > core_conf.scheduling().max_countdown_seconds:
         return  # not held (another owner works it), or for longer than the sweeper's
     with contextlib.suppress(Exception):
         wake_book().clear(endpoint_id)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from webhooks_core import conf as core_conf
 from webhooks_core.retry_policy import Decision, Verdict, decide
 
 from ... import conf
@@ -31,7 +32,7 @@ def defer_seconds(outcome: Outcome) -> float:
         seconds = least
     if not math.isfinite(seconds):
         seconds = least
-    return min(max(seconds, least), float(conf.get().max_countdown_seconds))
+    return min(max(seconds, least), core_conf.scheduling().max_countdown_seconds)
 
 
 def result_of(delivery: Delivery, outcome: Outcome, credentials: Credentials) -> Result:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
+from webhooks_core import conf as core_conf
 from webhooks_core.retry_policy import Decision, Verdict
 
 from ... import conf
@@ -126,7 +127,7 @@ class Owner:
                 endpoint_id=self.endpoint_id, token=self.lease.token, hold_seconds=hold
             )
             if token is None:
-                if wait is not None and wait <= conf.get().max_countdown_seconds:
+                if wait is not None and wait <= core_conf.scheduling().max_countdown_seconds:
                     dispatch_wakes([self.endpoint_id], countdown=max(wait, 0.01))
                 return
             self.lease.taken_back(token)
@@ -199,7 +200,7 @@ class Owner:
 
     def _linger(self) -> float | None:
         """Seconds to wait for a row falling due soon, or None to hand the endpoint back."""
-        linger = min(LINGER_SECONDS, conf.get().max_countdown_seconds)
+        linger = min(LINGER_SECONDS, core_conf.scheduling().max_countdown_seconds)
         linger_until = time.monotonic() + linger
         if self.ran_dry and self.soonest_retry > linger_until and self.hold_until < linger_until:
             return None  # nothing due now nor soon that we know of
