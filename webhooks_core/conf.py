@@ -133,7 +133,7 @@ def settings_of(*views: type[View]) -> tuple[Setting[Any], ...]:
 
 
 _per_process: list["functools._lru_cache_wrapper[Any]"] = []
-#: Every view class with its accessor (``get``, ``health`` …), for the tests and the docs.
+#: Every view class with its accessor (``get``, ``health`` …), for the tests.
 ACCESSORS: dict[type[View], Callable[[], View]] = {}
 
 
