@@ -9,13 +9,13 @@ from django.conf import settings
 
 from webhooks_core import conf as core_conf
 from webhooks_core.conf import Setting, View, accessor, per_process, settings_of
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 
 def _origin(raw: Any) -> str:
     """Our WebHook-Request-Origin: the setting, else one of ``ALLOWED_HOSTS``; "" when it
     cannot be determined."""
-    from .handshake import origin_from
+    from deliveries.endpoints.validation_rules import origin_from
 
     return origin_from("" if raw is None else str(raw), getattr(settings, "ALLOWED_HOSTS", []))
 
@@ -261,7 +261,7 @@ class EgressSettings(View):
 
 
 class ValidationSettings(View):
-    """The CloudEvents webhook handshake (deliveries/handshake.py)."""
+    """The CloudEvents webhook handshake (deliveries/endpoints/validation_rules.py)."""
 
     origin = Setting(
         "WEBHOOKS_VALIDATION_ORIGIN",

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar, overload
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from .ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 T = TypeVar("T")
 V = TypeVar("V", bound="View")
@@ -161,7 +161,7 @@ setting_changed.connect(_forget, dispatch_uid="webhooks_core.conf")
 
 
 class CryptoSettings(View):
-    """Secrets at rest (``webhooks_core.crypto``)."""
+    """Secrets at rest (``webhooks_core.crypto.encryption``)."""
 
     encryption_key = Setting(
         "WEBHOOKS_ENCRYPTION_KEY",
@@ -170,7 +170,7 @@ class CryptoSettings(View):
         "first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`; "
         "the reference deployment also refuses shipped and malformed keys at start); in DEBUG "
         "a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` (or "
-        "`python -m webhooks_core.crypto`) makes one.",
+        "`python -m webhooks_core.crypto.encryption`) makes one.",
     )
 
 
@@ -201,7 +201,7 @@ class SchedulingSettings(View):
 
 
 class MetricsSettings(View):
-    """Who may scrape ``/metrics`` (``webhooks_core.metrics``)."""
+    """Who may scrape ``/metrics`` (``webhooks_core.web.metrics``)."""
 
     token = Setting(
         "METRICS_TOKEN",

@@ -14,7 +14,7 @@ from deliveries import conf
 from deliveries.models import ApiToken, Endpoint
 from tests.deliveries.portal.helpers import portal_client
 from webhooks_core import conf as core_conf
-from webhooks_core import ssrf
+from webhooks_core.egress import ssrf
 
 NOTHING_ALLOWED = ssrf.AddressPolicy(allowed_networks=(), require_https=False)
 
