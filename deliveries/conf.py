@@ -41,14 +41,14 @@ class DeliverySettings(View):
         "renewed every third of it while it works; the rows it is sending share the lease. "
         "A worker that dies costs at most this long before another takes the endpoint over.",
     )
-    batch_size = Setting(
-        "WEBHOOKS_DELIVERY_BATCH_SIZE",
+    claim_size = Setting(
+        "WEBHOOKS_DELIVERY_CLAIM_SIZE",
         50,
         "The most deliveries an owner claims at once (it claims no more than it has free "
         "lanes: its endpoint's in-flight limit).",
     )
-    batch_seconds = Setting(
-        "WEBHOOKS_DELIVERY_BATCH_SECONDS",
+    turn_seconds = Setting(
+        "WEBHOOKS_DELIVERY_TURN_SECONDS",
         5.0,
         "An owner's turn: after this long, if another task message waits for a slot of "
         "the worker's pool (or the pool cannot tell: prefork), it finishes its requests "
@@ -145,7 +145,7 @@ class DeliverySettings(View):
     response_body_limit = Setting(
         "WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES",
         2048,
-        "How much of a receiver's answer each attempt keeps (the response excerpt of the "
+        "How much of an endpoint's answer each attempt keeps (the response excerpt of the "
         "delivery log, the API and the admin; a broker's answer too); the rest is not "
         "stored. 0: no excerpt is kept.",
         parse=int,
@@ -255,8 +255,8 @@ class EgressSettings(View):
         "",
         "A forward proxy every HTTP delivery and OAuth2 token request goes through "
         "(http://[user:password@]host:port; CONNECT for https, absolute form for http), so "
-        "receivers can allow-list its one address. The SSRF guard still checks each target "
-        "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
+        "endpoints' servers can allow-list its one address. The SSRF guard still checks "
+        "each target before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
     )
 
 
