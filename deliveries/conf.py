@@ -353,7 +353,7 @@ def portal_address_policy() -> AddressPolicy:
 def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
     """The policy an endpoint's requests go out under, at connect time as when saved:
     `portal_address_policy` when a tenant chose its URL (its portal session or an API
-    token limited to it, `services.principals`)."""
+    token limited to it, `endpoints.principals`)."""
     if getattr(endpoint, "url_chosen_in_portal", False):
         return portal_address_policy()
     return address_policy()

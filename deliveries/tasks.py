@@ -30,7 +30,7 @@ def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
 
 
 # An owner's turn (WEBHOOKS_DELIVERY_TURN_SECONDS) plus its last requests (connect + read
-# timeout, at most the sum of their bounds in `endpoint_fields.NUMERIC`) always ends well
+# timeout, at most the sum of their bounds in `field_rules.NUMERIC`) always ends well
 # within these; the host's task-wide limits, which
 # may be shorter, do not apply to it.
 OWNER_SOFT_TIME_LIMIT_SECONDS = 600

@@ -62,7 +62,7 @@ class RotateForm(forms.Form):
 
 
 def _bounded(rule: field_rules.Bound) -> forms.Field:
-    """The model's form field for a numeric setting, with the bounds of `endpoint_fields`
+    """The model's form field for a numeric setting, with the bounds of `field_rules`
     and the service's words for a value beyond them."""
     model_field = Endpoint._meta.get_field(rule.name)
     assert isinstance(model_field, models.Field)

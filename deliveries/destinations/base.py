@@ -1,6 +1,6 @@
 """The attempt stage's one interface: a destination kind sends one delivery.
 
-The owner (`services.owner`) claims, gates, records and retries the same way whatever
+The owner (`pipeline.owner`) claims, gates, records and retries the same way whatever
 the endpoint's URL names; a destination only sends: `send(delivery, deadline,
 credentials) -> Outcome`. HTTP is one kind (`http`); others (a broker, a queue) plug in
 by URL scheme through `destinations.register`, and get the same claims, retries, dead

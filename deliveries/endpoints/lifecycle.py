@@ -612,7 +612,7 @@ def endpoint_set_state(
 
 
 class EndpointNotEnableable(Exception):
-    """The endpoint's owner may not make it active again (see `endpoint_tenant_may_enable`)."""
+    """The endpoint's tenant may not make it active again (see `endpoint_tenant_may_enable`)."""
 
 
 def endpoint_tenant_may_enable(endpoint: Endpoint) -> bool:
@@ -659,7 +659,7 @@ def endpoint_tenant_disable(*, endpoint_id: UUID) -> bool:
         endpoint_set_state(
             endpoint_id=endpoint_id,
             state=EndpointState.DISABLED,
-            reason="disabled by its owner",
+            reason="disabled by its tenant",
             by=StateSetBy.TENANT,
         )
     return True

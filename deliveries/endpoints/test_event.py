@@ -1,7 +1,7 @@
 """`webhook.test`: an operator checks one endpoint end to end with a harmless event.
 
 An active endpoint gets it through the normal sending path. A suspended one sends nothing
-through that path, so :func:`endpoint_test_event` sends the same signed request at once, from
+through that path, so :func:`endpoint_test_now` sends the same signed request at once, from
 the caller's process, and notes a success on the endpoint: the portal lets a tenant
 resume what its failures suspended only after one.
 """
@@ -77,7 +77,7 @@ class TestEventResult:
         return self.delivered or (self.status_code is not None and 200 <= self.status_code < 300)
 
 
-def endpoint_test_event(*, endpoint_id: UUID, requested_by: str = "") -> TestEventResult:
+def endpoint_test_now(*, endpoint_id: UUID, requested_by: str = "") -> TestEventResult:
     """Send one `webhook.test` to a suspended endpoint now, signed as any delivery is.
 
     Nothing is queued or held and no delivery is written; a 2xx sets

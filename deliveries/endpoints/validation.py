@@ -1,7 +1,7 @@
 """The CloudEvents webhook handshake of an endpoint: asking, recording, waiting.
 
 An endpoint whose ``validation`` is ``cloudevents`` is sent nothing until its target
-consented for its current URL (`handshake` holds the rules). The owner asks `ready`
+consented for its current URL (`validation_rules` holds them). The owner asks `ready`
 before it claims; an endpoint not ready is left alone (no claim, so no attempt is spent,
 and the sweeper does not wake it), and its deliveries stay pending.
 
@@ -13,7 +13,7 @@ When a handshake runs (a Celery task, `HANDSHAKE_TASK`):
   /api/v1/endpoints/{id}/validate``): `endpoint_request_validation`;
 - automatically while ``pending``: a try the target did not answer (down, a timeout, a
   5xx, a 429) is tried again with exponential backoff (WEBHOOKS_VALIDATION_RETRY_SECONDS
-  doubling up to WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS); after `handshake.MAX_TRIES`
+  doubling up to WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS); after `validation_rules.MAX_TRIES`
   unanswered tries the endpoint is ``refused``. An answer without consent makes it
   ``refused`` at once and is not asked again by itself: asking a target that said no,
   again and again, is the traffic the handshake exists to prevent.

@@ -121,7 +121,7 @@ def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
 
 def _leased() -> Q:
     """A delivery some owner is sending right now: left alone until its lease ends (by
-    the database's clock, as every lease is judged: `ownership`, `claims`)."""
+    the database's clock, as every lease is judged: `lease_rows`, `claims`)."""
     return Q(status=DeliveryStatus.SENDING, lease_expires_at__gt=Now())
 
 

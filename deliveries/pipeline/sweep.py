@@ -4,7 +4,7 @@ Redis may lose every message and a worker may die mid-request. Every few seconds
 beat) the sweeper fans out events that never were, and wakes every endpoint that has due
 work (a due row, or a row whose sender's lease ran out) but no live owner and no recent
 wake: a lost message or a dead owner costs one sweep, never a delivery. Its cost grows
-with the active endpoints, idle ones included (a few index probes each: a due row, a
+with the active endpoints, idle ones included (a few index lookups each: a due row, a
 row whose lease ran out, a held row), not with their rows: a saturated endpoint's backlog delays no
 other endpoint's recovery. A sweep wakes at most
 `WEBHOOKS_SWEEP_BATCH_SIZE` endpoints of each kind, in no fixed order; the others wait

@@ -429,7 +429,7 @@ def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     if endpoint.state == EndpointState.SUSPENDED and endpoint.state_set_by == StateSetBy.FAILURES:
         # Nothing goes out through the sending path while it is suspended: this one
         # request goes now, and its answer decides whether the tenant may resume.
-        test_result = services.endpoint_test_event(
+        test_result = services.endpoint_test_now(
             endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})"
         )
         _note(tenant, "tested suspended endpoint", f"{endpoint.pk}: {test_result.status_code}")

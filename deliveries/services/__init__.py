@@ -1,21 +1,14 @@
-"""Services of the sending side: the only place where its business rules live.
+"""The sending side's services, by name: `from deliveries import services`.
 
-The pipeline, stage by stage:
+This is the public façade; each service lives once, in the module of what it is about:
+the pipeline's stages in `deliveries.pipeline` (emit, fan-out, wake, the endpoint's owner,
+record, sweep, purge), an endpoint's life in `deliveries.endpoints`, what operators do in
+`deliveries.operator`, portal links in `deliveries.portal.links`. The library's own
+modules import those modules, never this one.
 
-- **emit** (`events`): the product's event, written in its own transaction;
-- **fan-out** (`fanout`): one delivery per subscribed endpoint, right after the emitting
-  transaction commits for few endpoints, else by the fan-out task;
-- **dispatch** (`dispatch`): the task messages; a delivery's says only "endpoint E has
-  work", at most one out per endpoint;
-- **attempt** (`owner`, with `ownership`, `claims`, the gate in `admission`, `breaker` and
-  `suspension`, the process's cap in `lanes`, and a destination kind per URL scheme in
-  `deliveries.destinations`): the endpoint's one owner claims what it can send now, signs
-  and sends it, each request within its deadline;
-- **record** (`recording`): the attempts, the new states and the endpoint's health, in
-  one transaction per round.
-
-A delivery not sent now (a rate limit, an open circuit, a probe out, requests with no
-answer) is *deferred*: it stays pending, without spending an attempt, due again later.
+A delivery not sent now (a rate limit, an open circuit, the breaker's probe out, requests
+with no answer) is *deferred*: it stays pending, without spending an attempt, due again
+later.
 """
 
 from deliveries.endpoints.lifecycle import (
@@ -38,7 +31,7 @@ from deliveries.endpoints.test_event import (
     EndpointNotActive,
     TestEventResult,
     endpoint_send_test_event,
-    endpoint_test_event,
+    endpoint_test_now,
 )
 from deliveries.endpoints.validation import (
     ValidationFolded,
@@ -132,7 +125,7 @@ __all__ = [
     "endpoint_tenant_disable",
     "endpoint_tenant_enable",
     "endpoint_tenant_may_enable",
-    "endpoint_test_event",
+    "endpoint_test_now",
     "endpoint_update",
     "endpoint_validate",
     "endpoint_work",

@@ -282,7 +282,7 @@ def _open(
     proxied: bool,
 ) -> "exchange.Exchange | _ProxiedExchange":
     """Send the request on a pooled connection of `manager`. Without a proxy, straight on
-    a connection of the host's pool (`http_exchange`): the manager's own `request` would
+    a connection of the host's pool (`exchange`): the manager's own `request` would
     parse the URL, copy the headers and look for a redirect to follow on every request,
     and `urlopen` wrap it in objects of its own, none of which a delivery needs. Through
     a proxy, the proxy manager's path, which adds the proxy's headers, chooses the URL's
@@ -443,7 +443,8 @@ def _refused_address(exc: BaseException) -> bool:
             return False
         if isinstance(seen, AddressRefused):
             return True
-        seen = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        reason = getattr(seen, "reason", None)  # urllib3's wrappers; a str on some
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
     return False
 
 
