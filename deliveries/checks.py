@@ -15,9 +15,9 @@ from webhooks_core.egress.ssrf import parse_networks
 @register(Tags.security)
 def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     errors = []
-    current = conf.health()
+    current = conf.portal()
     # WEBHOOKS_ALLOWED_NETWORKS is the shared core's (webhooks_core/checks.py).
-    for name, networks in (("WEBHOOKS_PORTAL_ALLOWED_NETWORKS", current.portal_allowed_networks),):
+    for name, networks in (("WEBHOOKS_PORTAL_ALLOWED_NETWORKS", current.allowed_networks),):
         try:
             parse_networks(networks)
         except ValueError as exc:
@@ -33,7 +33,7 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
 
 @register(Tags.security)
 def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
-    url = conf.get().egress_proxy_url
+    url = conf.egress().proxy_url
     problem = egress_proxy.proxy_problem(url) if url else None
     if problem is None:
         return []

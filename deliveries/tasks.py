@@ -6,6 +6,7 @@ from typing import Any
 
 from deliveries import conf, services
 from deliveries.endpoints import validation
+from webhooks_core import conf as core_conf
 from webhooks_core.runtime.tasking import (
     QUEUE_DELIVERY,
     QUEUE_FANOUT,
@@ -95,17 +96,15 @@ def resume_erasures() -> int:
 
 @periodic
 def beat_entries() -> dict[str, dict[str, Any]]:
-    settings = conf.get()
+    sweep_interval = core_conf.scheduling().sweep_interval_seconds
     return {
-        "deliveries-sweep": every("deliveries.tasks.sweep", settings.sweep_interval_seconds),
+        "deliveries-sweep": every("deliveries.tasks.sweep", sweep_interval),
         "deliveries-resume-stalled-replays": every(
-            "deliveries.tasks.resume_stalled_replays", settings.sweep_interval_seconds
+            "deliveries.tasks.resume_stalled_replays", sweep_interval
         ),
-        "deliveries-purge": every("deliveries.tasks.purge", settings.purge_interval_seconds),
+        "deliveries-purge": every("deliveries.tasks.purge", conf.get().purge_interval_seconds),
         "deliveries-validate-endpoints-due": every(
-            "deliveries.tasks.validate_endpoints_due", settings.sweep_interval_seconds
+            "deliveries.tasks.validate_endpoints_due", sweep_interval
         ),
-        "deliveries-resume-erasures": every(
-            "deliveries.erasure.resume", settings.sweep_interval_seconds
-        ),
+        "deliveries-resume-erasures": every("deliveries.erasure.resume", sweep_interval),
     }

@@ -1,45 +1,52 @@
-"""The receiving side's settings: the registry (names, defaults, what they do), a typed view
-of it, and the system checks that refuse inconsistent ones. Code reads settings only here."""
+"""The receiving side's settings: the registry entries (names, defaults, what they do),
+declared once on their typed view, and the system checks that refuse inconsistent ones. Code
+reads settings only here (``webhooks_core.conf`` holds those shared with the sending side:
+countdowns and sweeps)."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from webhooks_core.check_ids import check_id
-from webhooks_core.conf import Registry, Setting
-from webhooks_core.conf import value as core_value
+from webhooks_core.conf import Setting, View, accessor, settings_of
 
 #: Providers retry for days (Stripe: up to 3); dedupe history must outlive that.
 MIN_SAFE_INBOX_RETENTION_DAYS = 7
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting(
+def _as_given(raw: Any) -> object:
+    # A list of dotted paths, or anything else: receivers.E004 says what is wrong with it.
+    return raw
+
+
+class ReceiverSettings(View):
+    """The receiving side: processing, retries, retention, handlers and schemes."""
+
+    max_attempts = Setting(
         "RECEIVERS_MAX_ATTEMPTS",
         10,
         "Processing attempts per retry cycle before an inbox event is `failed`.",
-    ),
-    Setting(
+    )
+    backoff_base_seconds = Setting(
         "RECEIVERS_BACKOFF_BASE_SECONDS",
         10.0,
         "Base of the processing backoff (`base·2^(n-1) + jitter`).",
-    ),
-    Setting(
+    )
+    backoff_max_seconds = Setting(
         "RECEIVERS_BACKOFF_MAX_SECONDS",
         3600.0,
         "Cap of the processing backoff.",
-    ),
-    Setting(
+    )
+    lease_seconds = Setting(
         "RECEIVERS_LEASE_SECONDS",
         300.0,
         "How long a worker owns an inbox row it processes without renewing it; a running "
         "handler's lease is renewed every third of it (up to its bound), so this is how soon "
         "the row of a worker that died goes to another.",
-    ),
-    Setting(
+    )
+    handler_timeout_seconds = Setting(
         "RECEIVERS_HANDLER_TIMEOUT_SECONDS",
         300.0,
         "The bound of one handler's run. Within it the run's lease is renewed, so no other "
@@ -48,84 +55,51 @@ SETTINGS: tuple[Setting, ...] = (
         "the database is rolled back. The prefork pool stops the handler at most 15 s later (the "
         "processing tasks' soft time limit); a thread cannot be stopped, so effects outside "
         "the database must be idempotent ([a handler's bound](receiving.md#a-handlers-bound)).",
-    ),
-    Setting(
+    )
+    requeue_grace_seconds = Setting(
         "RECEIVERS_REQUEUE_GRACE_SECONDS",
         60.0,
         "How long a sent processing message may take before the sweeper sends another.",
-    ),
-    Setting(
+    )
+    body_retention_days = Setting(
         "RECEIVERS_BODY_RETENTION_DAYS",
         30,
         "Raw bodies of finished inbox events are cleared after this.",
-    ),
-    Setting(
+    )
+    inbox_retention_days = Setting(
         "RECEIVERS_INBOX_RETENTION_DAYS",
         90,
         "Processed and ignored inbox events are deleted after this; keep it above providers' "
         "redelivery windows (a system check warns below 7).",
-    ),
-    Setting(
+    )
+    enqueue_batch_size = Setting(
         "RECEIVERS_ENQUEUE_BATCH_SIZE",
         20,
         "Most inbox ids in one processing message sent by the receiving view.",
-    ),
-    Setting(
+    )
+    handler_modules = Setting[tuple[str, ...]](
         "RECEIVERS_HANDLER_MODULES",
         (),
         "Modules imported at start so their `@inbox_handler` functions register (handlers in "
         "an app's `ready()` need no entry).",
-    ),
-    Setting(
+    )
+    schemes = Setting[object](
         "RECEIVERS_SCHEMES",
         (),
         "Dotted paths to the host's own `receivers.schemes.Scheme` subclasses, offered beside "
         "the built-in providers (see *Write a provider*); a bad entry is a system check error.",
-    ),
-    Setting(
+        parse=_as_given,
+    )
+    reconcile_interval_seconds = Setting(
         "RECEIVERS_RECONCILE_INTERVAL_SECONDS",
         300.0,
         "How often beat starts reconciliation.",
-    ),
-)
-
-value = Registry(SETTINGS)
-
-
-@dataclass(frozen=True)
-class ReceiverSettings:
-    max_attempts: int
-    backoff_base_seconds: float
-    backoff_max_seconds: float
-    lease_seconds: float
-    handler_timeout_seconds: float
-    requeue_grace_seconds: float
-    body_retention_days: int
-    inbox_retention_days: int
-    handler_modules: tuple[str, ...]
-    max_countdown_seconds: float
-    sweep_batch_size: int
-    enqueue_batch_size: int
-    reconcile_interval_seconds: float = 300.0
-
-
-def get() -> ReceiverSettings:
-    return ReceiverSettings(
-        max_attempts=value("RECEIVERS_MAX_ATTEMPTS"),
-        backoff_base_seconds=value("RECEIVERS_BACKOFF_BASE_SECONDS"),
-        backoff_max_seconds=value("RECEIVERS_BACKOFF_MAX_SECONDS"),
-        lease_seconds=value("RECEIVERS_LEASE_SECONDS"),
-        handler_timeout_seconds=value("RECEIVERS_HANDLER_TIMEOUT_SECONDS"),
-        requeue_grace_seconds=value("RECEIVERS_REQUEUE_GRACE_SECONDS"),
-        body_retention_days=value("RECEIVERS_BODY_RETENTION_DAYS"),
-        inbox_retention_days=value("RECEIVERS_INBOX_RETENTION_DAYS"),
-        handler_modules=tuple(value("RECEIVERS_HANDLER_MODULES")),
-        # Shared with the sending side: bounded by the broker's visibility timeout.
-        max_countdown_seconds=core_value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"),
-        sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
-        enqueue_batch_size=value("RECEIVERS_ENQUEUE_BATCH_SIZE"),
-        reconcile_interval_seconds=value("RECEIVERS_RECONCILE_INTERVAL_SECONDS"),
     )
+
+
+get = accessor(ReceiverSettings)
+
+SETTINGS = settings_of(ReceiverSettings)
 
 
 @register(Tags.compatibility)

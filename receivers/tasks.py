@@ -6,7 +6,7 @@ from typing import Any
 from receivers import conf, services
 from receivers.reconciliation import dispatch_reconciliations, source_reconcile
 from receivers.services.lease_keeper import task_time_limits
-from webhooks_core.conf import value as core_value
+from webhooks_core import conf as core_conf
 from webhooks_core.runtime.tasking import (
     QUEUE_INBOX,
     QUEUE_MAINTENANCE,
@@ -61,7 +61,7 @@ def reconcile_source(source_id: int) -> dict[str, int]:
 def beat_entries() -> dict[str, dict[str, Any]]:
     return {
         "receivers-sweep": every(
-            "receivers.tasks.sweep", core_value("WEBHOOKS_SWEEP_INTERVAL_SECONDS")
+            "receivers.tasks.sweep", core_conf.scheduling().sweep_interval_seconds
         ),
         "receivers-reconcile": every(
             "receivers.tasks.reconcile_all", conf.get().reconcile_interval_seconds

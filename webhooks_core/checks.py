@@ -18,7 +18,7 @@ from webhooks_core.egress.ssrf import parse_networks
 
 @register(Tags.security)
 def check_encryption_key(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
-    if settings.DEBUG or conf.value("WEBHOOKS_ENCRYPTION_KEY"):
+    if settings.DEBUG or conf.crypto().encryption_key:
         return []
     return [
         Error(
@@ -34,7 +34,7 @@ def check_encryption_key(app_configs: Sequence[AppConfig] | None, **kwargs: Any)
 def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     # A typo in the allow-list must stop the start, not turn every scrape into a 500.
     problems = []
-    for entry in conf.value("METRICS_ALLOWED_IPS"):
+    for entry in conf.metrics().allowed_ips:
         try:
             ipaddress.ip_network(entry, strict=False)
         except ValueError:
@@ -51,7 +51,7 @@ def check_metrics_access(app_configs: Sequence[AppConfig] | None, **kwargs: Any)
 @register(Tags.security)
 def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     try:
-        parse_networks(tuple(conf.value("WEBHOOKS_ALLOWED_NETWORKS")))
+        parse_networks(conf.ssrf().allowed_networks)
     except ValueError as exc:
         return [
             Error(

@@ -5,8 +5,8 @@
 
 The configuration reference is rendered from the apps' settings registries
 (``deliveries.conf.SETTINGS``, ``receivers.conf.SETTINGS`` and ``webhooks_core.conf.SETTINGS``:
-``Setting(name, default, doc)`` entries), so a setting's name, default and meaning are
-written once, beside the code that reads it. The reference deployment's own variables come
+the ``Setting(name, default, doc)`` entries declared on the typed views the code reads), so a
+setting's name, default and meaning are written once, beside the code that reads it. The reference deployment's own variables come
 from ``webhooks_project/settings.py``: their names are read from its source, so a variable
 added there without a line here stops the generator.
 

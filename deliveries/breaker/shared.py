@@ -22,7 +22,7 @@ def breaker_settings() -> rules.BreakerSettings:
 
 
 def health_store() -> HealthStore:
-    return get_store(conf.health().redis_url)
+    return get_store(conf.counters().redis_url)
 
 
 def circuit_reopens_at(endpoint: Endpoint) -> datetime | None:

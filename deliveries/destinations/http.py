@@ -70,7 +70,7 @@ class HttpDestination:
             return Outcome(Kind.RETRY, error=str(exc), local_failure=True)
         started_at = timezone.now()
         policy = conf.endpoint_address_policy(endpoint)
-        proxy_url = conf.get().egress_proxy_url
+        proxy_url = conf.egress().proxy_url
         tls = endpoint.client_tls() if endpoint.url.lower().startswith("https:") else None
         client = endpoint.oauth2_credentials()
         token_policy = conf.token_url_policy(endpoint)
@@ -85,7 +85,7 @@ class HttpDestination:
                 connect_timeout=endpoint.connect_timeout_seconds,
                 read_timeout=endpoint.read_timeout_seconds,
                 policy=token_policy,
-                redis_url=conf.health().redis_url,
+                redis_url=conf.counters().redis_url,
                 proxy_url=proxy_url,
                 stale=stale,
             )

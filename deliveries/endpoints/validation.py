@@ -205,7 +205,7 @@ def endpoint_handshake(*, endpoint_id: UUID | str) -> str | None:
         # The same way out as its deliveries: through the egress proxy, with its client
         # certificate (a target that demands one would refuse the handshake without it).
         tls=endpoint.client_tls() if endpoint.url.lower().startswith("https:") else None,
-        proxy_url=conf.get().egress_proxy_url,
+        proxy_url=conf.egress().proxy_url,
     )
     verdict = validation_rules.decide(
         origin=settings.origin,

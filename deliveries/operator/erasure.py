@@ -176,7 +176,7 @@ def _delete_endpoints(pks: list[Any], counts: dict[str, int]) -> None:
     def forget() -> None:
         # What we keep of them outside the database: OAuth2 tokens in Redis (until they
         # expire), counters labelled with their ids in this process.
-        oauth2.forget_tokens(scope_keys=with_auth, redis_url=conf.health().redis_url)
+        oauth2.forget_tokens(scope_keys=with_auth, redis_url=conf.counters().redis_url)
         metrics.forget_endpoints(ids)
 
     transaction.on_commit(forget, robust=True)

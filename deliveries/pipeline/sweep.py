@@ -26,6 +26,7 @@ from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState,
 from deliveries.pipeline.messages import dispatch_fan_outs
 from deliveries.pipeline.owner import settle_inactive_endpoints
 from deliveries.pipeline.wake import wake_endpoints
+from webhooks_core import conf as core_conf
 
 
 @dataclass
@@ -59,7 +60,7 @@ def _fan_out_stuck_events() -> int:
     event_ids = list(
         Event.objects.filter(fanned_out_at__isnull=True, created_at__lt=cutoff)
         .order_by("created_at")
-        .values_list("id", flat=True)[: settings.sweep_batch_size]
+        .values_list("id", flat=True)[: core_conf.scheduling().sweep_batch_size]
     )
     if event_ids:
         dispatch_fan_outs(event_ids)
@@ -80,7 +81,7 @@ def _unowned() -> Q:
 
 def _endpoints_with_unowned_work() -> tuple[list[str], list[str]]:
     """(endpoints with a due pending row, endpoints with a row whose lease ran out)."""
-    limit = conf.get().sweep_batch_size
+    limit = core_conf.scheduling().sweep_batch_size
     rows = Delivery.objects.filter(endpoint_id=OuterRef("pk"))
     pending_due = rows.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=Now())
     lease_ran_out = rows.filter(status=DeliveryStatus.SENDING, lease_expires_at__lt=Now())
@@ -111,7 +112,7 @@ def _settle_inactive() -> int:
     endpoints = list(
         Endpoint.objects.filter(disabled | suspended)
         .exclude(live)
-        .values_list("pk", flat=True)[: conf.get().sweep_batch_size]
+        .values_list("pk", flat=True)[: core_conf.scheduling().sweep_batch_size]
     )
     settle_inactive_endpoints(endpoints)
     return len(endpoints)
@@ -127,7 +128,7 @@ def _release_held_of_active() -> int:
     endpoints = list(
         Endpoint.objects.filter(state=EndpointState.ACTIVE)
         .filter(Exists(held))
-        .values_list("pk", flat=True)[: conf.get().sweep_batch_size]
+        .values_list("pk", flat=True)[: core_conf.scheduling().sweep_batch_size]
     )
     if not endpoints:
         return 0

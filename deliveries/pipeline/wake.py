@@ -23,7 +23,7 @@ MARK_SECONDS = 60.0
 
 
 def wake_book() -> WakeBook:
-    return get_book(conf.health().redis_url)
+    return get_book(conf.counters().redis_url)
 
 
 def wake_endpoints(

@@ -54,7 +54,7 @@ class Loaded:
 
 def registered() -> Loaded:
     """The registry for the current ``RECEIVERS_SCHEMES`` (loaded once per value)."""
-    paths = conf.value("RECEIVERS_SCHEMES")
+    paths = conf.get().schemes
     if isinstance(paths, str) or not isinstance(paths, Sequence):
         return _load(None)
     return _load(tuple(paths))

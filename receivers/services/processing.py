@@ -38,6 +38,7 @@ from receivers.idempotency import MissingPredecessor
 from receivers.models import InboxEvent, InboxStatus
 from receivers.services.dispatch import dispatch_batch, dispatch_processing
 from receivers.services.lease_keeper import HandlerTimedOut, hand_on_after_seconds, kept
+from webhooks_core import conf as core_conf
 from webhooks_core import tracing
 from webhooks_core.db import jobs
 from webhooks_core.retry_policy import RetryPolicy, backoff_delay
@@ -263,7 +264,7 @@ def _failure(claim: InboxClaim, exc: Exception, tb: str = "") -> str:
         max_backoff_seconds=settings.backoff_max_seconds,
     )
     delay = backoff_delay(attempt_in_cycle, policy)
-    short_wait = delay <= settings.max_countdown_seconds
+    short_wait = delay <= core_conf.scheduling().max_countdown_seconds
     now = timezone.now()
     if isinstance(exc, MissingPredecessor):
         error = f"waiting for a predecessor: {exc}"

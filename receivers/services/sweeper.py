@@ -23,6 +23,7 @@ from receivers import conf
 from receivers.models import InboxEvent, InboxStatus
 from receivers.services.dispatch import dispatch_processing
 from receivers.services.processing import inbox_fail_spent
+from webhooks_core import conf as core_conf
 from webhooks_core.db.batches import run_in_batches
 from webhooks_core.runtime.redispatch import redispatch_in_batches
 
@@ -63,7 +64,7 @@ def _redispatch(condition: Q) -> int:
         condition,
         order_by="received_at",
         dispatch=dispatch_processing,
-        batch_size=conf.get().sweep_batch_size,
+        batch_size=core_conf.scheduling().sweep_batch_size,
         max_batches=MAX_BATCHES_PER_RUN,
     )
 
@@ -80,13 +81,13 @@ def inbox_apply_retention() -> tuple[int, int]:
             status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False
         ).order_by("received_at"),
         lambda pks: InboxEvent.objects.filter(pk__in=pks).update(raw_body=None),
-        batch_size=settings.sweep_batch_size,
+        batch_size=core_conf.scheduling().sweep_batch_size,
     )
     deleted = run_in_batches(
         lambda: InboxEvent.objects.filter(
             status__in=[InboxStatus.PROCESSED, InboxStatus.IGNORED], received_at__lt=row_cutoff
         ).order_by("received_at"),
         lambda pks: InboxEvent.objects.filter(pk__in=pks).delete()[0],
-        batch_size=settings.sweep_batch_size,
+        batch_size=core_conf.scheduling().sweep_batch_size,
     )
     return purged.rows, deleted.rows

@@ -402,7 +402,7 @@ def test_lifetime_keeps_a_margin() -> None:
 
 
 def test_settings_default_has_no_proxy() -> None:
-    assert conf.get().egress_proxy_url == ""
+    assert conf.egress().proxy_url == ""
 
 
 @pytest.mark.django_db

@@ -53,7 +53,7 @@ def test_erasure_leaves_no_trace_outside_its_rows(django_capture_on_commit_callb
     )
     credentials = endpoint.oauth2_credentials()
     assert credentials is not None
-    store = oauth2.store_for(conf.health().redis_url)
+    store = oauth2.store_for(conf.counters().redis_url)
     key = f"{oauth2.KEY_PREFIX}{endpoint.pk}:{credentials.fingerprint}"
     store.put(key, "encrypted-token", 600)
     metrics.deliveries_total.labels(endpoint=str(endpoint.pk), outcome="succeeded").inc()

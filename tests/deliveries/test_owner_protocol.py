@@ -256,7 +256,7 @@ class OwnerProtocol(RuleBasedStateMachine):
 def wakes_url() -> str:
     from deliveries import conf
 
-    return conf.health().redis_url
+    return conf.counters().redis_url
 
 
 def test_the_owner_protocol_holds_under_any_interleaving() -> None:

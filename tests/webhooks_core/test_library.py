@@ -65,14 +65,14 @@ def test_defaults_apply_when_the_host_sets_nothing(settings: Settings) -> None:
     settings.DEBUG = False
     delivery = deliveries_conf.get()
     assert delivery.lease_seconds == 30.0
-    assert delivery.sweep_interval_seconds == 15.0
-    health = deliveries_conf.health()
-    assert health.allowed_networks == ()
-    assert health.require_https is True
+    assert conf.scheduling().sweep_interval_seconds == 15.0
+    guard = conf.ssrf()
+    assert guard.allowed_networks == ()
+    assert guard.require_https is True
     assert receivers_conf.get().handler_modules == ()  # never the examples' handlers
     settings.DEBUG = True
-    assert deliveries_conf.health().allowed_networks == ("127.0.0.0/8", "::1")
-    assert deliveries_conf.health().require_https is False
+    assert conf.ssrf().allowed_networks == ("127.0.0.0/8", "::1")
+    assert conf.ssrf().require_https is False
 
 
 def test_a_host_setting_wins(settings: Settings) -> None:

@@ -34,7 +34,7 @@ def _fernet(keys_setting: str, secret_key: str) -> MultiFernet:
 
 
 def _current() -> MultiFernet:
-    return _fernet(conf.value("WEBHOOKS_ENCRYPTION_KEY"), settings.SECRET_KEY)
+    return _fernet(conf.crypto().encryption_key, settings.SECRET_KEY)
 
 
 def encrypt(plaintext: str) -> str:

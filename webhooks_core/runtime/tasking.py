@@ -104,7 +104,7 @@ def _complete_schedule_at_beat_start(sender: Any, **_: Any) -> None:
 
 
 def longest_countdown_seconds() -> float:
-    return float(conf.value("WEBHOOKS_MAX_COUNTDOWN_SECONDS"))
+    return conf.scheduling().max_countdown_seconds
 
 
 @register(Tags.compatibility)

@@ -209,8 +209,9 @@ def _networks(entries: tuple[str, ...]) -> list[ipaddress.IPv4Network | ipaddres
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    token: str = conf.value("METRICS_TOKEN")
-    networks: list[str] = list(conf.value("METRICS_ALLOWED_IPS"))
+    access = conf.metrics()
+    token = access.token
+    networks = list(access.allowed_ips)
     if not token and not networks:
         return JsonResponse(
             {"detail": "metrics are disabled: set METRICS_TOKEN or METRICS_ALLOWED_IPS"},

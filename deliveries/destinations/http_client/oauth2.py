@@ -1,7 +1,7 @@
 """OAuth2 client credentials (RFC 6749 §4.4) for endpoints that want a bearer token.
 
 One token per endpoint and credentials, shared by every worker: it is kept in Redis
-(beside the health counters, `conf.health().redis_url`), encrypted like every stored
+(beside the health counters, `conf.counters().redis_url`), encrypted like every stored
 secret, until shortly before its ``expires_in``. When it is missing, one worker fetches
 (a short Redis lock) while the others wait for its answer, so a burst of deliveries makes
 one request to the token server, not one each. A 401 from the endpoint names the token it

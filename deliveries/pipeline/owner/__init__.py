@@ -11,7 +11,7 @@ import contextlib
 import logging
 from uuid import UUID
 
-from deliveries import conf, metrics
+from deliveries import metrics
 from deliveries.models import Delivery, DeliveryStatus
 from deliveries.pipeline.owner.lease import hand_back
 from deliveries.pipeline.owner.lease_rows import held_for, owner_take
@@ -20,6 +20,7 @@ from deliveries.pipeline.owner.settling import settle_inactive_endpoints
 from deliveries.pipeline.owner.work import Owner, WorkResult
 from deliveries.pipeline.owner.writing import RecordingTimedOut
 from deliveries.pipeline.wake import wake_book, wake_endpoints
+from webhooks_core import conf as core_conf
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def _wake_after_hold(endpoint_id: str) -> None:
     the hold ends: its mark, which would fold every wake until it expires, is replaced by
     one for then (no message is lost to it)."""
     held = held_for(endpoint_id=endpoint_id)
-    if held is None or held > conf.get().max_countdown_seconds:
+    if held is None or held > core_conf.scheduling().max_countdown_seconds:
         return  # not held (another owner works it), or for longer than the sweeper's
     with contextlib.suppress(Exception):
         wake_book().clear(endpoint_id)

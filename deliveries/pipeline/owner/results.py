@@ -13,6 +13,7 @@ from deliveries.endpoints.headers import MASK
 from deliveries.models import Attempt, CircuitState, Delivery, Endpoint
 from deliveries.pipeline.owner.gate import Gate
 from deliveries.pipeline.record import Result
+from webhooks_core import conf as core_conf
 from webhooks_core.retry_policy import Decision, Verdict, decide
 
 logger = logging.getLogger("deliveries.pipeline.owner")
@@ -30,7 +31,7 @@ def defer_seconds(outcome: Outcome) -> float:
         seconds = least
     if not math.isfinite(seconds):
         seconds = least
-    return min(max(seconds, least), float(conf.get().max_countdown_seconds))
+    return min(max(seconds, least), core_conf.scheduling().max_countdown_seconds)
 
 
 def result_of(delivery: Delivery, outcome: Outcome, credentials: Credentials) -> Result:

@@ -32,6 +32,7 @@ from deliveries.pipeline.owner.settling import consented_meanwhile, settle_inact
 from deliveries.pipeline.owner.writing import Writer
 from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round
 from deliveries.pipeline.wake import wake_endpoints
+from webhooks_core import conf as core_conf
 from webhooks_core.db.connections import give_back_pooled_connection
 from webhooks_core.retry_policy import Decision, Verdict
 
@@ -125,7 +126,7 @@ class Owner:
                 endpoint_id=self.endpoint_id, token=self.lease.token, hold_seconds=hold
             )
             if token is None:
-                if wait is not None and wait <= conf.get().max_countdown_seconds:
+                if wait is not None and wait <= core_conf.scheduling().max_countdown_seconds:
                     wake_endpoints([self.endpoint_id], countdown=max(wait, 0.01))
                 return
             self.lease.taken_back(token)
@@ -198,7 +199,7 @@ class Owner:
 
     def _linger(self) -> float | None:
         """Seconds to wait for a row falling due soon, or None to hand the endpoint back."""
-        linger = min(LINGER_SECONDS, conf.get().max_countdown_seconds)
+        linger = min(LINGER_SECONDS, core_conf.scheduling().max_countdown_seconds)
         linger_until = time.monotonic() + linger
         if self.ran_dry and self.soonest_retry > linger_until and self.hold_until < linger_until:
             return None  # nothing due now nor soon that we know of
