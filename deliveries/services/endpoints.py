@@ -17,7 +17,9 @@ from ..endpoint_fields import (
     CREATE_ONLY,
     EDITABLE,
     MAX_FILTERS,
+    MODE_FIXED,
     OPTION_FIELDS,
+    POLL_HAS_NO_URL,
     TENANT_FIXED,
     URL_MAX_LENGTH,
 )
@@ -25,6 +27,7 @@ from ..event_types import validate_filter
 from ..models import (
     DeliveryStatus,
     Endpoint,
+    EndpointMode,
     EndpointSecret,
     EndpointState,
     StateSetBy,
@@ -77,6 +80,12 @@ def endpoint_create(
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     auth = _pop_auth(fields)
+    mode = fields.setdefault("mode", EndpointMode.PUSH)
+    if mode not in EndpointMode.values:
+        raise EndpointInvalid({"mode": [f"{mode!r} is not a mode: push or poll."]})
+    polled = mode == EndpointMode.POLL
+    if polled and url:
+        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
     if chosen_by_tenant is True and "validation" not in fields and _is_http(url):
         # WEBHOOKS_PORTAL_ENDPOINT_VALIDATION: a tenant's targets may have to consent.
         fields["validation"] = portal_default()
@@ -84,7 +93,8 @@ def endpoint_create(
     endpoint.url_chosen_in_portal = chosen_by_tenant is True
     _apply_and_validate(
         endpoint,
-        changed={"url", "event_types", *fields},
+        # A polling endpoint's empty URL is no URL to check.
+        changed={"event_types", *fields, *(() if polled else ("url",))},
         custom_headers=custom_headers or {},
         secret_headers=secret_headers,
         previous_url=None,
@@ -162,6 +172,11 @@ def _changed(
         raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
     if tenant != endpoint.tenant:
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
+    if changes.pop("mode", endpoint.mode) != endpoint.mode:
+        raise EndpointInvalid({"mode": [MODE_FIXED]})
+    given_url = changes.pop("url", "") if endpoint.mode == EndpointMode.POLL else ""
+    if given_url:
+        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
     custom = changes.pop("custom_headers", None)
     marked = changes.pop("secret_headers", None)
     auth = _pop_auth(changes)
