@@ -19,12 +19,11 @@ class DeliveriesConfig(AppConfig):
 
         from . import checks, conf, erasure_tasks, gauges, tasks  # noqa: F401
         from .health import metrics as health_metrics  # noqa: F401  (the breaker's gauges)
-        from .polling import conf as polling_conf
         from .polling import records as polling_records
         from .portal.checks import check_tenant_resolver
 
         django_checks.register(check_tenant_resolver)
-        core_conf.register(self.name, (*conf.SETTINGS, *polling_conf.SETTINGS))
+        core_conf.register(self.name, conf.SETTINGS)
         core_metrics.register_gauges(self.name, gauges.collector)
         core_metrics.register_gauges(f"{self.name}.polling", polling_records.collector)
         core_metrics.register_label_filter("endpoint", gauges.live_endpoints)

@@ -12,6 +12,8 @@ from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
 from webhooks_core.ssrf import AddressPolicy, parse_networks
 
+from .polling.conf import SETTINGS as POLLING_SETTINGS
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_LEASE_SECONDS",
@@ -260,6 +262,9 @@ SETTINGS: tuple[Setting, ...] = (
         "Celery broker's Redis, or process memory when the broker is not Redis.",
     ),
 )
+
+# Pull delivery's (deliveries/polling/conf.py reads them).
+SETTINGS += POLLING_SETTINGS
 
 value = Registry(SETTINGS)
 
