@@ -258,7 +258,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
-        "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
+        "Redis for the shared counters (wake messages, rate limits, breaker) and the long "
+        "polls' notices. Empty: the "
         "Celery broker's Redis, or process memory when the broker is not Redis.",
     ),
 )
