@@ -131,6 +131,7 @@ def call(
     body: Any = None,
     raw: bytes | None = None,
     headers: dict[str, str] | None = None,
+    timeout: float = 5,
 ) -> tuple[int, Any]:
     """One request to the host (only ever http://127.0.0.1): its status and its body,
     parsed when it is JSON."""
@@ -140,7 +141,7 @@ def call(
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             text = response.read().decode()
             status = int(response.status)
     except urllib.error.HTTPError as error:

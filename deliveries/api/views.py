@@ -112,7 +112,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             raise ValidationError(exc.errors) from None
         except principals.EndpointForbidden as exc:
             raise PermissionDenied(exc.errors) from None
-        return Response(s.EndpointSerializer(endpoint).data)
+        return Response(s.EndpointSerializer(endpoint, context={"request": request}).data)
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secret")

@@ -165,6 +165,7 @@ def _changed(
     rows = Endpoint.objects.select_for_update(no_key=True) if lock else Endpoint.objects
     endpoint = rows.get(pk=endpoint_id)
     tenant = changes.pop("tenant", endpoint.tenant)
+    mode = changes.pop("mode", endpoint.mode)
     unknown = set(changes) - EDITABLE
     if unknown:
         raise TypeError(f"endpoint_update() got unexpected fields {sorted(unknown)}")
@@ -172,7 +173,7 @@ def _changed(
         raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
     if tenant != endpoint.tenant:
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
-    if changes.pop("mode", endpoint.mode) != endpoint.mode:
+    if mode != endpoint.mode:
         raise EndpointInvalid({"mode": [MODE_FIXED]})
     given_url = changes.pop("url", "") if endpoint.mode == EndpointMode.POLL else ""
     if given_url:
