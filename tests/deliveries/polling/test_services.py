@@ -96,3 +96,20 @@ def test_a_groups_committed_position_never_moves_backwards_but_by_seek() -> None
     again = polling.group_read(endpoint=endpoint, name="g", limit=10)
     assert [m["id"] for m in again.data][:2] == [m["id"] for m in first.data]
     assert len(again.data) == 6
+
+
+@pytest.mark.django_db
+def test_poll_records_are_kept_as_long_as_attempts() -> None:
+    from datetime import timedelta
+
+    from deliveries.models import PollRecord
+    from deliveries.services.retention import purge_expired
+
+    endpoint = _poll_endpoint()
+    old, recent = (
+        PollRecord.objects.create(endpoint=endpoint, count=1, iterator="", next_iterator="")
+        for _ in range(2)
+    )
+    PollRecord.objects.filter(pk=old.pk).update(at=timezone.now() - timedelta(days=400))
+    purge_expired()
+    assert list(PollRecord.objects.values_list("pk", flat=True)) == [recent.pk]
