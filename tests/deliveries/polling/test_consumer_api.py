@@ -339,3 +339,49 @@ def test_a_push_endpoint_gets_a_catch_up_key(web: str, operator: str) -> None:
         verified(message, created["secret"])
     # Whatever their status: the owner still has them (no worker runs here).
     assert Event.objects.filter(pk__in=ids).count() == 2
+
+
+def test_a_hundred_long_polls_cost_the_web_process_nothing(tmp_path: Path, operator: str) -> None:
+    """100 consumers long-polling one web process (one gevent worker): other requests are
+    answered as fast as before, and every waiter gets the message when it comes."""
+    bounds = {
+        "WEBHOOKS_POLL_MAX_WAITS_PER_KEY": "100",
+        "WEBHOOKS_POLL_MAX_WAITS_PER_PROCESS": "100",
+    }
+    with procfile_web(tmp_path, **bounds, **WEB_ENV) as (base, _):
+        created = create_poll_endpoint(base, operator)
+        url, key = created["poll_url"], created["poll_key"]
+
+        def median_latency() -> float:
+            took = []
+            for _ in range(21):
+                started = time.monotonic()
+                status, _, _ = http(f"{base}/api/v1/endpoints/{created['id']}", operator)
+                assert status == 200
+                took.append(time.monotonic() - started)
+            return sorted(took)[10]
+
+        before = median_latency()
+        answers: list[tuple[int, Any, dict[str, str]]] = []
+
+        def consumer() -> None:
+            while True:  # refused while the probe below took a place: ask again
+                answer = http(f"{url}?wait=25", key)
+                if answer[0] != 429:
+                    answers.append(answer)
+                    return
+
+        waiters = [threading.Thread(target=consumer) for _ in range(100)]
+        for waiter in waiters:
+            waiter.start()
+        # The process bound is 100: a 101st long poll is refused once all 100 wait.
+        wait_until(lambda: http(f"{url}?wait=1", key)[0] == 429, timeout=20, what="100 long polls")
+        during = median_latency()
+        (event_id,) = emit(1)
+        for waiter in waiters:
+            waiter.join(30)
+        assert len(answers) == 100
+        assert all(status == 200 for status, _, _ in answers)
+        assert all([m["id"] for m in page["data"]] == [event_id] for _, page, _ in answers)
+        print(f"median latency before {before * 1000:.1f} ms, during {during * 1000:.1f} ms")
+        assert during < max(3 * before, 0.1)

@@ -113,3 +113,24 @@ def test_poll_records_are_kept_as_long_as_attempts() -> None:
     PollRecord.objects.filter(pk=old.pk).update(at=timezone.now() - timedelta(days=400))
     purge_expired()
     assert list(PollRecord.objects.values_list("pk", flat=True)) == [recent.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_polls_messages_and_lag_are_measured() -> None:
+    from deliveries.polling import records
+
+    endpoint = _poll_endpoint()
+    _events(endpoint, 3)
+    label = str(endpoint.pk)
+    before = records.poll_messages_total.labels(label)._value.get()
+    page = polling.group_read(endpoint=endpoint, name="audit", limit=2)
+    assert records.poll_messages_total.labels(label)._value.get() == before + 2
+    assert records.polls_total.labels(label, "messages")._value.get() >= 1
+
+    def lag() -> dict[tuple[str, ...], float]:
+        (family,) = list(records.LagCollector().collect())
+        return {tuple(s.labels.values()): s.value for s in family.samples}
+
+    assert lag()[(label, "audit")] == 3
+    polling.group_commit(endpoint=endpoint, name="audit", iterator=page.iterator)
+    assert lag()[(label, "audit")] == 1
