@@ -10,7 +10,8 @@ Redis (the embedded default, one process) the local events are all there is, and
 also read again every ``WEBHOOKS_POLL_RECHECK_SECONDS``. With Redis they read again every
 few seconds besides, so a lost notice costs a few seconds, never a message.
 
-Waits are bounded per key and per process (``WEBHOOKS_POLL_MAX_WAITS_PER_*``).
+Waits are bounded per key and per process (``WEBHOOKS_POLL_MAX_WAITS_PER_KEY``,
+``WEBHOOKS_POLL_MAX_WAITS_PER_PROCESS``).
 """
 
 import contextlib
