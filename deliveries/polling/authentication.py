@@ -10,8 +10,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from ..models import Endpoint
-from . import keys
+from deliveries.models import Endpoint
+from deliveries.polling import keys
 
 
 @dataclass(frozen=True)

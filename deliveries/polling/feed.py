@@ -22,11 +22,11 @@ from uuid import UUID
 from django.db import connection
 from django.utils import timezone
 
-from ..destinations.base import Credentials, signed_message
-from ..models import Delivery, Endpoint
-from ..rendering import utc_text
-from ..wire import signing_keys
-from .positions import Position
+from deliveries.destinations.base import Credentials, signed_message
+from deliveries.models import Delivery, Endpoint
+from deliveries.pipeline.rendering import utc_text
+from deliveries.pipeline.wire import signing_keys
+from deliveries.polling.positions import Position
 
 TABLE = Delivery._meta.db_table
 

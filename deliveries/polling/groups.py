@@ -18,9 +18,9 @@ from uuid import UUID
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ..models import Endpoint, PollConsumer, PollLease
-from . import feed
-from .positions import Position
+from deliveries.models import Endpoint, PollConsumer, PollLease
+from deliveries.polling import feed
+from deliveries.polling.positions import Position
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from uuid import UUID
 
 from django.utils import timezone
 
+from deliveries.models import Endpoint
 from webhooks_core.models import hash_api_token
-
-from ..models import Endpoint
 
 PREFIX = "whpoll_"
 KEY_BYTES = 32

@@ -10,9 +10,9 @@ from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..models import Endpoint, PollConsumer, PollRecord
-from . import feed
-from .positions import Position
+from deliveries.models import Endpoint, PollConsumer, PollRecord
+from deliveries.polling import feed
+from deliveries.polling.positions import Position
 
 polls_total = Counter(
     "webhooks_polls_total",

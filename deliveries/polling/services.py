@@ -16,12 +16,12 @@ from uuid import UUID
 from django.db import connection
 from django.urls import reverse
 
-from .. import conf as delivery_conf
-from ..models import Endpoint
-from ..services.tenant_settings import tenant_retention
-from . import feed, groups, keys, positions, records, waiters
-from .groups import ConsumerState
-from .positions import Cursor, InvalidIterator
+from deliveries import conf as delivery_conf
+from deliveries.models import Endpoint
+from deliveries.operator.tenant_settings import tenant_retention
+from deliveries.polling import feed, groups, keys, positions, records, waiters
+from deliveries.polling.groups import ConsumerState
+from deliveries.polling.positions import Cursor, InvalidIterator
 
 __all__ = [
     "ConsumerState",

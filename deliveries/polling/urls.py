@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from . import views
+from deliveries.polling import views
 
 _ENDPOINT = r"(?P<endpoint_id>[0-9a-fA-F-]{36})"
 _NAME = r"(?P<name>[^/]{1,200})"

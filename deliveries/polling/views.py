@@ -10,13 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from deliveries.models import Endpoint
+from deliveries.pipeline.payloads import PayloadUnavailable
+from deliveries.polling import params, services, waiters
+from deliveries.polling.authentication import PollKeyAuthentication
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.schema import OpenApiParameter, extend_schema
-
-from ..models import Endpoint
-from ..payloads import PayloadUnavailable
-from . import params, services, waiters
-from .authentication import PollKeyAuthentication
 
 
 class Gone(exceptions.APIException):

@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .. import conf as delivery_conf
-from . import conf
+from deliveries import conf as delivery_conf
+from deliveries.polling import conf
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.headers import MASK
+from deliveries.endpoints.headers import MASK
 from deliveries.models import ApiToken, Endpoint
 from tests.deliveries.admin.test_admin import endpoint_form
 from tests.deliveries.test_pipeline import FAST_POLICY

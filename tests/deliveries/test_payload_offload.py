@@ -18,9 +18,10 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
-from deliveries import payloads, services
+from deliveries import services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
-from deliveries.wire import render_body
+from deliveries.pipeline import payloads
+from deliveries.pipeline.wire import render_body
 from tests.conftest import wait_until
 from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
 from tests.receiver import Receiver

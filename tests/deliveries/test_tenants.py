@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.bindings import bind_model
+from deliveries.endpoints.suspension import endpoint_suspend_automatically
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event, Replay
-from deliveries.services.suspension import endpoint_suspend_automatically
 from tests.conftest import wait_until
 from tests.deliveries.admin.helpers import hours_ago
 from tests.deliveries.admin.test_admin import endpoint_form

@@ -14,6 +14,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from deliveries import services
+from deliveries.endpoints import validation
 from deliveries.models import (
     ApiToken,
     Attempt,
@@ -23,7 +24,6 @@ from deliveries.models import (
     Event,
     ValidationState,
 )
-from deliveries.services import validation
 from tests.conftest import wait_until
 from tests.receiver import ReceivedRequest, Receiver, Reply
 

@@ -8,7 +8,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from receivers import services
 from receivers.models import Source
 from receivers.services import dispatch
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 MakeSource = Callable[..., tuple[Source, str]]
 

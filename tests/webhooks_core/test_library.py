@@ -20,7 +20,8 @@ from deliveries import tasks as deliveries_tasks
 from deliveries.models import ApiToken
 from receivers import conf as receivers_conf
 from receivers import tasks as receivers_tasks
-from webhooks_core import checks, conf, tasking
+from webhooks_core import checks, conf
+from webhooks_core.runtime import tasking
 from webhooks_project.celery import app as project_app
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Replay, ReplayStatus
-from deliveries.services.replay import ReplayFilters, replays_resume_stalled
+from deliveries.operator.replay import ReplayFilters, replays_resume_stalled
 from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago
 
 pytestmark = pytest.mark.django_db

@@ -26,8 +26,8 @@ from deliveries.models import (
     PollConsumer,
     PollRecord,
 )
+from deliveries.pipeline.sweep import sweep
 from deliveries.polling import feed, positions
-from deliveries.services.sweeper import sweep
 from tests.conftest import wait_until
 from tests.helpers import procfile_web
 

@@ -6,9 +6,9 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.pipeline.fanout import new_delivery
 from deliveries.polling import feed, positions
 from deliveries.polling import services as polling
-from deliveries.services.fanout import new_delivery
 from tests.conftest import wait_until
 
 
@@ -103,7 +103,7 @@ def test_poll_records_are_kept_as_long_as_attempts() -> None:
     from datetime import timedelta
 
     from deliveries.models import PollRecord
-    from deliveries.services.retention import purge_expired
+    from deliveries.pipeline.purge import purge_expired
 
     endpoint = _poll_endpoint()
     old, recent = (
