@@ -75,3 +75,10 @@ def forget_endpoints(endpoint_ids: list[str]) -> None:
                 deliveries_total.remove(endpoint_id, outcome)
             except KeyError:
                 continue
+
+
+# Documented on the metrics page; counted by the HTTP client (`http_client.transport`).
+SSRF_REFUSALS = Counter(
+    "webhooks_ssrf_refusals_total",
+    "Requests refused at connect time because the URL's address is not allowed.",
+)

@@ -52,7 +52,8 @@ class EnvelopeKind(models.TextChoices):
 
 
 class Validation(models.TextChoices):
-    """Whether the target must consent before it is sent to (deliveries/endpoints/validation_rules.py)."""
+    """Whether the target must consent before it is sent to
+    (deliveries/endpoints/validation_rules.py)."""
 
     NONE = "none", "None"
     CLOUDEVENTS = "cloudevents", "CloudEvents webhook handshake"
@@ -74,7 +75,7 @@ class StateSetBy(models.TextChoices):
     NOBODY = "", "Nobody (created so)"
     FAILURES = "failures", "Its failures (automatic)"
     OPERATOR = "operator", "An operator (admin or API)"
-    OWNER = "owner", "Its owner (the portal)"
+    TENANT = "tenant", "Its tenant (the portal)"
 
 
 class EndpointMode(models.TextChoices):
@@ -126,7 +127,7 @@ class Endpoint(models.Model):
     )
     # The last test event that succeeded while the endpoint was not active (the portal's
     # "test, then resume"); a tenant may resume a suspension only after one.
-    probe_succeeded_at = models.DateTimeField(null=True, blank=True)
+    test_succeeded_at = models.DateTimeField(null=True, blank=True)
 
     # Defaults and bounds: deliveries/endpoints/field_rules.py.
     max_attempts = models.PositiveIntegerField(default=_DEFAULTS["max_attempts"])

@@ -24,7 +24,7 @@ from deliveries import selectors, services
 from deliveries.admin.audit import audit
 from deliveries.admin.filters import TenantFilter
 from deliveries.admin.masking import searchable
-from deliveries.endpoints import auth_forms, field_rules, headers
+from deliveries.endpoints import auth_forms, field_rules, headers, options
 from deliveries.endpoints.field_rules import CREATE_ONLY, EDITABLE
 from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
 from deliveries.endpoints.url_field import EndpointURLFormField
@@ -482,7 +482,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         for endpoint in queryset:
             try:
                 services.endpoint_rotate_signing_key(endpoint=endpoint)
-            except services.endpoint_options.NoSigningKeys as exc:
+            except options.NoSigningKeys as exc:
                 self.message_user(request, f"{endpoint}: not rotated, {exc}.", messages.WARNING)
             else:
                 rotated.append(endpoint)

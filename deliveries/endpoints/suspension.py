@@ -86,14 +86,14 @@ def _notify_suspension(endpoint: Endpoint) -> None:
     endpoint_suspended.send(sender=Endpoint, endpoint=endpoint, reason=endpoint.state_reason)
     if not endpoint.owner_email:
         return
-    # Only the host: a URL's path or query may carry the receiver's own token.
+    # Only the host: a URL's path or query may carry the endpoint's own token.
     host = urlsplit(endpoint.url).hostname or "?"
     send_mail(
         subject=f"Webhook endpoint suspended: {endpoint.description or host}",
         message=(
             f"We stopped sending webhooks to your endpoint {endpoint.pk} ({host}).\n\n"
             f"Reason: {endpoint.state_reason}\n\n"
-            "Deliveries are held, not lost. Fix the receiver, then ask an operator to "
+            "Deliveries are held, not lost. Fix the endpoint, then ask an operator to "
             "resume the endpoint; held deliveries are sent then."
         ),
         from_email=None,

@@ -36,7 +36,8 @@ from deliveries import conf
 from deliveries.destinations.http_client import transport
 from deliveries.endpoints import validation_rules
 from deliveries.models import Endpoint, EndpointState, Validation, ValidationState
-from deliveries.pipeline.wake import VALIDATE_ENDPOINT_TASK, dispatch_task, dispatch_wakes
+from deliveries.pipeline.messages import VALIDATE_ENDPOINT_TASK, dispatch_task
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core.egress import deadlines
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def endpoint_validation_reset(
             _reset(endpoint, state=None, next_at=None)
             # What waited for a consent goes now.
             endpoint_id = endpoint.pk
-            transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+            transaction.on_commit(lambda: wake_endpoints([endpoint_id]), robust=True)
         return
     _reset(endpoint, state=ValidationState.PENDING, next_at=_lease_end())
     _dispatch_on_commit(endpoint.pk)
@@ -273,7 +274,7 @@ def _record(endpoint: Endpoint, verdict: validation_rules.Verdict, now: Any) -> 
         extra={"endpoint": str(endpoint.pk), "state": fields["validation_state"]},
     )
     if verdict.consent:
-        dispatch_wakes([endpoint.pk])
+        wake_endpoints([endpoint.pk])
     return str(fields["validation_state"])
 
 

@@ -56,7 +56,7 @@ from deliveries.models import (
 )
 from deliveries.operator.audit import TENANT_ERASED, TENANT_ERASURE_STARTED, audit_record
 from deliveries.pipeline import payloads
-from deliveries.pipeline.wake import RUN_ERASURE_TASK, dispatch_task
+from deliveries.pipeline.messages import RUN_ERASURE_TASK, dispatch_task
 from webhooks_core import tenants
 
 DEFAULT_BATCH_SIZE = 500

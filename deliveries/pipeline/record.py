@@ -372,7 +372,7 @@ def _record_round_effects(
         if told_gone is not None and told_gone.delivery.id in mine:
             endpoint_suspend_automatically(
                 endpoint_id=endpoint.pk,
-                reason=f"receiver answered {told_gone.status_code} (Gone)",
+                reason=f"endpoint answered {told_gone.status_code} (Gone)",
             )
 
 

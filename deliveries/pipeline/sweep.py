@@ -23,8 +23,9 @@ from django.utils import timezone
 from deliveries import conf
 from deliveries.endpoints.validation import not_ready as validation_not_ready
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.pipeline.messages import dispatch_fan_outs
 from deliveries.pipeline.owner import settle_inactive_endpoints
-from deliveries.pipeline.wake import dispatch_fan_outs, dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 
 
 @dataclass
@@ -44,7 +45,7 @@ def sweep() -> SweepResult:
     result.events_fanned_out = _fan_out_stuck_events()
     grace = conf.get().requeue_grace_seconds
     due, expired = _endpoints_with_unowned_work()
-    dispatched = dispatch_wakes(due + expired, stale_after=grace) if due or expired else 0
+    dispatched = wake_endpoints(due + expired, stale_after=grace) if due or expired else 0
     result.deliveries_due = dispatched
     result.leases_expired = len(expired)
     result.endpoints_settled = _settle_inactive()
@@ -135,5 +136,5 @@ def _release_held_of_active() -> int:
         endpoint__state=EndpointState.ACTIVE,
         status=DeliveryStatus.HELD,
     ).update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=timezone.now())
-    dispatch_wakes(endpoints)
+    wake_endpoints(endpoints)
     return len(endpoints)

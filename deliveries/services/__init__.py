@@ -22,13 +22,13 @@ from deliveries.endpoints.lifecycle import (
     EndpointInvalid,
     EndpointNotEnableable,
     endpoint_create,
-    endpoint_owner_disable,
-    endpoint_owner_enable,
-    endpoint_owner_may_enable,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
     endpoint_suspend,
+    endpoint_tenant_disable,
+    endpoint_tenant_enable,
+    endpoint_tenant_may_enable,
     endpoint_update,
     endpoint_validate,
 )
@@ -36,9 +36,9 @@ from deliveries.endpoints.options import endpoint_public_key, endpoint_rotate_si
 from deliveries.endpoints.removal import endpoint_delete
 from deliveries.endpoints.test_event import (
     EndpointNotActive,
-    ProbeResult,
-    endpoint_probe,
+    TestEventResult,
     endpoint_send_test_event,
+    endpoint_test_event,
 )
 from deliveries.endpoints.validation import (
     ValidationFolded,
@@ -73,11 +73,11 @@ from deliveries.operator.tenant_settings import (
 )
 from deliveries.pipeline.emit import EventValidationError, emit
 from deliveries.pipeline.fanout import event_fan_out, events_fan_out
-from deliveries.pipeline.owner import WorkResult, delivery_attempt, endpoint_work
+from deliveries.pipeline.owner import WorkResult, endpoint_work, endpoint_work_for_delivery
 from deliveries.pipeline.owner.outcomes import DeliveryOutcome
 from deliveries.pipeline.purge import PurgeResult, purge_expired
 from deliveries.pipeline.sweep import SweepResult, sweep
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 from deliveries.portal.links import (
     PortalLinkForbidden,
     PortalLinkInvalid,
@@ -103,7 +103,6 @@ __all__ = [
     "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PortalSession",
-    "ProbeResult",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -111,22 +110,17 @@ __all__ = [
     "Retention",
     "SweepResult",
     "TenantSettingsInvalid",
+    "TestEventResult",
     "ValidationFolded",
     "ValidationUnavailable",
     "WorkResult",
     "deliveries_recover",
-    "delivery_attempt",
     "delivery_cancel",
     "delivery_retry",
-    "dispatch_wakes",
     "emit",
     "endpoint_create",
     "endpoint_delete",
-    "endpoint_owner_disable",
-    "endpoint_owner_enable",
-    "endpoint_owner_may_enable",
     "endpoint_pin_versions",
-    "endpoint_probe",
     "endpoint_public_key",
     "endpoint_request_validation",
     "endpoint_resume",
@@ -135,9 +129,14 @@ __all__ = [
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",
+    "endpoint_tenant_disable",
+    "endpoint_tenant_enable",
+    "endpoint_tenant_may_enable",
+    "endpoint_test_event",
     "endpoint_update",
     "endpoint_validate",
     "endpoint_work",
+    "endpoint_work_for_delivery",
     "event_fan_out",
     "events_fan_out",
     "portal_link_create",
@@ -160,4 +159,5 @@ __all__ = [
     "tenant_erasures_resume",
     "tenant_retention",
     "tenant_settings_set",
+    "wake_endpoints",
 ]

@@ -11,7 +11,7 @@ from django.utils import timezone
 from deliveries import services
 from deliveries.models import Endpoint, Event
 
-GROUPS_MIGRATION = "deliveries.migrations.0003_operator_groups"
+GROUPS_MIGRATION = "deliveries.migrations.0002_operator_groups"
 
 
 def ensure_groups() -> None:
