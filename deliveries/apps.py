@@ -13,6 +13,7 @@ class DeliveriesConfig(AppConfig):
         from django.core import checks as django_checks
 
         from deliveries import checks, conf, gauges, tasks  # noqa: F401
+        from deliveries.polling import records as polling_records
         from deliveries.portal.checks import check_tenant_resolver
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import conf as core_conf
@@ -22,6 +23,7 @@ class DeliveriesConfig(AppConfig):
         django_checks.register(check_tenant_resolver)
         core_conf.register(self.name, conf.SETTINGS)
         core_metrics.register_gauges(self.name, gauges.collector)
+        core_metrics.register_gauges(f"{self.name}.polling", polling_records.collector)
         core_metrics.register_label_filter("endpoint", gauges.live_endpoints)
 
         # Event types are declared at import time: every installed app's `webhook_events`

@@ -304,14 +304,43 @@ class ValidationSettings(View):
     )
 
 
+class PollSettings(View):
+    """Pull delivery: how many long polls a web process holds, and how it re-reads."""
+
+    max_waits_per_key = Setting(
+        "WEBHOOKS_POLL_MAX_WAITS_PER_KEY",
+        10,
+        "Long polls (`wait` > 0 on `GET /api/v1/poll/...`) one consumer key may hold open at "
+        "once in one web process; one more is answered 429 with `Retry-After`.",
+        minimum=1,
+    )
+    max_waits_per_process = Setting(
+        "WEBHOOKS_POLL_MAX_WAITS_PER_PROCESS",
+        1000,
+        "Long polls one web process holds open at once, all keys together; one more is "
+        "answered 429 with `Retry-After`. A waiting long poll holds no database connection "
+        "(under the `web` process's gevent workers, no thread either).",
+        minimum=1,
+    )
+    recheck_seconds = Setting(
+        "WEBHOOKS_POLL_RECHECK_SECONDS",
+        0.5,
+        "How often a waiting long poll reads its feed again when no notice can reach it "
+        "(no Redis: the embedded default); with Redis, fan-out's notice wakes it and it "
+        "reads again every 5 s at most besides.",
+        minimum=0.05,
+    )
+
+
 class CountersSettings(View):
     """Where the shared counters live (wake messages, rate limits, breaker, OAuth2 tokens)."""
 
     redis_url = Setting(
         "WEBHOOKS_HEALTH_REDIS_URL",
         "",
-        "Redis for the shared counters (wake messages, rate limits, breaker). Empty: the "
-        "Celery broker's Redis, or process memory when the broker is not Redis.",
+        "Redis for the shared counters (wake messages, rate limits, breaker, OAuth2 tokens) "
+        "and the long polls' notices. Empty: the Celery broker's Redis, or process memory "
+        "when the broker is not Redis.",
         parse=_redis_url,
     )
 
@@ -322,6 +351,7 @@ health = accessor(HealthSettings)
 egress = accessor(EgressSettings)
 validation = accessor(ValidationSettings)
 counters = accessor(CountersSettings)
+poll = accessor(PollSettings)
 
 SETTINGS = settings_of(
     DeliverySettings,
@@ -330,6 +360,7 @@ SETTINGS = settings_of(
     EgressSettings,
     ValidationSettings,
     CountersSettings,
+    PollSettings,
 )
 
 

@@ -78,9 +78,25 @@ class StateSetBy(models.TextChoices):
     TENANT = "tenant", "Its tenant (the portal)"
 
 
+class EndpointMode(models.TextChoices):
+    """How an endpoint gets its events: sent to its URL, or read by its consumer
+    (deliveries/polling/)."""
+
+    PUSH = "push", "Push (sent to its URL)"
+    POLL = "poll", "Poll (read by its consumer with a key)"
+
+
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    url = models.URLField(max_length=field_rules.URL_MAX_LENGTH)
+    # Empty for a polling endpoint (`mode` poll): nothing is sent anywhere.
+    url = models.URLField(max_length=field_rules.URL_MAX_LENGTH, blank=True)
+    mode = models.CharField(
+        max_length=8, choices=EndpointMode.choices, default=EndpointMode.PUSH, editable=False
+    )
+    # SHA-256 of the consumer's read key (`whpoll_…`, deliveries/polling/keys.py): a polling
+    # endpoint's, or a push endpoint's catch-up key. Empty: no key.
+    poll_key_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
+    poll_key_created_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Whether a tenant chose `url` (in its portal or with a token limited to it,
     # endpoints.principals): then the SSRF guard admits public addresses and
     # WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators' WEBHOOKS_ALLOWED_NETWORKS
@@ -195,6 +211,13 @@ class Endpoint(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["poll_key_hash"],
+                condition=~Q(poll_key_hash=""),
+                name="endpoint_poll_key_unique",
+            )
+        ]
         indexes = [
             models.Index(fields=["state"]),
             # The periodic look for handshakes due (endpoints.validation).
@@ -214,6 +237,8 @@ class Endpoint(models.Model):
     def __str__(self) -> str:
         # Shown to every reader of a page naming it (a delivery's, the admin's log):
         # credentials in the URL masked; the URL field itself is for who may change it.
+        if self.mode == EndpointMode.POLL:
+            return f"polling endpoint {self.pk}"
         return masked_url(self.url)
 
     # No clean(): every rule (the SSRF guard's among them) is in services.endpoint_create
@@ -377,6 +402,9 @@ class DeliveryStatus(models.TextChoices):
     DEAD_LETTERED = "dead_lettered", "Dead-lettered"
     CANCELLED = "cancelled", "Cancelled"
     HELD = "held", "Held (endpoint suspended)"
+    # A polling endpoint's delivery: its consumer reads it (deliveries/polling/); no owner
+    # ever claims it and no sweeper wakes for it (both look at pending and sending only).
+    AVAILABLE = "available", "Available to its consumer (polling endpoint)"
 
 
 class Delivery(LeasedJob):
@@ -649,3 +677,67 @@ class TenantErasure(models.Model):
 
     def __str__(self) -> str:
         return f"erasure #{self.pk} ({self.status})"
+
+
+class PollConsumer(models.Model):
+    """A consumer group of an endpoint's feed (deliveries/polling/groups.py): its
+    committed position, ``(committed_xid, committed_id)`` (see polling/positions.py)."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="poll_consumers")
+    name = models.CharField(max_length=100)
+    committed_xid = models.BigIntegerField(default=0)
+    committed_id = models.BigIntegerField(default=0)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["endpoint_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "name"], name="poll_consumer_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"consumer {self.name} of {self.endpoint_id}"
+
+
+class PollLease(models.Model):
+    """Messages a consumer group handed out and not yet folded into its committed
+    position: the range after ``start`` up to ``end`` (positions), leased until
+    ``expires_at``; committed when a member committed it."""
+
+    consumer = models.ForeignKey(PollConsumer, on_delete=models.CASCADE, related_name="leases")
+    start_xid = models.BigIntegerField()
+    start_id = models.BigIntegerField()
+    end_xid = models.BigIntegerField()
+    end_id = models.BigIntegerField()
+    count = models.PositiveIntegerField()
+    expires_at = models.DateTimeField()
+    committed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["consumer_id", "start_xid", "start_id"]
+
+    def __str__(self) -> str:
+        return f"lease of {self.count} for {self.consumer_id}"
+
+
+class PollRecord(models.Model):
+    """A poll that handed out messages: the attempt of a polling endpoint (kept as long
+    as attempts are)."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="poll_records")
+    # The consumer group's name; empty for a read with an iterator.
+    consumer = models.CharField(max_length=100, blank=True)
+    count = models.PositiveIntegerField()
+    # The iterator asked with (empty: from the start or `after`) and the one answered.
+    iterator = models.TextField(blank=True)
+    next_iterator = models.TextField(blank=True)
+    at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["endpoint", "-at"], name="poll_record_endpoint_idx")]
+
+    def __str__(self) -> str:
+        return f"poll of {self.count} by {self.consumer or 'an iterator'}"

@@ -131,6 +131,7 @@ def call(
     body: Any = None,
     raw: bytes | None = None,
     headers: dict[str, str] | None = None,
+    timeout: float = 5,
 ) -> tuple[int, Any]:
     """One request to the host (only ever http://127.0.0.1): its status and its body,
     parsed when it is JSON."""
@@ -140,7 +141,7 @@ def call(
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             text = response.read().decode()
             status = int(response.status)
     except urllib.error.HTTPError as error:
@@ -189,3 +190,53 @@ def serve(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def procfile_web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]]:
+    """The Procfile's web line on a free port; yields its URL and its output file."""
+    from tests.conftest import wait_until
+    from tests.faults.processes import procfile_web_command
+
+    port = free_port()
+    full_env = {**os.environ, "DATABASE_URL": database_url(), "PORT": str(port)}
+    full_env["PATH"] = f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}"
+    full_env.pop("WEB_CONCURRENCY", None)
+    full_env["WEB_CONCURRENCY"] = "1"
+    for key, value in env.items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    log = tmp_path / f"web-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            ["sh", "-c", "exec " + procfile_web_command()],
+            env=full_env,
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        import requests
+
+        assert process.poll() is None, log.read_text()
+        with contextlib.suppress(requests.RequestException):
+            return requests.get(f"{base}/healthz", timeout=1).status_code == 200
+        return False
+
+    try:
+        wait_until(answers, timeout=60, what="the web process")
+        yield base, log
+    finally:
+        stop_process(process)

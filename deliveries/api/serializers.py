@@ -14,6 +14,7 @@ from deliveries.models import (
     Delivery,
     DeliveryStatus,
     Endpoint,
+    EndpointMode,
     EndpointState,
     EnvelopeKind,
     Event,
@@ -179,7 +180,18 @@ class EndpointAuthField(serializers.JSONField):
 
 
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
-    url = EndpointURLField(max_length=field_rules.URL_MAX_LENGTH)
+    # Required for a push endpoint (the service says so); a polling endpoint has none.
+    url = EndpointURLField(max_length=field_rules.URL_MAX_LENGTH, required=False)
+    mode = serializers.ChoiceField(
+        choices=EndpointMode.choices,
+        required=False,
+        help_text='"push" (default: we send each event to url) or "poll" (no url: its '
+        "consumer reads the events at poll_url with its poll_key). Set on creation only.",
+    )
+    poll_url = serializers.SerializerMethodField(
+        help_text="Where the consumer reads this endpoint's events with its poll key (a "
+        "polling endpoint's, or a push endpoint's catch-up key); null without a key."
+    )
     # Set on creation only (the service refuses a change).
     tenant = tenant_field()
     event_types = serializers.ListField(
@@ -294,7 +306,9 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         model = Endpoint
         fields = [
             "id",
+            "mode",
             "url",
+            "poll_url",
             "tenant",
             "description",
             "owner_email",
@@ -340,7 +354,13 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "notices",
         ]
         # What only the system sets, and what this serializer computes.
-        read_only_fields = [*field_rules.READ_ONLY, "public_key", "has_client_key", "notices"]
+        read_only_fields = [
+            *field_rules.READ_ONLY,
+            "public_key",
+            "has_client_key",
+            "notices",
+            "poll_url",
+        ]
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
@@ -352,6 +372,16 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
     @extend_schema_field({"type": "string", "nullable": True})
     def get_public_key(self, endpoint: Endpoint) -> str | None:
         return options.endpoint_public_key(endpoint=endpoint)
+
+    @extend_schema_field({"type": "string", "format": "uri", "nullable": True})
+    def get_poll_url(self, endpoint: Endpoint) -> str | None:
+        if endpoint.mode != EndpointMode.POLL and not endpoint.poll_key_hash:
+            return None
+        from deliveries.polling.services import poll_path
+
+        path = poll_path(endpoint.pk)
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path
 
     @extend_schema_field({"type": "boolean"})
     def get_has_client_key(self, endpoint: Endpoint) -> bool:
@@ -377,9 +407,20 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
 
 class EndpointCreatedSerializer(EndpointSerializer):
     secret = serializers.CharField(read_only=True)
+    poll_key = serializers.CharField(
+        read_only=True,
+        required=False,
+        help_text="A polling endpoint's consumer key (whpoll_…), shown this once.",
+    )
 
     class Meta(EndpointSerializer.Meta):
-        fields = [*EndpointSerializer.Meta.fields, "secret"]
+        fields = [*EndpointSerializer.Meta.fields, "secret", "poll_key"]
+
+
+class PollKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    poll_key = serializers.CharField(read_only=True, help_text="Shown this once.")
+    poll_url = serializers.CharField(read_only=True)
 
 
 class RotatedSigningKeySerializer(serializers.Serializer):

@@ -41,6 +41,7 @@ urlpatterns = [
     ),
     re_path(rf"^tenants/{tenants.TENANT_PATH}/?$", tenants.TenantErase.as_view(), name="tenant"),
     re_path(r"^erasures/(?P<pk>[0-9]+)/?$", tenants.ErasureDetail.as_view(), name="erasure"),
+    path("poll/", include("deliveries.polling.urls")),
     path("", include(router.urls)),
     path("", include(receiving)),
     re_path(r"^", NoSuchPath.as_view(http_method_names=[]), name="no-such-path"),

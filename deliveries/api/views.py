@@ -14,7 +14,8 @@ from rest_framework.serializers import BaseSerializer
 from deliveries import selectors, services
 from deliveries.api import serializers as s
 from deliveries.endpoints import lifecycle, options, principals
-from deliveries.models import Delivery, Endpoint, Event
+from deliveries.models import Delivery, Endpoint, EndpointMode, Event
+from deliveries.polling import services as polling
 from webhooks_core import tracing
 from webhooks_core.api import scoping
 from webhooks_core.api.actions import retry_response
@@ -78,6 +79,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         fields = dict(serializer.validated_data)
         fields.pop("state", None)
         fields["tenant"] = scoping.tenant_for_write(request, fields)
+        fields.setdefault("url", "")
         try:
             endpoint, secret = principals.endpoint_create_by(
                 principal=_principal(request), **fields
@@ -86,8 +88,12 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             raise ValidationError(exc.errors) from None
         except principals.EndpointForbidden as exc:
             raise PermissionDenied(exc.errors) from None
-        data = s.EndpointSerializer(endpoint).data
-        return Response({**data, "secret": secret}, status=status.HTTP_201_CREATED)
+        extra = {"secret": secret}
+        if endpoint.mode == EndpointMode.POLL:
+            extra["poll_key"] = polling.poll_key_issue(endpoint_id=endpoint.pk)
+            endpoint.refresh_from_db()
+        data = s.EndpointSerializer(endpoint, context={"request": request}).data
+        return Response({**data, **extra}, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # The serializer checks the shape; the service owns the rules and the write.
@@ -105,7 +111,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             raise ValidationError(exc.errors) from None
         except principals.EndpointForbidden as exc:
             raise PermissionDenied(exc.errors) from None
-        return Response(s.EndpointSerializer(endpoint).data)
+        return Response(s.EndpointSerializer(endpoint, context={"request": request}).data)
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSecretSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secret")
@@ -120,6 +126,17 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
             {"id": str(endpoint.pk), "secret": secret, "grace_seconds": grace},
             status=status.HTTP_200_OK,
         )
+
+    @extend_schema(request=None, responses={200: s.PollKeySerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-poll-key")
+    def rotate_poll_key(self, request: Request, pk: str | None = None) -> Response:
+        """A new consumer key (whpoll_…), shown this once; the previous one stops working.
+        A push endpoint given one has a catch-up feed: what it was sent, to reconcile."""
+        endpoint = self.get_object()
+        refuse_body(request.data)
+        key = polling.poll_key_issue(endpoint_id=endpoint.pk)
+        url = request.build_absolute_uri(polling.poll_path(endpoint.pk))
+        return Response({"id": str(endpoint.pk), "poll_key": key, "poll_url": url})
 
     @extend_schema(request=s.RotateSecretSerializer, responses={200: s.RotatedSigningKeySerializer})
     @action(detail=True, methods=["post"], url_path="rotate-signing-key")

@@ -91,8 +91,11 @@ CONFIG_FIELDS = (
     *(rule.name for rule in NUMERIC),
 )
 #: Set when an endpoint is created, never changed: its deliveries (that tenant's events)
-#: would move to another tenant with it.
-CREATE_ONLY = frozenset({"tenant"})
+#: would move to another tenant with it; a push endpoint's rows are claimed by an owner,
+#: a polling endpoint's read by its consumer (`mode`).
+CREATE_ONLY = frozenset({"tenant", "mode"})
+MODE_FIXED = "The mode of an endpoint cannot be changed; create another endpoint."
+POLL_HAS_NO_URL = "A polling endpoint has no URL: its consumer reads its events."
 #: Fields `endpoint_update` may change; ``state`` goes through `endpoint_set_state`.
 EDITABLE = frozenset({*CONFIG_FIELDS, *AUTH_FIELDS}) - CREATE_ONLY
 TENANT_FIXED = "The tenant of an endpoint cannot be changed."

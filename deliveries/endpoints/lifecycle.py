@@ -18,7 +18,9 @@ from deliveries.endpoints.field_rules import (
     CREATE_ONLY,
     EDITABLE,
     MAX_FILTERS,
+    MODE_FIXED,
     OPTION_FIELDS,
+    POLL_HAS_NO_URL,
     TENANT_FIXED,
     URL_MAX_LENGTH,
 )
@@ -36,6 +38,7 @@ from deliveries.endpoints.versions import default_pins
 from deliveries.models import (
     DeliveryStatus,
     Endpoint,
+    EndpointMode,
     EndpointSecret,
     EndpointState,
     StateSetBy,
@@ -84,6 +87,12 @@ def endpoint_create(
     if unknown:
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     auth = _pop_auth(fields)
+    mode = fields.setdefault("mode", EndpointMode.PUSH)
+    if mode not in EndpointMode.values:
+        raise EndpointInvalid({"mode": [f"{mode!r} is not a mode: push or poll."]})
+    polled = mode == EndpointMode.POLL
+    if polled and url:
+        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
     if chosen_by_tenant is True and "validation" not in fields and _is_http(url):
         # WEBHOOKS_PORTAL_ENDPOINT_VALIDATION: a tenant's targets may have to consent.
         fields["validation"] = portal_default()
@@ -91,7 +100,8 @@ def endpoint_create(
     endpoint.url_chosen_in_portal = chosen_by_tenant is True
     _apply_and_validate(
         endpoint,
-        changed={"url", "event_types", *fields},
+        # A polling endpoint's empty URL is no URL to check.
+        changed={"event_types", *fields, *(() if polled else ("url",))},
         custom_headers=custom_headers or {},
         secret_headers=secret_headers,
         previous_url=None,
@@ -162,6 +172,7 @@ def _changed(
     rows = Endpoint.objects.select_for_update(no_key=True) if lock else Endpoint.objects
     endpoint = rows.get(pk=endpoint_id)
     tenant = changes.pop("tenant", endpoint.tenant)
+    mode = changes.pop("mode", endpoint.mode)
     unknown = set(changes) - EDITABLE
     if unknown:
         raise TypeError(f"endpoint_update() got unexpected fields {sorted(unknown)}")
@@ -169,6 +180,11 @@ def _changed(
         raise EndpointInvalid({"state": [f"{state!r} is not a state."]})
     if tenant != endpoint.tenant:
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
+    if mode != endpoint.mode:
+        raise EndpointInvalid({"mode": [MODE_FIXED]})
+    given_url = changes.pop("url", "") if endpoint.mode == EndpointMode.POLL else ""
+    if given_url:
+        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
     custom = changes.pop("custom_headers", None)
     marked = changes.pop("secret_headers", None)
     auth = _pop_auth(changes)

@@ -16,11 +16,12 @@ from django.utils import timezone
 from deliveries import conf
 from deliveries.breaker.shared import circuit_reopens_at
 from deliveries.endpoints import operational_events
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointMode, EndpointState, Event
 from deliveries.pipeline import ordering, payloads, subscriptions
 from deliveries.pipeline.emit_batch import emit_batch
 from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE
 from deliveries.pipeline.wake import wake_endpoints
+from deliveries.polling import waiters
 from webhooks_core import tracing
 from webhooks_core.db.sql import sql_cursor, tried_again
 
@@ -34,10 +35,13 @@ T = TypeVar("T")
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
     """A delivery ready to go: pending for an active endpoint, held for a suspended one
-    (resuming it delivers what it missed). Fan-out and replays both create them here."""
+    (resuming it delivers what it missed), available for a polling endpoint (its consumer
+    reads it; no owner claims that state). Fan-out and replays both create them here."""
     status = (
         DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
     )
+    if endpoint.mode == EndpointMode.POLL:
+        status = DeliveryStatus.AVAILABLE
     # Due at once by the database's clock, the one every claim compares with (this
     # host's may be ahead of it).
     due_at: datetime | Now = Now()
@@ -128,6 +132,7 @@ def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
             Delivery.objects.bulk_create(deliveries)
             woken = _due_now(deliveries)
             transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
+            _notify_readers_on_commit(deliveries)
     return [event.pk for event in events if event.tenant not in endpoints]
 
 
@@ -227,7 +232,15 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
             wake_endpoints(woken | others)
 
         transaction.on_commit(wake, robust=True)
+        _notify_readers_on_commit(deliveries)
     return len(deliveries)
+
+
+def _notify_readers_on_commit(deliveries: list[Delivery]) -> None:
+    """After the commit, wake the long polls of the polling endpoints that got rows."""
+    polled = {d.endpoint_id for d in deliveries if d.status == DeliveryStatus.AVAILABLE}
+    if polled:
+        transaction.on_commit(lambda: waiters.notify(polled), robust=True)
 
 
 def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpoint]]:
@@ -255,6 +268,7 @@ def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
             "id",
             *subscriptions.FIELDS,
             "state",
+            "mode",
             "ordered_delivery",
             "circuit_state",
             "circuit_changed_at",

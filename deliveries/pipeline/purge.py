@@ -22,7 +22,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from deliveries import conf
-from deliveries.models import Attempt, Delivery, DeliveryStatus, Event, TenantSettings
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Event, PollRecord, TenantSettings
 from deliveries.pipeline import payloads
 from webhooks_core.db.batches import run_in_batches
 
@@ -60,6 +60,7 @@ def purge_expired(*, batch_size: int | None = None) -> PurgeResult:
             event_cutoff=now - timedelta(days=min(days, settings.event_retention_days)),
             attempts_of=Q(delivery__endpoint__tenant=tenant),
             events_of=Q(tenant=tenant),
+            polls_of=Q(endpoint__tenant=tenant),
         )
     return result
 
@@ -72,6 +73,7 @@ def _purge(
     event_cutoff: Any,
     attempts_of: Q | None = None,
     events_of: Q | None = None,
+    polls_of: Q | None = None,
 ) -> None:
     """Attempts and events older than the cutoffs (of one tenant with ``*_of``)."""
 
@@ -84,6 +86,16 @@ def _purge(
         return Attempt.objects.filter(pk__in=pks).delete()[0]
 
     attempts = run_in_batches(old_attempts, delete_attempts, batch_size=size)
+
+    def old_polls() -> QuerySet[PollRecord]:
+        # A poll's record is kept as long as an attempt is (it is a polling endpoint's).
+        rows = PollRecord.objects.filter(at__lt=attempt_cutoff)
+        return (rows.filter(polls_of) if polls_of is not None else rows).order_by("pk")
+
+    def delete_polls(pks: Sequence[Any]) -> int:
+        return PollRecord.objects.filter(pk__in=pks).delete()[0]
+
+    run_in_batches(old_polls, delete_polls, batch_size=size)
 
     def old_events() -> QuerySet[Event]:
         unfinished = Delivery.objects.filter(event=OuterRef("pk"), status__in=UNFINISHED)

@@ -112,6 +112,8 @@ ENDPOINT_RULES = {
     "filter": r".",
     # Against what is stored: an endpoint's tenant is set once, at creation.
     "tenant": r"cannot be changed",
+    # Against what is stored: an endpoint's mode is set once, at creation.
+    "mode": r"cannot be changed",
     # Delivery auth: the SSRF guard on token_url; a client secret is needed when none is
     # stored (or when token_url or url moves to another origin); a final line break that
     # Python's "$" lets through the no-control-characters pattern.

@@ -3,12 +3,7 @@ its access log on stdout, Django's logs on stderr): a portal link's token reache
 line, a scanner's GET leaves the link usable, and with DEBUG off plain http is redirected
 to https and HSTS is sent, unless the environment turns them off."""
 
-import contextlib
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,57 +12,11 @@ import requests
 from deliveries import services
 from deliveries.models import PortalLink
 from tests.conftest import wait_until
-from tests.faults.processes import procfile_web_command
-from tests.helpers import database_url, stop_process
+from tests.helpers import procfile_web as web
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]]:
-    """The Procfile's web line on a free port; yields its URL and its output file."""
-    port = free_port()
-    full_env = {**os.environ, "DATABASE_URL": database_url(), "PORT": str(port)}
-    full_env["PATH"] = f"{Path(sys.executable).parent}:{full_env.get('PATH', '')}"
-    full_env.pop("WEB_CONCURRENCY", None)
-    full_env["WEB_CONCURRENCY"] = "1"
-    for key, value in env.items():
-        if value is None:
-            full_env.pop(key, None)
-        else:
-            full_env[key] = value
-    log = tmp_path / f"web-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            ["sh", "-c", "exec " + procfile_web_command()],
-            env=full_env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        assert process.poll() is None, log.read_text()
-        with contextlib.suppress(requests.RequestException):
-            return requests.get(f"{base}/healthz", timeout=1).status_code == 200
-        return False
-
-    try:
-        wait_until(answers, timeout=60, what="the web process")
-        yield base, log
-    finally:
-        stop_process(process)
 
 
 def csrf_token_of(html: str) -> str:
