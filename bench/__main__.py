@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
 
-from bench import scenarios
+from bench import pull, scenarios
 from bench.common import Row, free_port, process, side_by_side, wait_for_port
 from bench.external import external_rows, run_external
 from bench.scenarios import Measured, Receiver, System
@@ -42,6 +42,7 @@ SCENARIOS = (
     "rollback",
     "refused",
     "memory",
+    "pull",
 )
 EXTERNAL = ("isolation", "receiving", "filters")
 # Run only when named: 15 minutes of load (`bench.soak`).
@@ -545,6 +546,7 @@ def main() -> None:
     ours, peer = Measured(), Measured()
     peer_note = "" if args.peer else "not run"
     external: dict[str, dict[str, str]] = {}
+    pulled: list[Row] = []
     needs_worker = chosen & set(SCENARIOS) - {"ceilings"}
     with (
         receiver(workdir, "healthy") as healthy,
@@ -566,6 +568,7 @@ def main() -> None:
                 db_pool=args.ours_db_pool,
             )
             run_system(our_system, healthy, failing, slow, args, ours)
+            pulled = pull.scenario(our_system, args, workdir, ours) if "pull" in chosen else []
             if "api" in chosen:
                 from bench.ours import api_accept_rate
 
@@ -616,7 +619,7 @@ def main() -> None:
             "bench.filters", ["--events", "5" if args.quick else "20"], args.timeout
         )
     print(f"\nbench: finished in {(time.monotonic() - began) / 60:.1f} min\n")
-    rows = table_rows(args, ceilings, ours, peer, external, peer_note)
+    rows = table_rows(args, ceilings, ours, peer, external, peer_note) + pulled
     if api is not None:
         # Beside emit(); django-webhook has no API to send events through.
         at = next((i + 1 for i, row in enumerate(rows) if row.measure.startswith("emit")), 0)
