@@ -171,7 +171,7 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture
 def fast_sweeps(settings: SettingsWrapper) -> None:
     """Short grace periods so the sweeper acts within a test's patience."""
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_LEASE_SECONDS = 2.0
 

@@ -42,7 +42,7 @@ class InboxSweepResult:
 def inbox_sweep() -> InboxSweepResult:
     settings = conf.get()
     now = timezone.now()
-    grace_cutoff = now - timedelta(seconds=settings.requeue_grace_seconds)
+    grace_cutoff = now - timedelta(seconds=settings.wake_grace_seconds)
     due = Q(status__in=[InboxStatus.RECEIVED, InboxStatus.RETRYING], next_attempt_at__lte=now) & (
         Q(enqueued_at__isnull=True)
         | Q(next_attempt_at__lt=grace_cutoff, enqueued_at__lt=grace_cutoff)

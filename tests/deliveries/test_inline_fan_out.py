@@ -313,7 +313,7 @@ def test_a_suspended_endpoint_gets_a_held_delivery_and_no_message(
 def test_a_lost_message_is_sent_again_by_the_sweeper(
     redis_client: redis.Redis, settings: Any
 ) -> None:
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     redis_client.flushdb()
     make_endpoint()
     event = services.emit("order.created", {"n": 1})

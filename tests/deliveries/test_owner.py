@@ -47,7 +47,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def published_wakes() -> float:
-    return metrics.wakes_total.labels(result="published")._value.get()
+    return metrics.wakes_total.labels(result="dispatched")._value.get()
 
 
 def statuses(endpoint: Endpoint) -> set[str]:

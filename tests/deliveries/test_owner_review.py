@@ -428,7 +428,7 @@ def test_an_owner_blocked_past_its_lease_has_no_request_sent_twice_at_once(
     # Item 2: an owner whose recording (or its wait on the group commit) blocks stops
     # renewing its lease, and a second owner sends again a row whose request is still open.
     settings.WEBHOOKS_LEASE_SECONDS = SHORT_LEASE
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     peer = HoldingPeer(lambda nth: FIRST_HELD_SECONDS if nth == 0 else 0.0)
     with peer.running(), sweeping_in_background():
         endpoint = make_endpoint(

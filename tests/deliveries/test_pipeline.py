@@ -325,7 +325,7 @@ def test_long_waits_stay_in_the_database_until_the_sweeper_wakes_them(
         what="the first attempt to fail",
     )
     delivery = delivery_of(event)
-    assert delivery.enqueued_at is None, "a long wait must not be a countdown message"
+    assert delivery.dispatched_at is None, "a long wait must not be a countdown message"
     time.sleep(1.0)
     assert len(receiver.requests) == 1, "nothing may send it but the sweeper"
 

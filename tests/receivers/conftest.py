@@ -32,7 +32,7 @@ def quick_retries(settings: SettingsWrapper) -> None:
     settings.RECEIVERS_BACKOFF_BASE_SECONDS = 0.05
     settings.RECEIVERS_BACKOFF_MAX_SECONDS = 0.2
     settings.RECEIVERS_MAX_ATTEMPTS = 3
-    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 0.0
+    settings.RECEIVERS_REDISPATCH_GRACE_SECONDS = 0.0
     settings.RECEIVERS_LEASE_SECONDS = 1.0
 
 

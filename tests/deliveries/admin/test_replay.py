@@ -101,7 +101,7 @@ def test_suspended_endpoint_gets_held_replays_and_stalled_replays_resume(
     replay, _ = services.replay_create(
         filters=range_filters(endpoint_ids=(world["invoices"].pk,)), requested_via="test"
     )
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 0
     Replay.objects.filter(pk=replay.pk).update(updated_at=hours_ago(1))
     assert replays_resume_stalled() == 1  # (its message goes to the broker; we run it here)
     services.replay_run_inline(replay_id=replay.pk)
