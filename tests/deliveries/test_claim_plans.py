@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.services import claims, ownership, recording
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = [

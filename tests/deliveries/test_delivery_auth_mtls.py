@@ -11,10 +11,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from deliveries import client_tls, services, transport
-from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, Issued, server_context
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 from webhooks_core.ssrf import AddressPolicy, parse_networks
 
@@ -36,14 +36,6 @@ def tls_receiver(pki: PKI) -> Iterator[Receiver]:
     server = pki.issue("receiver", names=("localhost", "127.0.0.1", "receiver.test"))
     with Receiver.running(tls=server_context(pki, server, require_client_cert=True)) as peer:
         yield peer
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def settled(status: str) -> bool:

@@ -22,7 +22,8 @@ from deliveries import payloads, services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
 from deliveries.wire import render_body
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
+from tests.deliveries.helpers import verify_v1_independently
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)

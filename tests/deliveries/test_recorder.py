@@ -17,7 +17,7 @@ from deliveries.services import claims, ownership, recorder
 from deliveries.services.outcomes import DeliveryOutcome
 from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round, record_rounds
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 from webhooks_core.retry_policy import Decision, Verdict
 

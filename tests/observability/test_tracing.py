@@ -10,7 +10,8 @@ from rest_framework.test import APIClient
 from deliveries import services
 from deliveries.models import ApiToken, DeliveryStatus, Event
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, settled
+from tests.deliveries.helpers import settled
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 from webhooks_core import tracing
 

@@ -41,19 +41,6 @@ Json = dict[str, Any]
 # --- fixtures and helpers ----------------------------------------------------------------
 
 
-@pytest.fixture
-def anon() -> APIClient:
-    return APIClient()
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
 def body(response: Any) -> Any:
     return json.loads(response.content)
 

@@ -18,19 +18,12 @@ from deliveries import services
 from deliveries.models import PortalLink
 from tests.conftest import wait_until
 from tests.faults.processes import procfile_web_command
+from tests.fixtures import free_port
 from tests.helpers import database_url, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
