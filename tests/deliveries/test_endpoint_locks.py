@@ -11,11 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connection
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, Endpoint
-from tests.fixtures import new_endpoint
+from tests.fixtures import api_client, new_endpoint
 from tests.helpers import database_url
 from tests.receiver import Receiver
 
@@ -94,8 +93,7 @@ def test_an_emit_is_not_held_by_the_endpoint_s_row_held_for_no_key_update(
 ) -> None:
     endpoint = new_endpoint(receiver.url)
     _, token = ApiToken.issue("tests")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    api = api_client(token)
 
     with row_locked(endpoint, "NO KEY UPDATE"):
         event = finishes_promptly(lambda: services.emit("order.created", {"id": 1}))

@@ -12,14 +12,13 @@ import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.services import dispatch, fanout
 from deliveries.services.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
-from tests.fixtures import new_endpoint
+from tests.fixtures import api_client, new_endpoint
 from tests.receiver import Receiver
 from webhooks_core.tasking import QUEUE_DELIVERY, QUEUE_FANOUT
 
@@ -95,8 +94,7 @@ def _in_another_connection(call: Callable[[], Any]) -> Any:
 def test_an_endpoint_deleted_while_a_product_transaction_is_open_never_fails_its_commit() -> None:
     doomed, kept = quick_endpoint(), quick_endpoint()
     _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    client = api_client(plain)
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
