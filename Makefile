@@ -23,7 +23,7 @@ test: setup
 	WEBHOOKS_ALLOWED_NETWORKS=127.0.0.0/8,::1 WEBHOOKS_REQUIRE_HTTPS=false \
 	SECURE_SSL_REDIRECT=false \
 	SECRET_KEY="$${TEST_SECRET_KEY:-$$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
-	WEBHOOKS_ENCRYPTION_KEY="$${TEST_ENCRYPTION_KEY:-$$(.venv/bin/python -m webhooks_core.crypto)}" \
+	WEBHOOKS_ENCRYPTION_KEY="$${TEST_ENCRYPTION_KEY:-$$(.venv/bin/python -m webhooks_core.crypto.encryption)}" \
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: setup

@@ -32,8 +32,8 @@ FILTER = {
 
 def _matching_cost_us(endpoints: int) -> float:
     """The filters' share alone: build the document and run every predicate, in-process."""
-    from deliveries import subscriptions
     from deliveries.models import Endpoint, Event
+    from deliveries.pipeline import subscriptions
 
     event = Event.objects.filter(type="bench.load").first()
     assert event is not None

@@ -160,7 +160,7 @@ def signed_requests(
     port: int, slug: str, secret: str, count: int, event_type: str
 ) -> tuple[list[bytes], list[str]]:
     """`count` events as our sender would send them: signed, with the X-Webhook-* headers."""
-    from webhooks_core import signing
+    from webhooks_core.crypto import signing
 
     timestamp = int(time.time())
     requests_, ids = [], []

@@ -12,14 +12,12 @@ class DeliveriesConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks as django_checks
 
+        from deliveries import checks, conf, erasure_tasks, gauges, tasks  # noqa: F401
+        from deliveries.portal.checks import check_tenant_resolver
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import conf as core_conf
-        from webhooks_core import metrics as core_metrics
-        from webhooks_core import tasking
-
-        from . import checks, conf, erasure_tasks, gauges, tasks  # noqa: F401
-        from .health import metrics as health_metrics  # noqa: F401  (the breaker's gauges)
-        from .portal.checks import check_tenant_resolver
+        from webhooks_core.runtime import tasking
+        from webhooks_core.web import metrics as core_metrics
 
         django_checks.register(check_tenant_resolver)
         core_conf.register(self.name, conf.SETTINGS)

@@ -33,7 +33,7 @@ from django.db import models, router, transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import Signal
 
-from .services.events import emit
+from deliveries.pipeline.emit import emit
 
 logger = logging.getLogger(__name__)
 

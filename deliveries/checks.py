@@ -6,10 +6,10 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import Error, Tags, register
 
+from deliveries import conf
+from deliveries.destinations.http_client import egress_proxy
 from webhooks_core.check_ids import check_id
-from webhooks_core.ssrf import parse_networks
-
-from . import conf, egress
+from webhooks_core.egress.ssrf import parse_networks
 
 
 @register(Tags.security)
@@ -34,7 +34,7 @@ def check_allowed_networks(app_configs: Sequence[AppConfig] | None, **kwargs: An
 @register(Tags.security)
 def check_egress_proxy(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:
     url = conf.get().egress_proxy_url
-    problem = egress.proxy_problem(url) if url else None
+    problem = egress_proxy.proxy_problem(url) if url else None
     if problem is None:
         return []
     return [
@@ -51,7 +51,7 @@ def check_validation_origin(app_configs: Sequence[AppConfig] | None, **kwargs: A
     """The handshake needs an origin; the portal's default makes every tenant's endpoint
     use it, so an undeterminable one is refused at start-up then (the API and the admin
     refuse `validation: cloudevents` with a 400 without one)."""
-    from .handshake import origin_problem
+    from deliveries.endpoints.validation_rules import origin_problem
 
     current = conf.validation()
     errors = []

@@ -10,7 +10,7 @@ from django.core.signals import setting_changed
 from webhooks_core import conf as core_conf
 from webhooks_core.conf import Registry, Setting
 from webhooks_core.conf import value as core_value
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -406,7 +406,7 @@ def token_url_policy(endpoint: Any) -> AddressPolicy:
 
 @dataclass(frozen=True)
 class ValidationSettings:
-    """The CloudEvents webhook handshake (deliveries/handshake.py)."""
+    """The CloudEvents webhook handshake (deliveries/endpoints/validation_rules.py)."""
 
     #: Our WebHook-Request-Origin; "" when it cannot be determined.
     origin: str
@@ -419,7 +419,7 @@ class ValidationSettings:
 def validation() -> ValidationSettings:
     from django.conf import settings
 
-    from .handshake import origin_from
+    from deliveries.endpoints.validation_rules import origin_from
 
     return ValidationSettings(
         origin=origin_from(

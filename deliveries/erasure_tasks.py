@@ -1,13 +1,12 @@
-"""Celery tasks of tenant erasure (deliveries/services/erasure.py): a run per erasure,
+"""Celery tasks of tenant erasure (deliveries/operator/erasure.py): a run per erasure,
 started once the request commits, and a periodic resume (beat) of every erasure still
 running, so a crash or a lost message only delays it."""
 
 from typing import Any
 
-from webhooks_core.tasking import QUEUE_MAINTENANCE, every, periodic, webhook_task
-
-from . import conf
-from .services import erasure
+from deliveries import conf
+from deliveries.operator import erasure
+from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE, every, periodic, webhook_task
 
 
 @webhook_task("deliveries.erasure.run", queue=QUEUE_MAINTENANCE)

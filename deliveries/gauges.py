@@ -1,5 +1,5 @@
 """The sending side's gauges, computed from PostgreSQL when ``/metrics`` is scraped
-(registered with ``webhooks_core.metrics`` in ``DeliveriesConfig.ready()``)."""
+(registered with ``webhooks_core.web.metrics`` in ``DeliveriesConfig.ready()``)."""
 
 import uuid
 from collections.abc import Iterator
@@ -10,7 +10,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .models import Delivery, DeliveryStatus, Endpoint, EndpointState
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState
 
 WAITING_DELIVERIES = (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
 

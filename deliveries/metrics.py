@@ -9,8 +9,8 @@ scrape time. Labels are bounded: endpoint ids and fixed names only.
 
 from prometheus_client import Counter, Gauge, Histogram
 
-# Where scrape-time collectors go (webhooks_core.metrics); importable from here as before.
-from webhooks_core.metrics import SCRAPE_TIME_REGISTRY as SCRAPE_TIME_REGISTRY
+# Where scrape-time collectors go (webhooks_core.web.metrics); importable from here as before.
+from webhooks_core.web.metrics import SCRAPE_TIME_REGISTRY as SCRAPE_TIME_REGISTRY
 
 deliveries_total = Counter(
     "webhooks_deliveries_total",

@@ -8,25 +8,24 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from webhooks_core import crypto, signing
-from webhooks_core.jobs import LeasedJob
+from deliveries.endpoints import field_rules
+from deliveries.endpoints.headers import MASK
+from webhooks_core.crypto import encryption, signing
+from webhooks_core.crypto.secret_rotation import RotatingSecret
+from webhooks_core.db.jobs import LeasedJob
+from webhooks_core.egress.urlmask import masked_url
 
 # Moved to webhooks_core (both apps use them); importable from here as before.
 from webhooks_core.models import ApiToken
 from webhooks_core.models import AuditEntry as AuditEntry
 from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.retry_policy import RetryPolicy
-from webhooks_core.secrets import RotatingSecret
-from webhooks_core.urlmask import masked_url
-
-from . import endpoint_fields
-from .headers import MASK
 
 if TYPE_CHECKING:
-    from .client_tls import ClientTLS
-    from .oauth2 import ClientCredentials
+    from deliveries.destinations.http_client.client_tls import ClientTLS
+    from deliveries.destinations.http_client.oauth2 import ClientCredentials
 
-_DEFAULTS = endpoint_fields.DEFAULTS
+_DEFAULTS = field_rules.DEFAULTS
 
 
 class EndpointState(models.TextChoices):
@@ -53,7 +52,7 @@ class EnvelopeKind(models.TextChoices):
 
 
 class Validation(models.TextChoices):
-    """Whether the target must consent before it is sent to (deliveries/handshake.py)."""
+    """Whether the target must consent before it is sent to (deliveries/endpoints/validation_rules.py)."""
 
     NONE = "none", "None"
     CLOUDEVENTS = "cloudevents", "CloudEvents webhook handshake"
@@ -80,7 +79,7 @@ class StateSetBy(models.TextChoices):
 
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    url = models.URLField(max_length=endpoint_fields.URL_MAX_LENGTH)
+    url = models.URLField(max_length=field_rules.URL_MAX_LENGTH)
     # Whether a tenant chose `url` (in its portal or with a token limited to it,
     # services.principals): then the SSRF guard admits public addresses and
     # WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators' WEBHOOKS_ALLOWED_NETWORKS
@@ -89,10 +88,10 @@ class Endpoint(models.Model):
     # Whether a tenant chose the OAuth2 `auth.token_url`: then it is fetched under the
     # tenant's policy too, whoever chose `url` (conf.token_url_policy). Set by the services.
     token_url_chosen_by_tenant = models.BooleanField(default=False, editable=False)
-    # A broker URL's password (deliveries/broker_urls.py), encrypted; `url` carries
+    # A broker URL's password (deliveries/destinations/broker_urls.py), encrypted; `url` carries
     # broker_urls.MASK in its place, so no reader ever sees it. Set by the services.
     url_password = models.TextField(blank=True, default="", editable=False)
-    description = models.CharField(max_length=endpoint_fields.DESCRIPTION_MAX_LENGTH, blank=True)
+    description = models.CharField(max_length=field_rules.DESCRIPTION_MAX_LENGTH, blank=True)
     # The customer this endpoint belongs to (webhooks_core/tenants.py); NULL: no tenant.
     tenant = models.CharField(  # noqa: DJ001
         max_length=100, null=True, blank=True, db_index=True
@@ -113,7 +112,7 @@ class Endpoint(models.Model):
     # "test, then resume"); a tenant may resume a suspension only after one.
     probe_succeeded_at = models.DateTimeField(null=True, blank=True)
 
-    # Defaults and bounds: deliveries/endpoint_fields.py.
+    # Defaults and bounds: deliveries/endpoints/field_rules.py.
     max_attempts = models.PositiveIntegerField(default=_DEFAULTS["max_attempts"])
     backoff_base_seconds = models.FloatField(default=_DEFAULTS["backoff_base_seconds"])
     backoff_max_seconds = models.FloatField(default=_DEFAULTS["backoff_max_seconds"])
@@ -129,7 +128,7 @@ class Endpoint(models.Model):
     version_pins = models.JSONField(default=dict, blank=True)
     # Events sharing an ordering key are sent one at a time, in emit order (see ordering.py).
     ordered_delivery = models.BooleanField(default=False)
-    # Payload filter over the event (deliveries/payload_filters.py); NULL: every event of
+    # Payload filter over the event (deliveries/pipeline/payload_filters.py); NULL: every event of
     # the matching types.
     filter = models.JSONField(null=True, blank=True, default=None)
     # What `webhook-signature` carries; v1a needs a key pair (EndpointSigningKey).
@@ -173,7 +172,7 @@ class Endpoint(models.Model):
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
 
-    # Health and isolation (deliveries/services/admission.py). Empty per-endpoint limits
+    # Health and isolation (deliveries/pipeline/owner/gate.py). Empty per-endpoint limits
     # take the global WEBHOOKS_* defaults.
     suspend_after_failures = models.PositiveIntegerField(null=True, blank=True)
     suspend_window_seconds = models.FloatField(null=True, blank=True)
@@ -223,9 +222,9 @@ class Endpoint(models.Model):
         """The URL with a broker password put back: for the wire, never for display."""
         if not self.url_password:
             return self.url
-        from .broker_urls import with_password
+        from deliveries.destinations.broker_urls import with_password
 
-        return with_password(self.url, crypto.decrypt(self.url_password))
+        return with_password(self.url, encryption.decrypt(self.url_password))
 
     @property
     def secret_header_names(self) -> list[str]:
@@ -243,25 +242,25 @@ class Endpoint(models.Model):
         return {
             **{str(k): str(v) for k, v in (self.custom_headers or {}).items()},
             **{
-                str(name): crypto.decrypt(token)
+                str(name): encryption.decrypt(token)
                 for name, token in (self.secret_custom_headers or {}).items()
             },
         }
 
     def client_tls(self) -> "ClientTLS | None":
         """The endpoint's mutual-TLS settings for the wire, or None."""
-        from .client_tls import ClientTLS
+        from deliveries.destinations.http_client.client_tls import ClientTLS
 
         if not self.client_certificate and not self.ca_certificates:
             return None
-        key = crypto.decrypt(self.encrypted_client_key) if self.encrypted_client_key else ""
+        key = encryption.decrypt(self.encrypted_client_key) if self.encrypted_client_key else ""
         return ClientTLS(self.client_certificate, key, self.ca_certificates)
 
     def oauth2_credentials(self) -> "ClientCredentials | None":
         """The endpoint's OAuth2 client credentials with the secret, or None."""
         if not self.auth:
             return None  # (asked on every attempt: no import for the endpoints without)
-        from .oauth2 import AUTH_TYPE, ClientCredentials
+        from deliveries.destinations.http_client.oauth2 import AUTH_TYPE, ClientCredentials
 
         auth = self.auth
         if auth.get("type") != AUTH_TYPE:
@@ -269,7 +268,7 @@ class Endpoint(models.Model):
         return ClientCredentials(
             token_url=auth["token_url"],
             client_id=auth["client_id"],
-            client_secret=crypto.decrypt(self.encrypted_auth_secret),
+            client_secret=encryption.decrypt(self.encrypted_auth_secret),
             scope=auth.get("scope") or "",
             audience=auth.get("audience") or "",
         )
@@ -320,7 +319,7 @@ class Event(models.Model):
     type = models.CharField(max_length=200, db_index=True)
     version = models.PositiveIntegerField(default=1)
     occurred_at = models.DateTimeField()
-    # NULL when the data was offloaded to storage (see deliveries/payloads.py): read it
+    # NULL when the data was offloaded to storage (see deliveries/pipeline/payloads.py): read it
     # with payloads.load(event), never from this field directly.
     data = models.JSONField(null=True)
     data_ref = models.CharField(max_length=255, blank=True, default="")
@@ -620,7 +619,7 @@ class ErasureStatus(models.TextChoices):
 
 
 class TenantErasure(models.Model):
-    """The erasure of one tenant's data, done in batches (deliveries/services/erasure.py).
+    """The erasure of one tenant's data, done in batches (deliveries/operator/erasure.py).
 
     ``tenant`` is kept while it runs (so a crashed run can be resumed) and cleared when it
     is done; ``counts`` (rows deleted per kind) is all that is left of the tenant.

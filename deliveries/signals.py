@@ -27,7 +27,7 @@ from django.db import transaction
 from django.dispatch import Signal
 
 if TYPE_CHECKING:
-    from .models import Event
+    from deliveries.models import Event
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def send_logged(signal: Signal, sender: type, **kwargs: object) -> None:
 
 def announce_event_emitted(event: "Event") -> None:
     """Send ``event_emitted`` once the current transaction commits (only when listened to)."""
-    from .models import Event
+    from deliveries.models import Event
 
     if event_emitted.has_listeners(Event):
         transaction.on_commit(lambda: send_logged(event_emitted, Event, event=event))

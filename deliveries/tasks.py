@@ -4,7 +4,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from webhooks_core.tasking import (
+from deliveries import conf, services
+from webhooks_core.runtime.tasking import (
     QUEUE_DELIVERY,
     QUEUE_FANOUT,
     QUEUE_MAINTENANCE,
@@ -12,8 +13,6 @@ from webhooks_core.tasking import (
     periodic,
     webhook_task,
 )
-
-from . import conf, services
 
 # A message that started this much after it was due waited in a backlog.
 LATE_SECONDS = 0.05

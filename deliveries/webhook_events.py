@@ -4,9 +4,9 @@
 suspended automatically; `webhook.test` is what an operator's "send a test event" sends.
 """
 
-from .catalogue import Version, declare
-from .operational import ENDPOINT_SUSPENDED
-from .services.endpoint_check import TEST_EVENT_TYPE
+from deliveries.catalogue import Version, declare
+from deliveries.endpoints.operational_events import ENDPOINT_SUSPENDED
+from deliveries.endpoints.test_event import TEST_EVENT_TYPE
 
 declare(
     ENDPOINT_SUSPENDED,

@@ -18,10 +18,9 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from webhooks_core.secrets_page import ShownSecret, secrets_page
-
-from . import schemes, selectors, services
-from .models import InboxEvent, InboxStatus, Source, SourceSecret
+from receivers import schemes, selectors, services
+from receivers.models import InboxEvent, InboxStatus, Source, SourceSecret
+from webhooks_core.web.secrets_page import ShownSecret, secrets_page
 
 
 class SourceSecretForm(forms.ModelForm[SourceSecret]):

@@ -9,12 +9,11 @@ class ReceiversConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from receivers import checks, conf, gauges, tasks  # noqa: F401
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import conf as core_conf
-        from webhooks_core import metrics as core_metrics
-        from webhooks_core import tasking
-
-        from . import checks, conf, gauges, tasks  # noqa: F401
+        from webhooks_core.runtime import tasking
+        from webhooks_core.web import metrics as core_metrics
 
         core_conf.register(self.name, conf.SETTINGS)
         core_metrics.register_gauges(self.name, gauges.collector)

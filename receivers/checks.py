@@ -15,12 +15,11 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from receivers import schemes
+from receivers.schemes.base import is_public_key
+from receivers.schemes.registry import registered
 from webhooks_core.check_ids import check_id
-from webhooks_core.crypto import SecretDecryptionError
-
-from . import schemes
-from .schemes.base import is_public_key
-from .schemes.registry import registered
+from webhooks_core.crypto.encryption import SecretDecryptionError
 
 
 @register(Tags.compatibility)
@@ -48,7 +47,7 @@ def check_sources_can_verify(
     which the provider sees as our outage; say so before it happens."""
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
-    from .models import Source, SourceSecret
+    from receivers.models import Source, SourceSecret
 
     now = timezone.now()
     try:

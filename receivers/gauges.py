@@ -1,5 +1,5 @@
 """The receiving side's gauges, computed from PostgreSQL when ``/metrics`` is scraped
-(registered with ``webhooks_core.metrics`` in ``ReceiversConfig.ready()``). The inbox is not
+(registered with ``webhooks_core.web.metrics`` in ``ReceiversConfig.ready()``). The inbox is not
 per tenant: a scrape for one tenant has none of them."""
 
 from collections.abc import Iterator
@@ -9,7 +9,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .models import InboxEvent, InboxStatus
+from receivers.models import InboxEvent, InboxStatus
 
 UNPROCESSED_INBOX = (InboxStatus.RECEIVED, InboxStatus.RETRYING, InboxStatus.PROCESSING)
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from .models import InboxEvent
+    from receivers.models import InboxEvent
 
 Handler = Callable[["InboxEvent"], None]
 H = TypeVar("H", bound=Handler)

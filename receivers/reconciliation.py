@@ -19,13 +19,12 @@ import requests
 from celery import current_app as celery_app
 from urllib3.util import parse_url
 
+from receivers import schemes
+from receivers.models import Source
 from webhooks_core import conf as core_conf
-from webhooks_core import deadlines, ssrf
-from webhooks_core.ssrf_transport import GuardedHTTPAdapter, address_policy
-from webhooks_core.tasking import QUEUE_MAINTENANCE
-
-from . import schemes
-from .models import Source
+from webhooks_core.egress import deadlines, ssrf
+from webhooks_core.egress.ssrf_transport import GuardedHTTPAdapter, address_policy
+from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE
 
 # Dispatched by its registered name: the task module imports this one.
 RECONCILE_SOURCE_TASK = "receivers.tasks.reconcile_source"

@@ -12,9 +12,8 @@ from functools import lru_cache
 
 from django.db import connections, models, router
 
-from webhooks_core import crypto
-
-from .models import FINISHED_STATUSES, InboxEvent, Source, SourceSecret
+from receivers.models import FINISHED_STATUSES, InboxEvent, Source, SourceSecret
+from webhooks_core.crypto import encryption
 
 #: The source's fields the receiving view reads, loaded with the secrets in one query.
 SOURCE_FIELDS = (
@@ -37,8 +36,8 @@ class StoredSecret:
 
     @property
     def value(self) -> str:
-        """The plaintext; raises ``crypto.SecretDecryptionError``."""
-        return crypto.decrypt(self.encrypted_value)
+        """The plaintext; raises ``encryption.SecretDecryptionError``."""
+        return encryption.decrypt(self.encrypted_value)
 
 
 @dataclass(frozen=True)

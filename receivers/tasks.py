@@ -3,12 +3,17 @@
 from dataclasses import asdict
 from typing import Any
 
+from receivers import conf, services
+from receivers.reconciliation import dispatch_reconciliations, source_reconcile
+from receivers.services.lease_keeper import task_time_limits
 from webhooks_core.conf import value as core_value
-from webhooks_core.tasking import QUEUE_INBOX, QUEUE_MAINTENANCE, every, periodic, webhook_task
-
-from . import conf, services
-from .reconciliation import dispatch_reconciliations, source_reconcile
-from .services.lease_keeper import task_time_limits
+from webhooks_core.runtime.tasking import (
+    QUEUE_INBOX,
+    QUEUE_MAINTENANCE,
+    every,
+    periodic,
+    webhook_task,
+)
 
 # Derived from the handlers' bound, whatever the host's task-wide limits say; applied by
 # the prefork pool (elsewhere the lease keeper ends an overrunning attempt on its own).

@@ -27,12 +27,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from receivers import schemes, selectors, services
+from receivers.metrics import RequestOutcome, count_request, observe_delivery_lag
+from receivers.models import Source
 from webhooks_core import tracing
-from webhooks_core.crypto import SecretDecryptionError
-
-from . import schemes, selectors, services
-from .metrics import RequestOutcome, count_request, observe_delivery_lag
-from .models import Source
+from webhooks_core.crypto.encryption import SecretDecryptionError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
 from tests.services import require_services
-from webhooks_core.tasking import QUEUES
+from webhooks_core.runtime.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
 ALL_QUEUES = list(QUEUES)

@@ -27,7 +27,7 @@ from tests.browser import CHROMIUM, CHROMIUM_FLAGS, SCREENSHOTS, require_chromiu
 from tests.deliveries.admin.helpers import staff_in
 from tests.deliveries.auth_peers import TokenServer
 from tests.receiver import Receiver
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 # --- factories ----------------------------------------------------------------------------
 

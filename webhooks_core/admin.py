@@ -8,9 +8,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from . import tenants
-from .models import ApiToken, AuditEntry
-from .secrets_page import ShownSecret, secrets_page
+from webhooks_core import tenants
+from webhooks_core.models import ApiToken, AuditEntry
+from webhooks_core.web.secrets_page import ShownSecret, secrets_page
 
 
 class ApiTokenForm(forms.ModelForm):

@@ -11,6 +11,6 @@ class WebhooksCoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, tasking  # noqa: F401  (registers the checks)
+        from webhooks_core.runtime import tasking
 
         tasking.install_on_current_app()

@@ -11,9 +11,9 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
-from . import conf
-from .check_ids import check_id
-from .ssrf import parse_networks
+from webhooks_core import conf
+from webhooks_core.check_ids import check_id
+from webhooks_core.egress.ssrf import parse_networks
 
 
 @register(Tags.security)

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from .ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 
 class _NotSet:
@@ -62,7 +62,7 @@ SETTINGS: tuple[Setting, ...] = (
         "first encrypts, all decrypt). Required outside DEBUG (system check `webhooks.E002`; "
         "the reference deployment also refuses shipped and malformed keys at start); in DEBUG "
         "a key is derived from `SECRET_KEY`. `manage.py generate_encryption_key` (or "
-        "`python -m webhooks_core.crypto`) makes one.",
+        "`python -m webhooks_core.crypto.encryption`) makes one.",
     ),
     Setting(
         "WEBHOOKS_MAX_COUNTDOWN_SECONDS",

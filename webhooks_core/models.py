@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
-from . import tenants
+from webhooks_core import tenants
 
 if not apps.is_installed("webhooks_core"):
     # A host from before 0.2 lists only the sides; say what to add, not Django's riddle

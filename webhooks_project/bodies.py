@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 # (Named as gevent's own: the tests replace it.)
-from webhooks_core.cooperative import patched as is_module_patched
+from webhooks_core.runtime.cooperative import patched as is_module_patched
 
 # The largest body any view takes: a receiving source's own limit (`max_body_bytes`) is at
 # most this.

@@ -31,8 +31,8 @@ def _drop_unusable_connections(**_: Any) -> None:
 @signals.worker_ready.connect
 @signals.worker_process_init.connect
 def _settle_garbage_collection(**_: Any) -> None:
-    # What start-up made, out of the collector's sight (webhooks_core/collector.py).
-    from webhooks_core import collector
+    # What start-up made, out of the collector's sight (webhooks_core/runtime/collector.py).
+    from webhooks_core.runtime import collector
 
     collector.settle_after_start_up(collector.WORKER_YOUNG_GENERATION_THRESHOLD)
 

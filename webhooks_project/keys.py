@@ -51,7 +51,7 @@ FLOWER_MIN_PASSWORD_LENGTH = 12
 
 GENERATE_SECRET_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"  # noqa: S105
 HOW_TO_SECRET_KEY = f"generate one with: {GENERATE_SECRET_KEY}"
-HOW_TO_ENCRYPTION_KEY = "generate one with: python -m webhooks_core.crypto"
+HOW_TO_ENCRYPTION_KEY = "generate one with: python -m webhooks_core.crypto.encryption"
 
 
 def secret_key_problems(value: str | None, *, name: str = "SECRET_KEY") -> list[str]:

@@ -13,7 +13,7 @@ from deliveries.conf import SETTINGS as DELIVERIES_SETTINGS
 from receivers.conf import SETTINGS as RECEIVERS_SETTINGS
 from webhooks_core.conf import SETTINGS as CORE_SETTINGS
 from webhooks_core.conf import Setting
-from webhooks_core.cooperative import patched
+from webhooks_core.runtime.cooperative import patched
 from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY, refuse_unsafe_keys
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -61,10 +61,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # NUL in a query parameter or an unknown charset: 400, not a 500 (webhooks_core/middleware.py).
-    "webhooks_core.middleware.BadRequestMiddleware",
-    # A database outage is a 503 with Retry-After, not a 500 (webhooks_core/unavailable.py).
-    "webhooks_core.unavailable.DatabaseUnavailableMiddleware",
+    # NUL in a query parameter or an unknown charset: 400, not a 500 (webhooks_core/web/middleware.py).
+    "webhooks_core.web.middleware.BadRequestMiddleware",
+    # A database outage is a 503 with Retry-After, not a 500 (webhooks_core/db/unavailable.py).
+    "webhooks_core.db.unavailable.DatabaseUnavailableMiddleware",
     # Serves the admin's static files under gunicorn, without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -110,7 +110,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(exist_ok=True)
 USES_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
 # psycopg's prepare_threshold: any number lets PostgreSQL prepare our own statements on hot
-# paths (an owner's lease, claim and look: webhooks_core/sql.py), on their first run; "none"
+# paths (an owner's lease, claim and look: webhooks_core/db/sql.py), on their first run; "none"
 # prepares nothing (a transaction-mode PgBouncer older than 1.21 cannot keep prepared
 # statements). The ORM's statements bind on the client and are never prepared.
 DATABASE_PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
@@ -198,7 +198,7 @@ CELERY_RESULT_BACKEND_THREAD_SAFE = True
 EMBEDDED_MODE = CELERY_BROKER_URL.startswith("memory://")
 
 # At-least-once: the apps' tasks carry acks_late and reject_on_worker_lost themselves
-# (webhooks_core/tasking.py); a worker should not hold messages it is not working on.
+# (webhooks_core/runtime/tasking.py); a worker should not hold messages it is not working on.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)

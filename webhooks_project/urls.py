@@ -2,10 +2,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
-from deliveries.admin_catalogue import event_types_page
+from deliveries.admin.catalogue import event_types_page
 from deliveries.dashboard.views import dashboard
-from webhooks_core.metrics import metrics_view
-from webhooks_core.probes import healthz, readyz
+from webhooks_core.web.liveness import healthz, readyz
+from webhooks_core.web.metrics import metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),

@@ -2,7 +2,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-from webhooks_core.collector import settle_after_start_up
+from webhooks_core.runtime.collector import settle_after_start_up
 
 from .bodies import BufferedBody
 

@@ -6,6 +6,6 @@ permission and lands in Django's admin log. API tokens and the audit log are the
 (webhooks_core/admin.py).
 """
 
-from . import deliveries, endpoints, events, portal, privacy, replays
+from deliveries.admin import deliveries, endpoints, events, portal, privacy, replays
 
 __all__ = ["deliveries", "endpoints", "events", "portal", "privacy", "replays"]

@@ -8,18 +8,17 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from webhooks_core.urlmask import masked_url
-
-from .. import services
-from ..models import Attempt, DeadLetter, Delivery
-from .audit import audit
-from .filters import (
+from deliveries import services
+from deliveries.admin.audit import audit
+from deliveries.admin.filters import (
     DeadLetterStatusFilter,
     DeliveryTenantFilter,
     EventTypeFilter,
     TimeRangeFilter,
 )
-from .masking import searchable, shows_urls
+from deliveries.admin.masking import searchable, shows_urls
+from deliveries.models import Attempt, DeadLetter, Delivery
+from webhooks_core.egress.urlmask import masked_url
 
 # Characters of an endpoint's URL a list shows.
 ENDPOINT_WIDTH = 40

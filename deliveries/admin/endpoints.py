@@ -20,12 +20,15 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 from django.views.decorators.debug import sensitive_post_parameters
 
-from webhooks_core.secrets_page import ShownSecret, secrets_page
-from webhooks_core.urlmask import masked_url as url_masked
-
-from .. import auth_forms, endpoint_fields, headers, selectors, services
-from ..endpoint_fields import CREATE_ONLY, EDITABLE
-from ..models import (
+from deliveries import selectors, services
+from deliveries.admin.audit import audit
+from deliveries.admin.filters import TenantFilter
+from deliveries.admin.masking import searchable
+from deliveries.endpoints import auth_forms, field_rules, headers
+from deliveries.endpoints.field_rules import CREATE_ONLY, EDITABLE
+from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
+from deliveries.endpoints.url_field import EndpointURLFormField
+from deliveries.models import (
     CircuitTransition,
     Endpoint,
     EndpointState,
@@ -34,11 +37,8 @@ from ..models import (
     StateSetBy,
     Validation,
 )
-from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
-from ..url_fields import EndpointURLFormField
-from .audit import audit
-from .filters import TenantFilter
-from .masking import searchable
+from webhooks_core.egress.urlmask import masked_url as url_masked
+from webhooks_core.web.secrets_page import ShownSecret, secrets_page
 
 
 class ResumeForm(forms.Form):
@@ -55,13 +55,13 @@ class ResumeForm(forms.Form):
 class RotateForm(forms.Form):
     grace_seconds = forms.IntegerField(
         min_value=0,
-        max_value=endpoint_fields.MAX_ROTATION_GRACE_SECONDS,
+        max_value=field_rules.MAX_ROTATION_GRACE_SECONDS,
         initial=DEFAULT_ROTATION_GRACE_SECONDS,
         help_text="How long the current secrets keep signing next to the new one.",
     )
 
 
-def _bounded(rule: endpoint_fields.Bound) -> forms.Field:
+def _bounded(rule: field_rules.Bound) -> forms.Field:
     """The model's form field for a numeric setting, with the bounds of `endpoint_fields`
     and the service's words for a value beyond them."""
     model_field = Endpoint._meta.get_field(rule.name)
@@ -82,7 +82,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
-    url = EndpointURLFormField(max_length=endpoint_fields.URL_MAX_LENGTH, assume_scheme="https")
+    url = EndpointURLFormField(max_length=field_rules.URL_MAX_LENGTH, assume_scheme="https")
     secret_headers = forms.CharField(
         required=False,
         help_text="Comma-separated names of custom headers to store encrypted and mask on "
@@ -107,11 +107,11 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
 
     class Meta:
         model = Endpoint
-        fields = list(endpoint_fields.CONFIG_FIELDS)
+        fields = list(field_rules.CONFIG_FIELDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for rule in endpoint_fields.NUMERIC:
+        for rule in field_rules.NUMERIC:
             if rule.name in self.fields:  # left out by the admin for a view-only user
                 self.fields[rule.name] = _bounded(rule)
         if not self.instance._state.adding and "custom_headers" in self.fields:
@@ -137,7 +137,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
         names = [
             n
             for n in self.fields
-            if (n in EDITABLE or n in CREATE_ONLY) and n not in endpoint_fields.TLS_FIELDS
+            if (n in EDITABLE or n in CREATE_ONLY) and n not in field_rules.TLS_FIELDS
         ]
         if not adding:
             names = [n for n in names if n in self.changed_data and n not in CREATE_ONLY]
@@ -241,7 +241,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "request_validation",
     ]
 
-    # --- view-only staff: credentials in URLs masked (webhooks_core.urlmask) --------------
+    # --- view-only staff: credentials in URLs masked (webhooks_core.egress.urlmask) --------------
 
     #: What a user who may not change the endpoint reads instead of a URL field.
     MASKED = {"url": "masked_url", "oauth2_token_url": "masked_token_url"}

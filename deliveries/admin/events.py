@@ -7,9 +7,10 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from .. import payloads, selectors
-from ..models import Event
-from .filters import TenantFilter, TimeRangeFilter
+from deliveries import selectors
+from deliveries.admin.filters import TenantFilter, TimeRangeFilter
+from deliveries.models import Event
+from deliveries.pipeline import payloads
 
 
 @admin.register(Event)

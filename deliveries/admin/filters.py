@@ -9,8 +9,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .. import selectors
-from ..models import DeliveryStatus
+from deliveries import selectors
+from deliveries.models import DeliveryStatus
 
 
 def _aware(value: Any) -> Any:

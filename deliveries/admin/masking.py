@@ -1,5 +1,5 @@
 """Who reads the credentials an endpoint URL may carry, in the admin: who may change
-endpoints. Everyone else reads them masked (`webhooks_core.urlmask`), and may not search
+endpoints. Everyone else reads them masked (`webhooks_core.egress.urlmask`), and may not search
 by URL either: a search is an oracle (does ``token=a…`` match?) that would spell a
 masked value out one character at a time."""
 

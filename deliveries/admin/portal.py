@@ -11,9 +11,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
-from .. import services
-from ..models import PortalLink
-from .audit import audit
+from deliveries import services
+from deliveries.admin.audit import audit
+from deliveries.models import PortalLink
 
 
 @admin.register(PortalLink)

@@ -12,12 +12,11 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from deliveries import services
+from deliveries.models import TenantErasure, TenantSettings
+from deliveries.operator.erasure import Actor
+from deliveries.operator.tenant_settings import retention_problem
 from webhooks_core import tenants
-
-from .. import services
-from ..models import TenantErasure, TenantSettings
-from ..services.erasure import Actor
-from ..services.tenant_settings import retention_problem
 
 
 class ErasureForm(forms.ModelForm):

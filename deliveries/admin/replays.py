@@ -11,11 +11,11 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from deliveries import selectors, services
+from deliveries.admin.audit import audit
+from deliveries.models import Replay
+from deliveries.pipeline import event_types
 from webhooks_core import tenants
-
-from .. import event_types, selectors, services
-from ..models import Replay
-from .audit import audit
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 

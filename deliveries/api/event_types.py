@@ -7,10 +7,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from deliveries import catalogue
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.schema import extend_schema
-
-from .. import catalogue
 
 
 def _describe(event_type: catalogue.EventType) -> dict[str, Any]:

@@ -10,15 +10,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from deliveries import conf, services
+from deliveries.api.serializers import TENANT_PATTERN, validate_tenant
+from deliveries.portal.links import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
 from webhooks_core import tenants
 from webhooks_core.api import scoping
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.schema import extend_schema
 from webhooks_core.api.strict import StrictTypes
-
-from .. import conf, services
-from ..services.portal import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN
-from .serializers import TENANT_PATTERN, validate_tenant
 
 
 class PortalSessionRequestSerializer(StrictTypes, serializers.Serializer[Any]):

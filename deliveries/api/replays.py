@@ -8,15 +8,15 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from deliveries import services
+from deliveries.api.serializers import tenant_field
+from deliveries.models import Replay
+from deliveries.pipeline import event_types
 from webhooks_core.api import scoping
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.parsers import SafeJSONParser
 from webhooks_core.api.schema import extend_schema
 from webhooks_core.api.strict import StrictTypes
-
-from .. import event_types, services
-from ..models import Replay
-from .serializers import tenant_field
 
 
 # Named for the schema: the body of a request to create a replay.

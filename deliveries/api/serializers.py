@@ -6,12 +6,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webhooks_core import tenants
-from webhooks_core.api.strict import StrictTypes
-from webhooks_core.jsontext import unstorable_text
-
-from .. import broker_urls, client_tls, endpoint_fields, headers, payloads
-from ..models import (
+from deliveries.destinations import broker_urls
+from deliveries.destinations.http_client import client_tls
+from deliveries.endpoints import auth, field_rules, headers, options
+from deliveries.models import (
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -23,11 +21,14 @@ from ..models import (
     Validation,
     ValidationState,
 )
-from ..services import endpoint_auth, endpoint_options
-from ..services.events import EVENT_TYPE, MAX_TYPE_LENGTH
+from deliveries.pipeline import payloads
+from deliveries.pipeline.emit import EVENT_TYPE, MAX_TYPE_LENGTH
+from webhooks_core import tenants
+from webhooks_core.api.strict import StrictTypes
+from webhooks_core.jsonchecks.text import unstorable_text
 
 
-def _bounded(rule: endpoint_fields.Bound) -> serializers.Field:
+def _bounded(rule: field_rules.Bound) -> serializers.Field:
     # The bounds are endpoint_fields' (the service checks them too); here they only shape
     # the schema and the message.
     if rule.kind is int:
@@ -71,7 +72,7 @@ def tenant_field() -> serializers.CharField:
     {
         "type": "string",
         "format": "uri",
-        "maxLength": endpoint_fields.URL_MAX_LENGTH,
+        "maxLength": field_rules.URL_MAX_LENGTH,
         "pattern": "^([Hh][Tt][Tt][Pp][Ss]?|[Aa][Mm][Qq][Pp][Ss]?|[Nn][Aa][Tt][Ss]"
         "|[Rr][Ee][Dd][Ii][Ss][Ss]?)://",
         "description": "An http(s) URL as Django's URLValidator takes it (a host name with a "
@@ -105,7 +106,7 @@ class EndpointURLField(serializers.CharField):
         "additionalProperties": {
             "type": "string",
             "maxLength": headers.MAX_VALUE_LENGTH,
-            # RFC 9110's field-value in Latin-1, without C1 controls (deliveries.headers).
+            # RFC 9110's field-value in Latin-1, without C1 controls (deliveries.endpoints.headers).
             "pattern": "^(?:[\\u0021-\\u007e\\u00a0-\\u00ff]"
             "(?:[\\u0009\\u0020-\\u007e\\u00a0-\\u00ff]*[\\u0021-\\u007e\\u00a0-\\u00ff])?)?$",
         },
@@ -116,7 +117,7 @@ class EndpointURLField(serializers.CharField):
     }
 )
 class CustomHeadersField(serializers.DictField):
-    """The schema says what `deliveries.headers` checks (the rules live there)."""
+    """The schema says what `deliveries.endpoints.headers` checks (the rules live there)."""
 
 
 @extend_schema_field(
@@ -178,18 +179,18 @@ class EndpointAuthField(serializers.JSONField):
 
 
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
-    url = EndpointURLField(max_length=endpoint_fields.URL_MAX_LENGTH)
+    url = EndpointURLField(max_length=field_rules.URL_MAX_LENGTH)
     # Set on creation only (the service refuses a change).
     tenant = tenant_field()
     event_types = serializers.ListField(
         child=serializers.CharField(
-            max_length=endpoint_fields.FILTER_MAX_LENGTH,
+            max_length=field_rules.FILTER_MAX_LENGTH,
             allow_blank=False,
             trim_whitespace=False,
         ),
         allow_empty=False,
         min_length=1,  # what allow_empty says, in a form the schema shows (minItems)
-        max_length=endpoint_fields.MAX_FILTERS,
+        max_length=field_rules.MAX_FILTERS,
     )
     state = serializers.ChoiceField(choices=EndpointState.choices, required=False)
     custom_headers = CustomHeadersField(
@@ -199,14 +200,14 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         required=False,
     )
     secret_headers = serializers.ListField(
-        child=serializers.CharField(max_length=endpoint_fields.HEADER_NAME_MAX_LENGTH),
+        child=serializers.CharField(max_length=field_rules.HEADER_NAME_MAX_LENGTH),
         required=False,
         max_length=headers.MAX_HEADERS,
         help_text="Names of custom headers stored encrypted and masked on every read. "
         "Credential-like names (Authorization, X-Api-Key, …token…, …secret…) always are.",
     )
     version_pins = serializers.DictField(
-        child=serializers.IntegerField(min_value=1, max_value=endpoint_fields.MAX_VERSION_PIN),
+        child=serializers.IntegerField(min_value=1, max_value=field_rules.MAX_VERSION_PIN),
         required=False,
         help_text="{event type: version}; unpinned declared types the filters match are "
         "pinned to their newest version when the endpoint is created or its filters change.",
@@ -339,18 +340,18 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
             "notices",
         ]
         # What only the system sets, and what this serializer computes.
-        read_only_fields = [*endpoint_fields.READ_ONLY, "public_key", "has_client_key", "notices"]
+        read_only_fields = [*field_rules.READ_ONLY, "public_key", "has_client_key", "notices"]
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         # The numeric settings (retries, timeouts, health and isolation; null takes the
         # global WEBHOOKS_* default), each where Meta.fields puts it.
-        fields.update({rule.name: _bounded(rule) for rule in endpoint_fields.NUMERIC})
+        fields.update({rule.name: _bounded(rule) for rule in field_rules.NUMERIC})
         return fields
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_public_key(self, endpoint: Endpoint) -> str | None:
-        return endpoint_options.endpoint_public_key(endpoint=endpoint)
+        return options.endpoint_public_key(endpoint=endpoint)
 
     @extend_schema_field({"type": "boolean"})
     def get_has_client_key(self, endpoint: Endpoint) -> bool:
@@ -370,7 +371,7 @@ class EndpointSerializer(StrictTypes, serializers.ModelSerializer):
         data["custom_headers"] = instance.custom_headers_masked()
         data["secret_headers"] = instance.secret_header_names
         # Never a client secret or key: the auth fields as any reader may see them.
-        data.update(endpoint_auth.represent(instance))
+        data.update(auth.represent(instance))
         return data
 
 
@@ -389,7 +390,7 @@ class RotatedSigningKeySerializer(serializers.Serializer):
 
 class RotateSecretSerializer(StrictTypes, serializers.Serializer):
     grace_seconds = serializers.IntegerField(
-        min_value=0, max_value=endpoint_fields.MAX_ROTATION_GRACE_SECONDS, required=False
+        min_value=0, max_value=field_rules.MAX_ROTATION_GRACE_SECONDS, required=False
     )
 
 

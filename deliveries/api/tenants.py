@@ -10,16 +10,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from deliveries import services
+from deliveries.models import TenantErasure
+from deliveries.operator.audit import token_actor
+from deliveries.operator.erasure import Actor
 from webhooks_core import tenants
 from webhooks_core.api import scoping
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.schema import OpenApiParameter, extend_schema
 from webhooks_core.api.strict import StrictTypes
-
-from .. import services
-from ..models import TenantErasure
-from ..services.audit import token_actor
-from ..services.erasure import Actor
 
 TENANT_PATH = r"(?P<tenant>[A-Za-z0-9_.:-]{1,100})"
 

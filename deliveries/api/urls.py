@@ -6,14 +6,13 @@ from typing import Any
 from django.apps import apps
 from django.urls import include, path, re_path
 
+from deliveries.api import replays, tenants, views
+from deliveries.api.event_types import EventTypeList
+from deliveries.api.portal import PortalSessionCreate
 from webhooks_core.api.routing import NoSuchPath, OptionalSlashRouter, schema_view
 
 # Importable from here as before (settings and hooks name them by these paths).
 from webhooks_core.api.routing import strip_trailing_slashes as strip_trailing_slashes
-
-from . import replays, tenants, views
-from .event_types import EventTypeList
-from .portal import PortalSessionCreate
 
 app_name = "api"
 

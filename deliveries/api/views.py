@@ -11,6 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from deliveries import selectors, services
+from deliveries.api import serializers as s
+from deliveries.endpoints import principals
+from deliveries.models import Delivery, Endpoint, Event
 from webhooks_core import tracing
 from webhooks_core.api import scoping
 from webhooks_core.api.actions import retry_response
@@ -19,11 +23,6 @@ from webhooks_core.api.filters import validated_filters
 from webhooks_core.api.parsers import SafeJSONParser
 from webhooks_core.api.schema import OpenApiParameter, extend_schema, extend_schema_view
 from webhooks_core.api.strict import refuse_body
-
-from .. import selectors, services
-from ..models import Delivery, Endpoint, Event
-from ..services import principals
-from . import serializers as s
 
 # The API speaks JSON only; anything else is answered 415.
 PARSERS = [SafeJSONParser]

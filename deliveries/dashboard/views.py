@@ -13,10 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 
-from webhooks_core.urlmask import masked_url
-
-from ..selectors.dashboard import PERCENTILES, WINDOWS, DashboardData, dashboard_data
-from .charts import Series, bar_chart, hbar_chart, line_chart
+from deliveries.dashboard.charts import Series, bar_chart, hbar_chart, line_chart
+from deliveries.selectors.dashboard import PERCENTILES, WINDOWS, DashboardData, dashboard_data
+from webhooks_core.egress.urlmask import masked_url
 
 
 def build_charts(data: DashboardData) -> dict[str, str]:

@@ -2,11 +2,11 @@
 
 from urllib.parse import urlsplit
 
-from .amqp import AmqpDestination
-from .base import Credentials, Destination, Kind, Outcome
-from .http import HttpDestination
-from .nats import NatsDestination
-from .redis_streams import RedisStreamDestination
+from deliveries.destinations.amqp import AmqpDestination
+from deliveries.destinations.base import Credentials, Destination, Kind, Outcome
+from deliveries.destinations.http import HttpDestination
+from deliveries.destinations.nats import NatsDestination
+from deliveries.destinations.redis_streams import RedisStreamDestination
 
 _KINDS: dict[str, Destination] = {}
 

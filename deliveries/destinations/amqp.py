@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING
 import amqp
 from amqp import exceptions as amqp_errors
 
-from webhooks_core.deadlines import Deadline
-from webhooks_core.ssrf import AddressPolicy
-
-from ..broker_urls import BrokerURL, checked_address
-from .base import Credentials, Outcome
-from .brokers import Message, NotAcknowledged, Pool, Refused, remaining, send
+from deliveries.destinations.base import Credentials, Outcome
+from deliveries.destinations.broker_urls import BrokerURL, checked_address
+from deliveries.destinations.brokers import Message, NotAcknowledged, Pool, Refused, remaining, send
+from webhooks_core.egress.deadlines import Deadline
+from webhooks_core.egress.ssrf import AddressPolicy
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 PERSISTENT = 2
 

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from deliveries.pipeline.wire import build_headers, render_body
 from webhooks_core import tracing
-from webhooks_core.deadlines import Deadline
-
-from ..wire import build_headers, render_body
+from webhooks_core.egress.deadlines import Deadline
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 
 class Kind(enum.StrEnum):

@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.utils import timezone
 
-from webhooks_core import deadlines, tracing
-from webhooks_core.deadlines import Deadline
-from webhooks_core.ssrf import AddressPolicy
-
-from .. import conf, payloads
-from ..broker_urls import BrokerURL, BrokerURLInvalid, parse
-from ..wire import redact_headers
-from .base import Credentials, Kind, Outcome, signed_message
+from deliveries import conf
+from deliveries.destinations.base import Credentials, Kind, Outcome, signed_message
+from deliveries.destinations.broker_urls import BrokerURL, BrokerURLInvalid, parse
+from deliveries.pipeline import payloads
+from deliveries.pipeline.wire import redact_headers
+from webhooks_core import tracing
+from webhooks_core.egress import deadlines
+from webhooks_core.egress.deadlines import Deadline
+from webhooks_core.egress.ssrf import AddressPolicy
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 C = TypeVar("C")
 R = TypeVar("R")

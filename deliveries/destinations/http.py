@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
+from deliveries import conf
+from deliveries.destinations.base import Credentials, Kind, Outcome, signed_message
+from deliveries.destinations.http_client import oauth2, transport
+from deliveries.pipeline import payloads
+from deliveries.pipeline.wire import redact_headers
 from webhooks_core import tracing
-from webhooks_core.deadlines import Deadline
-
-from .. import conf, oauth2, payloads, transport
-from ..wire import redact_headers
-from .base import Credentials, Kind, Outcome, signed_message
+from webhooks_core.egress.deadlines import Deadline
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 # Answers after which the receiver will not take this delivery, however often it is sent.
 REFUSED_FOR_GOOD = frozenset({401, 403, 410})

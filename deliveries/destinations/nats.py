@@ -20,16 +20,23 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from webhooks_core import deadlines
-from webhooks_core.deadlines import Deadline
-from webhooks_core.ssrf import AddressPolicy
-
-from ..broker_urls import BrokerURL, checked_address
-from .base import Credentials, Outcome
-from .brokers import Message, NotAcknowledged, Pool, Refused, Socket, remaining, send
+from deliveries.destinations.base import Credentials, Outcome
+from deliveries.destinations.broker_urls import BrokerURL, checked_address
+from deliveries.destinations.brokers import (
+    Message,
+    NotAcknowledged,
+    Pool,
+    Refused,
+    Socket,
+    remaining,
+    send,
+)
+from webhooks_core.egress import deadlines
+from webhooks_core.egress.deadlines import Deadline
+from webhooks_core.egress.ssrf import AddressPolicy
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 CLIENT_NAME = "django-reliable-webhooks"
 MAX_LINE = 64 * 1024

@@ -15,16 +15,22 @@ from redis import exceptions as redis_errors
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from webhooks_core import deadlines
-from webhooks_core.deadlines import Deadline
-from webhooks_core.ssrf import AddressPolicy
-
-from ..broker_urls import BrokerURL, checked_address
-from .base import Credentials, Outcome
-from .brokers import Message, NotAcknowledged, Refused, Socket, remaining, send
+from deliveries.destinations.base import Credentials, Outcome
+from deliveries.destinations.broker_urls import BrokerURL, checked_address
+from deliveries.destinations.brokers import (
+    Message,
+    NotAcknowledged,
+    Refused,
+    Socket,
+    remaining,
+    send,
+)
+from webhooks_core.egress import deadlines
+from webhooks_core.egress.deadlines import Deadline
+from webhooks_core.egress.ssrf import AddressPolicy
 
 if TYPE_CHECKING:
-    from ..models import Delivery
+    from deliveries.models import Delivery
 
 BODY_FIELD = "body"
 

@@ -6,8 +6,8 @@ from django.db import migrations, models
 def encrypt_credential_headers(apps: Any, schema_editor: Any) -> None:
     """Custom headers that are credentials (Authorization, X-Api-Key, ...) move out of the
     plaintext column into the encrypted one."""
-    from deliveries import headers
-    from webhooks_core import crypto
+    from deliveries.endpoints import headers
+    from webhooks_core.crypto import encryption
 
     Endpoint = apps.get_model("deliveries", "Endpoint")
     for endpoint in Endpoint.objects.exclude(custom_headers={}).iterator():
@@ -16,7 +16,7 @@ def encrypt_credential_headers(apps: Any, schema_editor: Any) -> None:
         if not secret:
             continue
         endpoint.custom_headers = {n: v for n, v in plain.items() if n not in secret}
-        endpoint.secret_custom_headers = {n: crypto.encrypt(str(v)) for n, v in secret.items()}
+        endpoint.secret_custom_headers = {n: encryption.encrypt(str(v)) for n, v in secret.items()}
         endpoint.save(update_fields=["custom_headers", "secret_custom_headers"])
 
 

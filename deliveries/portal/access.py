@@ -14,10 +14,9 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_protect
 
+from deliveries import conf, services
+from deliveries.models import PortalLink
 from webhooks_core import tenants
-
-from .. import conf, services
-from ..models import PortalLink
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,8 @@ from django.apps import AppConfig
 from django.core.checks import Error
 from django.utils.module_loading import import_string
 
+from deliveries import conf
 from webhooks_core.check_ids import check_id
-
-from .. import conf
 
 
 def check_tenant_resolver(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[Error]:

@@ -5,12 +5,13 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from .. import catalogue, endpoint_fields
-from ..auth_forms import DeliveryAuthFields, initial_of
-from ..models import DeliveryStatus, Endpoint
-from ..services.endpoint_check import TEST_EVENT_TYPE
-from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
-from ..url_fields import EndpointURLFormField
+from deliveries import catalogue
+from deliveries.endpoints import field_rules
+from deliveries.endpoints.auth_forms import DeliveryAuthFields, initial_of
+from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
+from deliveries.endpoints.test_event import TEST_EVENT_TYPE
+from deliveries.endpoints.url_field import EndpointURLFormField
+from deliveries.models import DeliveryStatus, Endpoint
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 EVERYTHING = "*"
@@ -25,12 +26,12 @@ def event_type_choices() -> list[tuple[str, str]]:
 class EndpointForm(DeliveryAuthFields):
     url = EndpointURLFormField(
         label="URL",
-        max_length=endpoint_fields.URL_MAX_LENGTH,
+        max_length=field_rules.URL_MAX_LENGTH,
         assume_scheme="https",
         help_text="Where we send the webhooks, e.g. https://example.com/webhooks.",
     )
     description = forms.CharField(
-        label="Description", max_length=endpoint_fields.DESCRIPTION_MAX_LENGTH, required=False
+        label="Description", max_length=field_rules.DESCRIPTION_MAX_LENGTH, required=False
     )
     event_types = forms.MultipleChoiceField(
         label="Event types",

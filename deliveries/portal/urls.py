@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from deliveries.portal import views
 
 app_name = "webhooks_portal"
 

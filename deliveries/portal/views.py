@@ -17,14 +17,15 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import auth_forms, catalogue, payloads, selectors, services
-from ..models import DeliveryStatus, Endpoint, EndpointState, StateSetBy
-from ..rendering import versioned_payload
-from ..services import principals
-from ..services.endpoints import DEFAULT_ROTATION_GRACE_SECONDS
-from . import access
-from .access import portal_view
-from .forms import DeliveryFilterForm, EndpointForm, RecoverForm, RotateForm
+from deliveries import catalogue, selectors, services
+from deliveries.endpoints import auth_forms, principals
+from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
+from deliveries.models import DeliveryStatus, Endpoint, EndpointState, StateSetBy
+from deliveries.pipeline import payloads
+from deliveries.pipeline.rendering import versioned_payload
+from deliveries.portal import access
+from deliveries.portal.access import portal_view
+from deliveries.portal.forms import DeliveryFilterForm, EndpointForm, RecoverForm, RotateForm
 
 logger = logging.getLogger(__name__)
 

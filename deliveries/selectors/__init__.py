@@ -14,7 +14,7 @@ The engine's own reads (claims, the owner's rounds, the sweeper) stay in its ser
 Modules of this package import each other by module, never through this ``__init__``.
 """
 
-from .deliveries import (
+from deliveries.selectors.deliveries import (
     TENANT_FIELD,
     deliveries_filtered,
     delivery_details,
@@ -26,7 +26,7 @@ from .deliveries import (
     recent_test_deliveries,
     tenant_deliveries,
 )
-from .endpoints import (
+from deliveries.selectors.endpoints import (
     endpoint_signing_secrets,
     endpoints_with_stats,
     held_deliveries_count,

@@ -29,7 +29,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from ..models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState
 
 PERCENTILES = (0.5, 0.95, 0.99)
 PYTHON_PERCENTILE_SAMPLE = 50_000

@@ -9,8 +9,8 @@ from uuid import UUID
 
 from django.db.models import Prefetch, QuerySet
 
-from ..event_types import TEST_EVENT_TYPE
-from ..models import Attempt, Delivery, DeliveryStatus, EndpointState, Event
+from deliveries.models import Attempt, Delivery, DeliveryStatus, EndpointState, Event
+from deliveries.pipeline.event_types import TEST_EVENT_TYPE
 
 #: The lookup from a delivery to its tenant. Fan-out gives an event's deliveries to its
 #: own tenant's endpoints only, so the endpoint's tenant is the delivery's.

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from ..models import (
+from deliveries.models import (
     Attempt,
     Delivery,
     DeliveryStatus,

@@ -18,17 +18,7 @@ A delivery not sent now (a rate limit, an open circuit, a probe out, requests wi
 answer) is *deferred*: it stays pending, without spending an attempt, due again later.
 """
 
-from .deadletters import delivery_cancel
-from .dispatch import dispatch_wakes
-from .endpoint_check import (
-    EndpointNotActive,
-    ProbeResult,
-    endpoint_probe,
-    endpoint_send_test_event,
-)
-from .endpoint_options import endpoint_public_key, endpoint_rotate_signing_key
-from .endpoint_removal import endpoint_delete
-from .endpoints import (
+from deliveries.endpoints.lifecycle import (
     EndpointInvalid,
     EndpointNotEnableable,
     endpoint_create,
@@ -42,17 +32,53 @@ from .endpoints import (
     endpoint_update,
     endpoint_validate,
 )
-from .erasure import (
+from deliveries.endpoints.options import endpoint_public_key, endpoint_rotate_signing_key
+from deliveries.endpoints.removal import endpoint_delete
+from deliveries.endpoints.test_event import (
+    EndpointNotActive,
+    ProbeResult,
+    endpoint_probe,
+    endpoint_send_test_event,
+)
+from deliveries.endpoints.validation import (
+    ValidationFolded,
+    ValidationUnavailable,
+    endpoint_request_validation,
+)
+from deliveries.endpoints.versions import endpoint_pin_versions
+from deliveries.operator.bulk_retry import deliveries_recover
+from deliveries.operator.dead_letters import delivery_cancel
+from deliveries.operator.erasure import (
     ErasureInvalid,
     tenant_erasure_run,
     tenant_erasure_start,
     tenant_erasures_resume,
 )
-from .events import EventValidationError, emit
-from .fanout import event_fan_out, events_fan_out
-from .outcomes import DeliveryOutcome
-from .owner import WorkResult, delivery_attempt, endpoint_work
-from .portal import (
+from deliveries.operator.replay import (
+    ReplayFilters,
+    ReplayInvalid,
+    ReplayPreview,
+    replay_create,
+    replay_preview,
+    replay_run_inline,
+    replay_step,
+    replays_resume_stalled,
+)
+from deliveries.operator.retry import DeliveryNotRetryable, delivery_retry
+from deliveries.operator.tenant_settings import (
+    Retention,
+    TenantSettingsInvalid,
+    tenant_retention,
+    tenant_settings_set,
+)
+from deliveries.pipeline.emit import EventValidationError, emit
+from deliveries.pipeline.fanout import event_fan_out, events_fan_out
+from deliveries.pipeline.owner import WorkResult, delivery_attempt, endpoint_work
+from deliveries.pipeline.owner.outcomes import DeliveryOutcome
+from deliveries.pipeline.purge import PurgeResult, purge_expired
+from deliveries.pipeline.sweep import SweepResult, sweep
+from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.portal.links import (
     PortalLinkForbidden,
     PortalLinkInvalid,
     PortalSession,
@@ -65,28 +91,6 @@ from .portal import (
     portal_session_find,
     portal_session_tenant,
 )
-from .recovery import deliveries_recover
-from .replay import (
-    ReplayFilters,
-    ReplayInvalid,
-    ReplayPreview,
-    replay_create,
-    replay_preview,
-    replay_run_inline,
-    replay_step,
-    replays_resume_stalled,
-)
-from .retention import PurgeResult, purge_expired
-from .retry import DeliveryNotRetryable, delivery_retry
-from .sweeper import SweepResult, sweep
-from .tenant_settings import (
-    Retention,
-    TenantSettingsInvalid,
-    tenant_retention,
-    tenant_settings_set,
-)
-from .validation import ValidationFolded, ValidationUnavailable, endpoint_request_validation
-from .versions import endpoint_pin_versions
 
 __all__ = [
     "DeliveryNotRetryable",

@@ -2,10 +2,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from webhooks_core.api.strict import BlankAsNullChoiceField, StrictTypes
-
-from .. import schemes
-from ..models import (
+from receivers import schemes
+from receivers.models import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
     InboxEvent,
@@ -13,6 +11,7 @@ from ..models import (
     Source,
     SourceSecret,
 )
+from webhooks_core.api.strict import BlankAsNullChoiceField, StrictTypes
 
 MAX_SECRET_LENGTH = 1000
 PUBLIC_URL_HELP = (

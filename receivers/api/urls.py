@@ -4,9 +4,8 @@
 
 from django.urls import include, path, re_path
 
+from receivers.api import views
 from webhooks_core.api.routing import NoSuchPath, OptionalSlashRouter, schema_view
-
-from . import views
 
 app_name = "api"
 

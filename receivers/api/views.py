@@ -12,6 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from receivers import services
+from receivers.api import serializers as s
+from receivers.models import InboxEvent, Source
 from webhooks_core.api.actions import retry_response
 from webhooks_core.api.base import ApiDefaults
 from webhooks_core.api.filters import validated_filters
@@ -20,10 +23,6 @@ from webhooks_core.api.parsers import SafeJSONParser
 from webhooks_core.api.schema import extend_schema, extend_schema_view
 from webhooks_core.api.scoping import UnscopedTokenOnly
 from webhooks_core.api.strict import refuse_body
-
-from .. import services
-from ..models import InboxEvent, Source
-from . import serializers as s
 
 PARSERS = [SafeJSONParser]
 MAX_BIGINT = 2**63 - 1

@@ -1,4 +1,4 @@
-from .inbox import (
+from receivers.models.inbox import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_TOLERANCE_SECONDS,
     FINISHED_STATUSES,

@@ -7,9 +7,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from webhooks_core import crypto
-from webhooks_core.jobs import LeasedJob
-from webhooks_core.secrets import RotatingSecret
+from webhooks_core.crypto import encryption
+from webhooks_core.crypto.secret_rotation import RotatingSecret
+from webhooks_core.db.jobs import LeasedJob
 
 DEFAULT_TOLERANCE_SECONDS = 300
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -67,11 +67,11 @@ class Source(models.Model):
 
     @property
     def api_token(self) -> str:
-        return crypto.decrypt(self.encrypted_api_token) if self.encrypted_api_token else ""
+        return encryption.decrypt(self.encrypted_api_token) if self.encrypted_api_token else ""
 
     @api_token.setter
     def api_token(self, plaintext: str) -> None:
-        self.encrypted_api_token = crypto.encrypt(plaintext) if plaintext else ""
+        self.encrypted_api_token = encryption.encrypt(plaintext) if plaintext else ""
 
 
 class SourceSecret(RotatingSecret):

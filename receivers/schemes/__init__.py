@@ -1,6 +1,6 @@
 """Signature schemes of inbound providers, by the name stored on ``Source.scheme``."""
 
-from .base import (
+from receivers.schemes.base import (
     MAX_SIGNATURES,
     Challenge,
     Envelope,
@@ -19,17 +19,17 @@ from .base import (
     secret_refusal,
     verify,
 )
-from .github import GitHubScheme
-from .ours import OursScheme
-from .paddle import PaddleScheme
-from .registry import Registry, choices
-from .sendgrid import SendGridScheme
-from .shopify import ShopifyScheme
-from .slack import SlackScheme
-from .square import SquareScheme
-from .standard import StandardScheme
-from .stripe import StripeScheme
-from .twilio import TwilioScheme
+from receivers.schemes.github import GitHubScheme
+from receivers.schemes.ours import OursScheme
+from receivers.schemes.paddle import PaddleScheme
+from receivers.schemes.registry import Registry, choices
+from receivers.schemes.sendgrid import SendGridScheme
+from receivers.schemes.shopify import ShopifyScheme
+from receivers.schemes.slack import SlackScheme
+from receivers.schemes.square import SquareScheme
+from receivers.schemes.standard import StandardScheme
+from receivers.schemes.stripe import StripeScheme
+from receivers.schemes.twilio import TwilioScheme
 
 #: Every scheme a source may name: the built-in ones and those of ``RECEIVERS_SCHEMES``.
 SCHEMES: Registry = Registry()

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from webhooks_core.jsondepth import MAX_DEPTH, too_deep
-from webhooks_core.jsontext import unstorable_text
-
-from ..timestamps import within_window
+from receivers.timestamps import within_window
+from webhooks_core.jsonchecks.depth import MAX_DEPTH, too_deep
+from webhooks_core.jsonchecks.text import unstorable_text
 
 MAX_EVENT_ID_LENGTH = 255
 MAX_EVENT_TYPE_LENGTH = 200
@@ -40,7 +39,7 @@ MAX_EVENT_TYPE_LENGTH = 200
 #: so more is refused before any key or body is touched: each candidate may cost a
 #: verification over the whole body.
 MAX_SIGNATURES = 8
-#: The prefix of a Standard Webhooks ed25519 public key (``webhooks_core.signing``). Anyone
+#: The prefix of a Standard Webhooks ed25519 public key (``webhooks_core.crypto.signing``). Anyone
 #: may read a public key, so a scheme that keys an HMAC with its secret must never take one.
 PUBLIC_KEY_PREFIX = "whpk_"
 

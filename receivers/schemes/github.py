@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from urllib.parse import parse_qs
 
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     Envelope,

@@ -12,9 +12,8 @@ import binascii
 import hashlib
 import hmac
 
-from webhooks_core import signing
-
-from .base import MalformedHeader, Scheme
+from receivers.schemes.base import MalformedHeader, Scheme
+from webhooks_core.crypto import signing
 
 SHA256_BYTES = 32
 SHA1_BYTES = 20

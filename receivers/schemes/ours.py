@@ -1,16 +1,15 @@
 """Our own sender's scheme (docs/wire-format.md): ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=...]``.
 
 The hex is HMAC-SHA256 keyed with the secret string as shown (``whsec_...``, UTF-8) over
-``"<ts>.<raw body>"``: exactly ``webhooks_core.signing.sign_v1``, reused here.
+``"<ts>.<raw body>"``: exactly ``webhooks_core.crypto.signing.sign_v1``, reused here.
 """
 
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
-from webhooks_core import signing
-
-from .base import Headers, Scheme, SignedParts, from_iso, parse_int
+from receivers.schemes.base import Headers, Scheme, SignedParts, from_iso, parse_int
+from webhooks_core.crypto import signing
 
 
 def parse_t_v1(header: str) -> SignedParts:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     MAX_SIGNATURES,
@@ -23,7 +23,7 @@ from .base import (
     parse_json_object,
     require_text,
 )
-from .keyed import SHA256_BYTES, HmacScheme, hex_digest, hmac_sha256
+from receivers.schemes.keyed import SHA256_BYTES, HmacScheme, hex_digest, hmac_sha256
 
 SIGNATURE = "Paddle-Signature"
 FORMAT = f"{SIGNATURE} must be ts=<unix seconds>;h1=<hex>[;h1=<hex>...]"

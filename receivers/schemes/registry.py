@@ -16,18 +16,18 @@ from functools import lru_cache
 
 from django.utils.module_loading import import_string
 
-from .. import conf
-from .base import Scheme
-from .github import GitHubScheme
-from .ours import OursScheme
-from .paddle import PaddleScheme
-from .sendgrid import SendGridScheme
-from .shopify import ShopifyScheme
-from .slack import SlackScheme
-from .square import SquareScheme
-from .standard import StandardScheme
-from .stripe import StripeScheme
-from .twilio import TwilioScheme
+from receivers import conf
+from receivers.schemes.base import Scheme
+from receivers.schemes.github import GitHubScheme
+from receivers.schemes.ours import OursScheme
+from receivers.schemes.paddle import PaddleScheme
+from receivers.schemes.sendgrid import SendGridScheme
+from receivers.schemes.shopify import ShopifyScheme
+from receivers.schemes.slack import SlackScheme
+from receivers.schemes.square import SquareScheme
+from receivers.schemes.standard import StandardScheme
+from receivers.schemes.stripe import StripeScheme
+from receivers.schemes.twilio import TwilioScheme
 
 BUILT_IN: tuple[type[Scheme], ...] = (
     OursScheme,

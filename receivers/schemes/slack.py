@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     Challenge,
@@ -27,7 +27,7 @@ from .base import (
     parse_json_object,
     require_text,
 )
-from .keyed import SHA256_BYTES, HmacScheme, hex_digest, hmac_sha256
+from receivers.schemes.keyed import SHA256_BYTES, HmacScheme, hex_digest, hmac_sha256
 
 SIGNATURE = "X-Slack-Signature"
 TIMESTAMP = "X-Slack-Request-Timestamp"

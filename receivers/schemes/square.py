@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     Envelope,
@@ -22,7 +22,7 @@ from .base import (
     parse_json_object,
     require_text,
 )
-from .keyed import SHA256_BYTES, HmacScheme, b64, base64_digest, hmac_sha256
+from receivers.schemes.keyed import SHA256_BYTES, HmacScheme, b64, base64_digest, hmac_sha256
 
 SIGNATURE = "x-square-hmacsha256-signature"
 

@@ -15,9 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from webhooks_core import signing
-
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     MAX_SIGNATURES,
@@ -31,6 +29,7 @@ from .base import (
     require_text,
     split_signature_list,
 )
+from webhooks_core.crypto import signing
 
 # The specification asks for 24 to 64 bytes; 16 still refuses what is plainly a typo.
 MIN_KEY_BYTES = 16

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .base import Envelope, Headers, SignedParts, from_unix
-from .ours import OursScheme
+from receivers.schemes.base import Envelope, Headers, SignedParts, from_unix
+from receivers.schemes.ours import OursScheme
 
 
 class StripeScheme(OursScheme):

@@ -18,7 +18,7 @@ import hmac
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlsplit, urlunsplit
 
-from .base import (
+from receivers.schemes.base import (
     MAX_EVENT_ID_LENGTH,
     MAX_EVENT_TYPE_LENGTH,
     Envelope,
@@ -28,7 +28,7 @@ from .base import (
     parse_json_object,
     require_text,
 )
-from .keyed import SHA1_BYTES, HmacScheme, b64, base64_digest
+from receivers.schemes.keyed import SHA1_BYTES, HmacScheme, b64, base64_digest
 
 SIGNATURE = "X-Twilio-Signature"
 IDEMPOTENCY_TOKEN = "I-Twilio-Idempotency-Token"  # noqa: S105  (a header name)

@@ -1,7 +1,12 @@
 """Services of the receiving side: the only place where its business rules live."""
 
-from .arrival import Arrival, expectation_mismatch, inbox_record, inbox_record_batch
-from .processing import (
+from receivers.services.arrival import (
+    Arrival,
+    expectation_mismatch,
+    inbox_record,
+    inbox_record_batch,
+)
+from receivers.services.processing import (
     InboxNotRetryable,
     InboxOutcome,
     inbox_claim,
@@ -10,7 +15,7 @@ from .processing import (
     inbox_process_many,
     inbox_retry,
 )
-from .sources import (
+from receivers.services.sources import (
     InvalidSecret,
     SecretRequired,
     SourceDeletion,
@@ -22,7 +27,7 @@ from .sources import (
     source_update,
     source_validate,
 )
-from .sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
+from receivers.services.sweeper import InboxSweepResult, inbox_apply_retention, inbox_sweep
 
 __all__ = [
     "Arrival",

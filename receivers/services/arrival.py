@@ -29,9 +29,9 @@ from django.db import connections, router, transaction
 from django.db.models import BinaryField, Field, JSONField
 from django.utils import timezone
 
-from ..models import InboxEvent, InboxStatus, Source
-from ..schemes import Envelope
-from .dispatch import dispatch_processing_soon
+from receivers.models import InboxEvent, InboxStatus, Source
+from receivers.schemes import Envelope
+from receivers.services.dispatch import dispatch_processing_soon
 
 logger = logging.getLogger(__name__)
 

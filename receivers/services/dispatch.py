@@ -28,9 +28,8 @@ from uuid import UUID
 
 from celery import current_app as celery_app
 
-from webhooks_core.tasking import QUEUE_INBOX
-
-from .. import conf
+from receivers import conf
+from webhooks_core.runtime.tasking import QUEUE_INBOX
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from ..models import InboxEvent
+from receivers.models import InboxEvent
 
 logger = logging.getLogger(__name__)
 

@@ -32,15 +32,15 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from webhooks_core import jobs, tracing
+from receivers import conf, metrics
+from receivers.handlers import PermanentFailure, registry
+from receivers.idempotency import MissingPredecessor
+from receivers.models import InboxEvent, InboxStatus
+from receivers.services.dispatch import dispatch_batch, dispatch_processing
+from receivers.services.lease_keeper import HandlerTimedOut, hand_on_after_seconds, kept
+from webhooks_core import tracing
+from webhooks_core.db import jobs
 from webhooks_core.retry_policy import RetryPolicy, backoff_delay
-
-from .. import conf, metrics
-from ..handlers import PermanentFailure, registry
-from ..idempotency import MissingPredecessor
-from ..models import InboxEvent, InboxStatus
-from .dispatch import dispatch_batch, dispatch_processing
-from .lease_keeper import HandlerTimedOut, hand_on_after_seconds, kept
 
 logger = logging.getLogger(__name__)
 

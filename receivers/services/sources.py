@@ -11,12 +11,12 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from receivers import schemes, selectors
+from receivers.models import InboxEvent, Source, SourceSecret
 from webhooks_core import conf as core_conf
-from webhooks_core import signing, ssrf
-from webhooks_core.crypto import SecretDecryptionError
-
-from .. import schemes, selectors
-from ..models import InboxEvent, Source, SourceSecret
+from webhooks_core.crypto import signing
+from webhooks_core.crypto.encryption import SecretDecryptionError
+from webhooks_core.egress import ssrf
 
 logger = logging.getLogger(__name__)
 

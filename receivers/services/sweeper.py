@@ -19,13 +19,12 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from webhooks_core.batches import run_in_batches
-from webhooks_core.redispatch import redispatch_in_batches
-
-from .. import conf
-from ..models import InboxEvent, InboxStatus
-from .dispatch import dispatch_processing
-from .processing import inbox_fail_spent
+from receivers import conf
+from receivers.models import InboxEvent, InboxStatus
+from receivers.services.dispatch import dispatch_processing
+from receivers.services.processing import inbox_fail_spent
+from webhooks_core.db.batches import run_in_batches
+from webhooks_core.runtime.redispatch import redispatch_in_batches
 
 MAX_BATCHES_PER_RUN = 20
 
@@ -75,7 +74,7 @@ def inbox_apply_retention() -> tuple[int, int]:
     finished = [InboxStatus.PROCESSED, InboxStatus.IGNORED, InboxStatus.FAILED]
     body_cutoff = now - timedelta(days=settings.body_retention_days)
     row_cutoff = now - timedelta(days=settings.inbox_retention_days)
-    # In small batches (short transactions, short locks): see webhooks_core.batches.
+    # In small batches (short transactions, short locks): see webhooks_core.db.batches.
     purged = run_in_batches(
         lambda: InboxEvent.objects.filter(
             status__in=finished, received_at__lt=body_cutoff, raw_body__isnull=False

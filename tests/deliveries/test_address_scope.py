@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from deliveries import conf
 from deliveries.models import Endpoint
 from tests.deliveries.portal.helpers import portal_client
-from webhooks_core import ssrf
+from webhooks_core.egress import ssrf
 
 NOTHING_ALLOWED = ssrf.AddressPolicy(allowed_networks=(), require_https=False)
 

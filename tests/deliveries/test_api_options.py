@@ -17,7 +17,7 @@ from tests.deliveries.api.helpers import (
     patch_json,
     post_json,
 )
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = pytest.mark.django_db
 

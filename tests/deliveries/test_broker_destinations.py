@@ -28,11 +28,12 @@ from standardwebhooks.webhooks import Webhook
 from deliveries import services
 from deliveries.destinations import for_url
 from deliveries.destinations.base import Credentials, Kind
-from deliveries.headers import MASK
+from deliveries.endpoints.headers import MASK
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.wire import build_headers, render_body
+from deliveries.pipeline.wire import build_headers, render_body
 from tests.conftest import wait_until
-from webhooks_core import crypto, deadlines
+from webhooks_core.crypto import encryption
+from webhooks_core.egress import deadlines
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs("rabbitmq", "nats")]
 
@@ -119,7 +120,7 @@ def test_amqp_end_to_end_through_the_api(
     assert answer["url"] == masked
     endpoint = Endpoint.objects.get(pk=answer["id"])
     assert endpoint.url == masked
-    assert crypto.decrypt(endpoint.url_password) == "guest"
+    assert encryption.decrypt(endpoint.url_password) == "guest"
     assert json.loads(api.get(f"{API}/endpoints/{endpoint.pk}").content)["url"] == masked
 
     event = services.emit("invoice.paid", {"invoice": "in_amqp", "amount": 1})
@@ -325,7 +326,7 @@ def test_redis_password_is_masked_everywhere(
         )
         assert patched.status_code == 200, patched.content
         endpoint.refresh_from_db()
-        assert crypto.decrypt(endpoint.url_password) == password
+        assert encryption.decrypt(endpoint.url_password) == password
         moved = answer["url"].replace(":6379", ":6380")
         refused = api.patch(
             f"{API}/endpoints/{endpoint.pk}",
@@ -540,7 +541,7 @@ def test_the_admin_makes_a_broker_endpoint_and_shows_its_url_masked(
     assert password.encode() not in response.content
     endpoint = Endpoint.objects.get()
     assert endpoint.url == f"redis://:***@127.0.0.1:6379/{REDIS_DB}?stream=admin"
-    assert crypto.decrypt(endpoint.url_password) == password
+    assert encryption.decrypt(endpoint.url_password) == password
     for page in (
         "/admin/deliveries/endpoint/",
         f"/admin/deliveries/endpoint/{endpoint.pk}/change/",
@@ -556,7 +557,7 @@ def test_the_admin_makes_a_broker_endpoint_and_shows_its_url_masked(
     assert saved.status_code == 302, saved.content[:500]
     endpoint.refresh_from_db()
     assert endpoint.description == "kept"
-    assert crypto.decrypt(endpoint.url_password) == password
+    assert encryption.decrypt(endpoint.url_password) == password
     missing = client.post("/admin/deliveries/endpoint/add/", endpoint_form(url="nats://127.0.0.1"))
     assert "?subject=" in missing.content.decode()
 

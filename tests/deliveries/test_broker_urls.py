@@ -1,9 +1,9 @@
-"""The broker URL rules (deliveries/broker_urls.py): pure logic, no sockets."""
+"""The broker URL rules (deliveries/destinations/broker_urls.py): pure logic, no sockets."""
 
 import pytest
 
-from deliveries import broker_urls
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from deliveries.destinations import broker_urls
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 LOOPBACK = AddressPolicy(allowed_networks=parse_networks("127.0.0.0/8"))
 

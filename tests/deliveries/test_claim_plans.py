@@ -14,7 +14,8 @@ from django.db import connection
 from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
-from deliveries.services import claims, ownership, recording
+from deliveries.pipeline import record
+from deliveries.pipeline.owner import claims, lease_rows
 from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
@@ -80,7 +81,7 @@ def test_a_round_claim_reads_only_the_rows_it_takes(receiver: Receiver) -> None:
     backlog(endpoint)
     version = claims.endpoint_version(endpoint_id=endpoint.pk)
     params = [endpoint.pk, endpoint.pk, EndpointState.ACTIVE, version]
-    params += [LIMIT, DeliveryStatus.SENDING, uuid.uuid4(), ownership.lease_seconds()]
+    params += [LIMIT, DeliveryStatus.SENDING, uuid.uuid4(), lease_rows.lease_seconds()]
 
     plan = generic_plan(claims._round_claim_sql(False), params)
 
@@ -93,7 +94,7 @@ def test_a_round_claim_reads_only_the_rows_it_takes(receiver: Receiver) -> None:
 def test_the_plain_claim_reads_only_the_rows_it_takes(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
     backlog(endpoint)
-    params = [endpoint.pk, LIMIT, DeliveryStatus.SENDING, uuid.uuid4(), ownership.lease_seconds()]
+    params = [endpoint.pk, LIMIT, DeliveryStatus.SENDING, uuid.uuid4(), lease_rows.lease_seconds()]
 
     plan = generic_plan(claims._unordered_claim_sql(False), params)
 
@@ -123,9 +124,9 @@ def test_the_recording_of_successes_reads_only_its_rows(receiver: Receiver) -> N
     Delivery.objects.filter(pk__in=mine).update(status=DeliveryStatus.SENDING, lease_token=token)
     now = timezone.now()
     rows = [{"id": pk, "token": token, "code": 200, "started": now} for pk in mine]
-    params = [DeliveryStatus.SUCCEEDED, now, now, recording._as_json(rows), mine]
+    params = [DeliveryStatus.SUCCEEDED, now, now, record._as_json(rows), mine]
 
-    plan = generic_plan(recording._SUCCESSES_SQL, params, seqscan=True)
+    plan = generic_plan(record._SUCCESSES_SQL, params, seqscan=True)
 
     scans = list(rows_read(plan))
     assert scans, plan

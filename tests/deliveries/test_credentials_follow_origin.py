@@ -15,7 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.headers import MASK
+from deliveries.endpoints.headers import MASK
 from deliveries.models import Endpoint
 from tests.deliveries.admin.helpers import endpoint_form
 from tests.fixtures import FAST_POLICY

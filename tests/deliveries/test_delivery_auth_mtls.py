@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries import client_tls, services, transport
+from deliveries import services
+from deliveries.destinations.http_client import client_tls, transport
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, Issued, server_context
 from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 API = "/api/v1"
 
@@ -287,9 +288,9 @@ def test_key_rotation_reencrypts_the_client_secret_and_key(
 
     from django.core.management import call_command
 
-    from webhooks_core import crypto
+    from webhooks_core.crypto import encryption
 
-    old, new = crypto.generate_key(), crypto.generate_key()
+    old, new = encryption.generate_key(), encryption.generate_key()
     settings.WEBHOOKS_ENCRYPTION_KEY = old
     endpoint, _ = services.endpoint_create(
         url="https://1.1.1.1/hook",

@@ -15,14 +15,15 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from deliveries import conf, oauth2, services
+from deliveries import conf, services
+from deliveries.destinations.http_client import oauth2
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import TokenServer, checking_bearer
 from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver, Reply
-from webhooks_core import deadlines
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress import deadlines
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 API = "/api/v1"
 LOOPBACK = AddressPolicy(allowed_networks=parse_networks("127.0.0.0/8"), require_https=False)

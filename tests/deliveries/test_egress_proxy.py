@@ -11,14 +11,15 @@ import pytest
 from django.core.checks import run_checks
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries import client_tls, services, transport
+from deliveries import services
+from deliveries.destinations.http_client import client_tls, transport
 from deliveries.models import Attempt, Delivery, DeliveryStatus
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, ForwardProxy, TokenServer, server_context
 from tests.fixtures import FAST_POLICY
 from tests.raw_peer import ENDS_WITH_CONNECTION, trickling
 from tests.receiver import Receiver
-from webhooks_core.ssrf import AddressPolicy, parse_networks
+from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 BASIC = "Basic " + base64.b64encode(b"relay:pr0xy-pass").decode()
 

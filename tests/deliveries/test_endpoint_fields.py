@@ -1,4 +1,4 @@
-"""An endpoint's field rules live in `deliveries.endpoint_fields` only: the model, the
+"""An endpoint's field rules live in `deliveries.endpoints.field_rules` only: the model, the
 services, the API serializer and the admin's and the portal's forms all take them from
 there, and a create-only field is refused on update by the API and the admin alike."""
 
@@ -11,11 +11,12 @@ from django.test import Client
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from deliveries import endpoint_fields, services
+from deliveries import services
 from deliveries.admin import endpoints as admin_endpoints
 from deliveries.admin.endpoints import EndpointAdmin, EndpointForm
 from deliveries.api.serializers import EndpointSerializer, RotateSecretSerializer
-from deliveries.endpoint_fields import (
+from deliveries.endpoints import field_rules
+from deliveries.endpoints.field_rules import (
     CREATE_ONLY,
     EDITABLE,
     NUMERIC,
@@ -56,9 +57,9 @@ def test_each_bound_is_the_serializers_and_the_admin_forms(rule: Bound) -> None:
 def test_a_changed_bound_changes_the_serializer_the_admin_form_and_the_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    narrower = dataclasses.replace(endpoint_fields.BY_NAME["max_in_flight"], low=2, high=7)
-    table = tuple(narrower if r.name == narrower.name else r for r in endpoint_fields.NUMERIC)
-    monkeypatch.setattr(endpoint_fields, "NUMERIC", table)
+    narrower = dataclasses.replace(field_rules.BY_NAME["max_in_flight"], low=2, high=7)
+    table = tuple(narrower if r.name == narrower.name else r for r in field_rules.NUMERIC)
+    monkeypatch.setattr(field_rules, "NUMERIC", table)
 
     api = _serializer_fields()["max_in_flight"]
     form = EndpointForm().fields["max_in_flight"]
@@ -73,20 +74,20 @@ def test_lengths_are_the_tables_everywhere() -> None:
     api = _serializer_fields()
     admin = EndpointForm.base_fields
     portal = PortalEndpointForm.base_fields
-    url_max = endpoint_fields.URL_MAX_LENGTH
+    url_max = field_rules.URL_MAX_LENGTH
     assert api["url"].max_length == admin["url"].max_length == portal["url"].max_length == url_max  # type: ignore[attr-defined]
     assert Endpoint._meta.get_field("url").max_length == url_max
-    description_max = endpoint_fields.DESCRIPTION_MAX_LENGTH
+    description_max = field_rules.DESCRIPTION_MAX_LENGTH
     assert Endpoint._meta.get_field("description").max_length == description_max
     assert admin["description"].max_length == portal["description"].max_length  # type: ignore[attr-defined]
     assert portal["description"].max_length == description_max  # type: ignore[attr-defined]
     filters = api["event_types"]
-    assert filters.max_length == endpoint_fields.MAX_FILTERS
-    assert filters.child.max_length == endpoint_fields.FILTER_MAX_LENGTH
-    assert api["version_pins"].child.max_value == endpoint_fields.MAX_VERSION_PIN
+    assert filters.max_length == field_rules.MAX_FILTERS
+    assert filters.child.max_length == field_rules.FILTER_MAX_LENGTH
+    assert api["version_pins"].child.max_value == field_rules.MAX_VERSION_PIN
     grace = RotateSecretSerializer().fields["grace_seconds"]
     admin_grace = admin_endpoints.RotateForm.base_fields["grace_seconds"]
-    assert grace.max_value == admin_grace.max_value == endpoint_fields.MAX_ROTATION_GRACE_SECONDS  # type: ignore[attr-defined]
+    assert grace.max_value == admin_grace.max_value == field_rules.MAX_ROTATION_GRACE_SECONDS  # type: ignore[attr-defined]
 
 
 def test_who_may_set_what_is_the_tables() -> None:
@@ -103,7 +104,7 @@ def test_who_may_set_what_is_the_tables() -> None:
     assert services.endpoints.EDITABLE is EDITABLE
     assert services.endpoints.CREATE_ONLY is CREATE_ONLY
     assert not EDITABLE & CREATE_ONLY
-    assert set(endpoint_fields.OPTION_FIELDS) | set(endpoint_fields.AUTH_FIELDS) <= EDITABLE
+    assert set(field_rules.OPTION_FIELDS) | set(field_rules.AUTH_FIELDS) <= EDITABLE
 
 
 # --- behaviour: bounds and create-only fields, through the API and the admin -----------
@@ -119,7 +120,7 @@ def _patch(api: APIClient, pk: Any, payload: dict[str, Any]) -> Any:
 def test_a_value_out_of_bounds_is_refused_by_the_api_and_the_admin(
     api: APIClient, admin_client: Client
 ) -> None:
-    rule = endpoint_fields.BY_NAME["max_in_flight"]
+    rule = field_rules.BY_NAME["max_in_flight"]
     created, _ = services.endpoint_create(url=URL, event_types=["*"])
     too_many = int(rule.high) + 1
 

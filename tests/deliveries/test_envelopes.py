@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from deliveries import rendering
+from deliveries.pipeline import rendering
 
 MOMENT = datetime(2026, 4, 15, 12, 12, 34, tzinfo=timezone(timedelta(hours=2)))
 FIELDS: dict[str, Any] = {

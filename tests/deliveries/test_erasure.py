@@ -36,10 +36,11 @@ from deliveries.models import (
     TenantErasure,
     TenantSettings,
 )
-from deliveries.services import dispatch, erasure
+from deliveries.operator import erasure
+from deliveries.pipeline import wake
 from tests.conftest import wait_until
 from tests.fixtures import api_client
-from webhooks_core.tasking import QUEUE_MAINTENANCE
+from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE
 
 LARGE = {"items": [{"sku": f"sku-{i}", "label": "x" * 20} for i in range(100)]}
 PERSONAL = "jane.doe@acme.example"
@@ -225,8 +226,8 @@ def test_the_run_is_dispatched_on_the_maintenance_queue(
 ) -> None:
     from deliveries.erasure_tasks import run_erasure
 
-    assert run_erasure.name == dispatch.RUN_ERASURE_TASK
-    assert dispatch.TASK_QUEUES[dispatch.RUN_ERASURE_TASK] == run_erasure.queue
+    assert run_erasure.name == wake.RUN_ERASURE_TASK
+    assert wake.TASK_QUEUES[wake.RUN_ERASURE_TASK] == run_erasure.queue
     redis_client.flushdb()
     with django_capture_on_commit_callbacks(execute=True):
         started = services.tenant_erasure_start(tenant="acme", actor=erasure.Actor(label="t"))

@@ -9,10 +9,11 @@ from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 
-from deliveries import conf, metrics, oauth2, services
+from deliveries import conf, metrics, services
+from deliveries.destinations.http_client import oauth2
 from deliveries.models import ApiToken, AuditEntry, TenantSettings
-from deliveries.services import erasure
-from webhooks_core.metrics import exposition
+from deliveries.operator import erasure
+from webhooks_core.web.metrics import exposition
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from deliveries.event_types import matches, validate_filter
+from deliveries.pipeline.event_types import matches, validate_filter
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,16 @@
-"""The CloudEvents handshake's pure rules (deliveries/handshake.py): what is consent."""
+"""The CloudEvents handshake's pure rules (deliveries/endpoints/validation_rules.py): what is consent."""
 
 import pytest
 
-from deliveries import handshake
+from deliveries.endpoints import validation_rules
 
 ORIGIN = "hooks.example.com"
 
 
-def decide(status: int | None, headers: dict[str, str], error: str = "") -> handshake.Verdict:
-    return handshake.decide(origin=ORIGIN, status_code=status, headers=headers, error=error)
+def decide(
+    status: int | None, headers: dict[str, str], error: str = ""
+) -> validation_rules.Verdict:
+    return validation_rules.decide(origin=ORIGIN, status_code=status, headers=headers, error=error)
 
 
 def test_our_origin_or_a_star_is_consent_whatever_the_case_of_the_header_names() -> None:
@@ -66,32 +68,32 @@ def test_a_malformed_rate_is_not_consent(value: str) -> None:
 
 
 def test_request_headers_ask_for_the_rate_per_minute_only_when_limited() -> None:
-    assert handshake.request_headers(ORIGIN, handshake.requested_rate(5)) == {
+    assert validation_rules.request_headers(ORIGIN, validation_rules.requested_rate(5)) == {
         "WebHook-Request-Origin": ORIGIN,
         "WebHook-Request-Rate": "300",
     }
-    assert handshake.request_headers(ORIGIN, handshake.requested_rate(0)) == {
+    assert validation_rules.request_headers(ORIGIN, validation_rules.requested_rate(0)) == {
         "WebHook-Request-Origin": ORIGIN
     }
-    assert handshake.requested_rate(None) is None
+    assert validation_rules.requested_rate(None) is None
 
 
 def test_the_origin_is_the_setting_else_the_first_single_host() -> None:
-    assert handshake.origin_from(" set.example ", ["a.example"]) == "set.example"
-    assert handshake.origin_from("", ["*", ".example.com", "b.example", "c"]) == "b.example"
-    assert handshake.origin_from("", ["*"]) == ""
-    assert handshake.origin_problem("") is not None
-    assert handshake.origin_problem("with space") is not None
-    assert handshake.origin_problem("hooks.example.com") is None
+    assert validation_rules.origin_from(" set.example ", ["a.example"]) == "set.example"
+    assert validation_rules.origin_from("", ["*", ".example.com", "b.example", "c"]) == "b.example"
+    assert validation_rules.origin_from("", ["*"]) == ""
+    assert validation_rules.origin_problem("") is not None
+    assert validation_rules.origin_problem("with space") is not None
+    assert validation_rules.origin_problem("hooks.example.com") is None
 
 
 def test_retry_delay_doubles_up_to_the_cap() -> None:
-    delays = [handshake.retry_delay(n, base=30, cap=3600) for n in range(1, 10)]
+    delays = [validation_rules.retry_delay(n, base=30, cap=3600) for n in range(1, 10)]
     assert delays[:4] == [30, 60, 120, 240]
     assert max(delays) == 3600
 
 
 def test_effective_rate_is_the_stricter() -> None:
-    assert handshake.effective_rate_per_minute(5, 100) == 100
-    assert handshake.effective_rate_per_minute(1, 100) == 60
-    assert handshake.effective_rate_per_minute(None, None) is None
+    assert validation_rules.effective_rate_per_minute(5, 100) == 100
+    assert validation_rules.effective_rate_per_minute(1, 100) == 60
+    assert validation_rules.effective_rate_per_minute(None, None) is None

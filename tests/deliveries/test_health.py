@@ -13,6 +13,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from deliveries import services
+from deliveries.endpoints.lifecycle import _add_secret
 from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import (
     Attempt,
@@ -23,14 +24,13 @@ from deliveries.models import (
     Endpoint,
     EndpointState,
 )
-from deliveries.services.endpoints import _add_secret
 from deliveries.signals import endpoint_suspended
 from tests.conftest import wait_until
 from tests.deliveries.helpers import emit_and_wait_for_arrivals, max_in_any_window, succeeded_count
 from tests.fixtures import make_endpoint
 from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
-from webhooks_core import ssrf
+from webhooks_core.egress import ssrf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -319,7 +319,7 @@ def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
     # the probe and the churn of claims slowed the healthy endpoints down.
     from django.utils import timezone
 
-    from deliveries.services.admission import endpoint_gate
+    from deliveries.pipeline.owner.gate import endpoint_gate
 
     endpoint, _ = make_endpoint(receiver, connect_timeout_seconds=1.0, read_timeout_seconds=4.0)
     endpoint.circuit_state = "half_open"
@@ -335,7 +335,7 @@ def test_while_the_probe_runs_the_others_wait_as_long_as_a_request_can_take(
 def test_an_open_circuit_holds_the_endpoint_until_its_cool_down_ends(receiver: Receiver) -> None:
     from django.utils import timezone
 
-    from deliveries.services.admission import endpoint_gate
+    from deliveries.pipeline.owner.gate import endpoint_gate
 
     endpoint, _ = make_endpoint(receiver)
     endpoint.circuit_state = "open"

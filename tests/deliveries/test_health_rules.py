@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deliveries.health import rules
-from deliveries.health.rules import BreakerSettings, BreakerVerdict
+from deliveries.breaker import rules
+from deliveries.breaker.rules import BreakerSettings, BreakerVerdict
 
 NOW = datetime(2026, 4, 15, 12, 0, tzinfo=UTC)
 SETTINGS = BreakerSettings(

@@ -12,9 +12,9 @@ import pytest
 import urllib3
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries import transport
+from deliveries.destinations.http_client import transport
 from tests.raw_peer import ENDS_WITH_CONNECTION, Peer, Script, header, trickling
-from webhooks_core import deadlines, ssrf_transport
+from webhooks_core.egress import deadlines, ssrf_transport
 
 
 def answer(reply: bytes, keep: bool = True) -> Script:

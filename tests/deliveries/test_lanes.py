@@ -1,4 +1,4 @@
-"""The process's cap on open requests (deliveries/services/lanes.py): a line, first come
+"""The process's cap on open requests (deliveries/pipeline/owner/lanes.py): a line, first come
 first served, nobody past it, each served all its lanes at once."""
 
 import threading
@@ -14,7 +14,7 @@ from celery.concurrency import get_implementation
 from celery.exceptions import SecurityWarning
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries.services import lanes
+from deliveries.pipeline.owner import lanes
 from webhooks_project.celery import app as celery_app
 
 

@@ -1,4 +1,4 @@
-"""A key's line on an ordered endpoint (`deliveries.ordering`): one head at a time, in the
+"""A key's line on an ordered endpoint (`deliveries.pipeline.ordering`): one head at a time, in the
 order the database saw the events, scoped to the key's tenant."""
 
 from datetime import timedelta
@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.ordering import claimable_in_order, next_in_line
+from deliveries.pipeline.ordering import claimable_in_order, next_in_line
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,9 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from deliveries import metrics, services, transport
+from deliveries import metrics, services
 from deliveries.destinations import Credentials, Kind, Outcome
+from deliveries.destinations.http_client import transport
 from deliveries.models import (
     Attempt,
     CircuitState,
@@ -31,13 +32,13 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.services import claims, ownership
-from deliveries.services.owner import requests as owner_requests
-from deliveries.services.owner import results as owner_results
-from deliveries.services.owner import settling as owner_settling
-from deliveries.services.owner import work as owner_work
-from deliveries.services.owner import writing as owner_writing
-from deliveries.services.owner.results import result_of as _result
+from deliveries.pipeline.owner import claims, lease_rows
+from deliveries.pipeline.owner import requests as owner_requests
+from deliveries.pipeline.owner import results as owner_results
+from deliveries.pipeline.owner import settling as owner_settling
+from deliveries.pipeline.owner import work as owner_work
+from deliveries.pipeline.owner import writing as owner_writing
+from deliveries.pipeline.owner.results import result_of as _result
 from tests.conftest import wait_until
 from tests.deliveries.helpers import delivery_row, in_its_own_connection, owner_at_work
 from tests.fixtures import make_endpoint
@@ -163,17 +164,17 @@ def test_a_trickled_attempt_is_recorded_as_a_timeout_and_not_sent_before_its_ret
 @pytest.mark.usefixtures("lease_sql")
 def test_a_second_owner_is_refused_while_the_first_holds_the_lease(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
-    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    first = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert first is not None
-    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
-    ownership.owner_release(endpoint_id=endpoint.pk, token=first)
-    assert ownership.owner_take(endpoint_id=endpoint.pk) is not None
+    assert lease_rows.owner_take(endpoint_id=endpoint.pk) is None
+    lease_rows.owner_release(endpoint_id=endpoint.pk, token=first)
+    assert lease_rows.owner_take(endpoint_id=endpoint.pk) is not None
 
 
 @pytest.fixture(params=["written SQL", "ORM"])
 def lease_sql(request: pytest.FixtureRequest) -> Iterator[None]:
     """The lease's take and release as PostgreSQL runs them, and as other databases do."""
-    with mock.patch.object(ownership, "_written_sql", return_value=request.param != "ORM"):
+    with mock.patch.object(lease_rows, "_written_sql", return_value=request.param != "ORM"):
         yield
 
 
@@ -182,42 +183,42 @@ def test_a_lease_given_back_with_a_hold_is_refused_until_the_hold_ends(
     receiver: Receiver,
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
-    ownership.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
+    lease_rows.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
     owner = EndpointOwner.objects.get(endpoint=endpoint)
     assert owner.token is None
     assert owner.expires_at is None
     assert owner.not_before is not None
     assert 25 < (owner.not_before - timezone.now()).total_seconds() <= 31
-    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+    assert lease_rows.owner_take(endpoint_id=endpoint.pk) is None
 
     # The hold over (as the database's clock says), the lease is free again.
     EndpointOwner.objects.filter(endpoint=endpoint).update(not_before=Now() - timedelta(seconds=1))
-    again = ownership.owner_take(endpoint_id=endpoint.pk)
+    again = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert again is not None
     # A release by a token that no longer holds the lease changes nothing.
-    ownership.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
+    lease_rows.owner_release(endpoint_id=endpoint.pk, token=token, hold_seconds=30)
     assert EndpointOwner.objects.get(endpoint=endpoint).token == again
-    ownership.owner_release(endpoint_id=endpoint.pk, token=again)
+    lease_rows.owner_release(endpoint_id=endpoint.pk, token=again)
     assert EndpointOwner.objects.get(endpoint=endpoint).not_before is None
 
 
 @pytest.mark.usefixtures("lease_sql")
 def test_a_lease_that_ran_out_is_taken_over(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
-    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    first = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert first is not None
     owner = EndpointOwner.objects.get(endpoint=endpoint)
     assert owner.expires_at is not None
     assert owner.taken_at is not None
     lease = (owner.expires_at - owner.taken_at).total_seconds()
-    assert lease == pytest.approx(ownership.lease_seconds())
+    assert lease == pytest.approx(lease_rows.lease_seconds())
     EndpointOwner.objects.filter(endpoint=endpoint).update(expires_at=Now() - timedelta(seconds=1))
-    second = ownership.owner_take(endpoint_id=endpoint.pk)
+    second = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert second is not None
     assert second != first
-    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=first) is False
+    assert lease_rows.owner_renew(endpoint_id=endpoint.pk, token=first) is False
 
 
 @pytest.mark.usefixtures("lease_sql")
@@ -226,14 +227,14 @@ def test_an_endpoint_s_first_owner_makes_its_lease_row_and_a_gone_endpoint_has_n
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
     EndpointOwner.objects.filter(endpoint=endpoint).delete()
-    first = ownership.owner_take(endpoint_id=endpoint.pk)
+    first = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert first is not None
     assert EndpointOwner.objects.get(endpoint=endpoint).token == first
     # The row exists now and is held: a second first-owner finds it so and takes nothing.
-    assert ownership.owner_take(endpoint_id=endpoint.pk) is None
+    assert lease_rows.owner_take(endpoint_id=endpoint.pk) is None
     assert EndpointOwner.objects.get(endpoint=endpoint).token == first
     # An endpoint that is gone gets no row and no owner (no error either).
-    assert ownership.owner_take(endpoint_id=uuid.uuid4()) is None
+    assert lease_rows.owner_take(endpoint_id=uuid.uuid4()) is None
     assert not EndpointOwner.objects.exclude(endpoint=endpoint).filter(token__isnull=False)
 
 
@@ -243,8 +244,8 @@ def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
 ) -> None:
     endpoint, _ = make_endpoint(receiver)
     other, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
-    other_token = ownership.owner_take(endpoint_id=other.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
+    other_token = lease_rows.owner_take(endpoint_id=other.pk)
     assert token is not None
     assert other_token is not None
     mine, theirs = delivery_row(endpoint), delivery_row(other)
@@ -256,9 +257,9 @@ def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
     EndpointOwner.objects.update(expires_at=soon)
     Delivery.objects.update(lease_expires_at=soon)
 
-    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=token) is True
+    assert lease_rows.owner_renew(endpoint_id=endpoint.pk, token=token) is True
 
-    lease = ownership.lease_seconds()
+    lease = lease_rows.lease_seconds()
     owner = EndpointOwner.objects.get(endpoint=endpoint)
     assert owner.expires_at is not None
     assert (owner.expires_at - timezone.now()).total_seconds() > lease - 5
@@ -275,7 +276,7 @@ def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
     # An owner whose lease was taken over renews nothing, the rows it claimed included.
     EndpointOwner.objects.filter(endpoint=endpoint).update(token=uuid.uuid4())
     Delivery.objects.filter(pk=mine.pk).update(lease_expires_at=soon)
-    assert ownership.owner_renew(endpoint_id=endpoint.pk, token=token) is False
+    assert lease_rows.owner_renew(endpoint_id=endpoint.pk, token=token) is False
     mine.refresh_from_db()
     assert mine.lease_expires_at is not None
     assert (mine.lease_expires_at - timezone.now()).total_seconds() < 5
@@ -283,7 +284,7 @@ def test_a_renewal_extends_the_lease_and_the_rows_its_owner_is_sending_only(
 
 def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
     delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
@@ -294,14 +295,14 @@ def test_leases_are_judged_by_the_database_clock_not_the_worker_s(receiver: Rece
     # row in flight under it.
     fast = timezone.now() + timedelta(hours=1)
     with mock.patch("django.utils.timezone.now", return_value=fast):
-        assert ownership.owner_take(endpoint_id=endpoint.pk) is None
-        other = ownership.owner_take(endpoint_id=endpoint.pk) or token
+        assert lease_rows.owner_take(endpoint_id=endpoint.pk) is None
+        other = lease_rows.owner_take(endpoint_id=endpoint.pk) or token
         assert claims.claim_due(endpoint=endpoint, token=other, limit=5, with_expired=True) == []
 
 
 def test_a_round_claim_takes_rows_only_under_the_current_version(receiver: Receiver) -> None:
     endpoint, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     event = Event.objects.create(
         type="order.created", data={"nested": {"n": 1}}, occurred_at=timezone.now()
@@ -358,7 +359,7 @@ def test_a_round_claim_s_instances_are_made_as_the_orm_makes_them_for_init_liste
     from django.db.models.signals import post_init
 
     endpoint, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     delivery_row(endpoint)
     version = claims.endpoint_version(endpoint_id=endpoint.pk)
@@ -465,7 +466,7 @@ def test_the_owner_s_own_health_writes_are_no_new_version(receiver: Receiver) ->
 def test_recording_keeps_the_owner_s_copy_of_the_endpoint_s_health(receiver: Receiver) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    from deliveries.services.recording import Result, _record_endpoints_health, _remember
+    from deliveries.pipeline.record import Result, _record_endpoints_health, _remember
     from webhooks_core.retry_policy import Decision, Verdict
 
     endpoint, _ = make_endpoint(receiver)
@@ -585,7 +586,7 @@ def test_an_owner_hands_its_endpoint_on_only_when_a_task_waits_for_the_pool(
     # tell (a prefork child).
     from celery.worker import state as worker_state
 
-    from deliveries.services import lanes
+    from deliveries.pipeline.owner import lanes
 
     settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 0.2
     receiver.default = Reply(delay_seconds=0.05)
@@ -1014,13 +1015,13 @@ def test_a_probe_that_failed_on_our_side_opens_the_circuit_again(receiver: Recei
     endpoint.refresh_from_db()
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
     delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     [claimed] = claims.claim_due(endpoint=endpoint, token=token, limit=1)
     failed = Outcome(Kind.RETRY, error="not sent, error on our side", local_failure=True)
     result = _result(claimed, failed, Credentials(["s"], [], 0))
 
-    from deliveries.services.recording import Deferral, DeliveryClaim, record
+    from deliveries.pipeline.record import Deferral, DeliveryClaim, record
 
     claim = DeliveryClaim([claimed], token, timezone.now(), timezone.now() + timedelta(days=1))
     record(claim, endpoint, [result], Deferral([]))
@@ -1074,7 +1075,7 @@ def test_a_retried_cancelled_head_waits_for_its_successor_in_flight(receiver: Re
         )
     head, second, _third = rows
     services.delivery_cancel(delivery_id=head.pk)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     assert [d.pk for d in claims.claim_due(endpoint=endpoint, token=token, limit=5)] == [second.pk]
     services.delivery_retry(delivery_id=head.pk)
@@ -1111,7 +1112,7 @@ def test_the_sweeper_wakes_an_idle_endpoint_beside_a_saturated_one_in_a_few_quer
     )
     Delivery.objects.create(event=event, endpoint=lost, next_attempt_at=timezone.now())
     # The saturated endpoint's owner is alive and working.
-    assert ownership.owner_take(endpoint_id=saturated.pk) is not None
+    assert lease_rows.owner_take(endpoint_id=saturated.pk) is not None
 
     with django_assert_max_num_queries(6):
         result = services.sweep()
@@ -1132,7 +1133,7 @@ def test_an_owner_that_died_costs_one_lease(
     )
     delivery = Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
     # A worker took the endpoint and its row, then died (no release, no record).
-    dead = ownership.owner_take(endpoint_id=endpoint.pk)
+    dead = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert dead is not None
     assert claims.claim_due(endpoint=endpoint, token=dead, limit=1)
 
@@ -1168,7 +1169,7 @@ def test_the_fast_unordered_claim_takes_what_the_orm_rule_calls_due(receiver: Re
         rows[name] = Delivery.objects.create(event=event, endpoint=endpoint, **fields)
     elsewhere = Event.objects.create(type="order.created", data={}, occurred_at=now)
     Delivery.objects.create(event=elsewhere, endpoint=other, next_attempt_at=now)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
 
     first = claims.claim_due(endpoint=endpoint, token=token, limit=1)

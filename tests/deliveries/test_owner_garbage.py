@@ -1,6 +1,6 @@
 """An owner's objects are freed when its task ends, by reference counting: an owner works
 long enough for the cycle collector to move it to its oldest generation, which the delivery
-worker collects rarely (`webhooks_core.collector`), so an owner left in a reference cycle
+worker collects rarely (`webhooks_core.runtime.collector`), so an owner left in a reference cycle
 stayed in memory, with its rows and its endpoint, long after its task."""
 
 import gc

@@ -22,11 +22,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner, Event
-from deliveries.services import lanes, ownership
-from deliveries.services.dispatch import wake_book
-from deliveries.services.owner import endpoint_view, work
-from deliveries.services.owner import results as owner_results
-from deliveries.services.owner.results import WorkResult
+from deliveries.pipeline.owner import endpoint_view, lanes, lease_rows, work
+from deliveries.pipeline.owner import results as owner_results
+from deliveries.pipeline.owner.results import WorkResult
+from deliveries.pipeline.wake import wake_book
 from tests.conftest import wait_until
 from tests.fixtures import new_endpoint
 from tests.receiver import Receiver
@@ -143,7 +142,7 @@ def test_a_request_is_cut_before_the_lease_ends_whatever_the_owner_waits_on(
     # A wait the owner cannot bound itself (a pooled connection's checkout, 60 s in the
     # Procfile; a resolver): the guard beside it cuts its requests before the lease ends.
     settings.WEBHOOKS_LEASE_SECONDS = 3
-    real_renew = ownership.owner_renew
+    real_renew = lease_rows.owner_renew
 
     def slow_renew(**kwargs: Any) -> bool:
         time.sleep(8)
@@ -151,7 +150,7 @@ def test_a_request_is_cut_before_the_lease_ends_whatever_the_owner_waits_on(
 
     with (
         _silent_peer() as (url, opened, closed),
-        mock.patch("deliveries.services.owner.lease.owner_renew", slow_renew),
+        mock.patch("deliveries.pipeline.owner.lease.owner_renew", slow_renew),
     ):
         endpoint = new_endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
         _due_row(endpoint)
@@ -172,7 +171,7 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
     endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)
     takes = 0
-    real_take = ownership.owner_take
+    real_take = lease_rows.owner_take
 
     def counted_take(**kwargs: Any) -> uuid.UUID | None:
         nonlocal takes
@@ -181,8 +180,8 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
 
     with (
         mock.patch.object(endpoint_view.EndpointView, "claim", return_value=[]),
-        mock.patch("deliveries.services.owner.lease.owner_take", counted_take),
-        mock.patch("deliveries.services.owner.work.dispatch_wakes") as wakes_sent,
+        mock.patch("deliveries.pipeline.owner.lease.owner_take", counted_take),
+        mock.patch("deliveries.pipeline.owner.work.dispatch_wakes") as wakes_sent,
     ):
         thread, errors = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
         thread.join(timeout=10)
@@ -234,7 +233,7 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
         with (
             mock.patch.object(work, "MAX_TASK_SECONDS", 2.0),
             mock.patch.object(work, "tasks_wait_for_a_slot", return_value=False),
-            mock.patch("deliveries.services.owner.work.dispatch_wakes"),
+            mock.patch("deliveries.pipeline.owner.work.dispatch_wakes"),
         ):
             started = time.monotonic()
             services.endpoint_work(endpoint_id=endpoint.pk)
@@ -253,7 +252,7 @@ def test_a_wake_that_finds_the_endpoint_held_comes_back_when_the_hold_ends(
     # meanwhile: the next send came up to ~75 s late.
     endpoint = new_endpoint(receiver.url)
     delivery = _due_row(endpoint)
-    ownership.owner_take(endpoint_id=endpoint.pk)
+    lease_rows.owner_take(endpoint_id=endpoint.pk)
     EndpointOwner.objects.filter(endpoint=endpoint).update(
         token=None, expires_at=None, not_before=Now() + timedelta(seconds=2)
     )
@@ -283,7 +282,7 @@ def test_a_fan_out_goes_on_when_an_endpoint_it_read_is_deleted_before_its_commit
 ) -> None:
     # The deleted endpoint's new delivery failed the fan-out's commit (its foreign key):
     # every other endpoint's delivery of those events waited for the sweeper.
-    from deliveries.services import fanout
+    from deliveries.pipeline import fanout
 
     kept, gone = new_endpoint(receiver.url), new_endpoint(receiver.url)
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())

@@ -31,13 +31,12 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from deliveries import services
 from deliveries.destinations import Kind, Outcome
-from deliveries.health import wakes
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner, Event
-from deliveries.services import claims, dispatch, ownership
-from deliveries.services.owner import hand_back
-from deliveries.services.owner import lease as owner_lease
-from deliveries.services.owner import requests as owner_requests
-from deliveries.services.owner import writing as owner_writing
+from deliveries.pipeline import wake, wake_marks
+from deliveries.pipeline.owner import claims, hand_back, lease_rows
+from deliveries.pipeline.owner import lease as owner_lease
+from deliveries.pipeline.owner import requests as owner_requests
+from deliveries.pipeline.owner import writing as owner_writing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,7 +61,7 @@ class FakeBroker:
         yield None
 
     def send_task(self, name: str, args: tuple[Any, ...], **options: Any) -> None:
-        if name == dispatch.WORK_ENDPOINT_TASK:
+        if name == wake.WORK_ENDPOINT_TASK:
             self.queue.append(args[0])
 
 
@@ -83,7 +82,7 @@ class OwnerProtocol(RuleBasedStateMachine):
         self.sent: dict[int, int] = {}
         self.redis_fails = False
         self._patches = [
-            mock.patch.object(dispatch, "celery_app", self.broker),
+            mock.patch.object(wake, "celery_app", self.broker),
         ]
         for patch in self._patches:
             patch.start()
@@ -95,7 +94,7 @@ class OwnerProtocol(RuleBasedStateMachine):
         if not self.redis_fails:
             yield
             return
-        book = dispatch.wake_book()
+        book = wake.wake_book()
         with (
             mock.patch.object(book, "mark", side_effect=redis.ConnectionError),
             mock.patch.object(book, "working", side_effect=redis.ConnectionError),
@@ -128,10 +127,10 @@ class OwnerProtocol(RuleBasedStateMachine):
         if not self.broker.queue or worker.token is not None:
             return
         self.broker.queue.pop(0)
-        worker.token = ownership.owner_take(endpoint_id=self.endpoint.pk)
+        worker.token = lease_rows.owner_take(endpoint_id=self.endpoint.pk)
         if worker.token is not None:
             with self.redis_maybe_down(), contextlib.suppress(redis.RedisError):
-                dispatch.wake_book().working(str(self.endpoint.pk), ownership.lease_seconds())
+                wake.wake_book().working(str(self.endpoint.pk), lease_rows.lease_seconds())
 
     @rule(index=st.integers(0, 2))
     def the_owner_claims(self, index: int) -> None:
@@ -261,7 +260,7 @@ def wakes_url() -> str:
 
 
 def test_the_owner_protocol_holds_under_any_interleaving() -> None:
-    wakes.get_book.cache_clear()
+    wake_marks.get_book.cache_clear()
     run_state_machine_as_test(
         OwnerProtocol,
         settings=settings(
@@ -369,7 +368,7 @@ class RealOwnerProtocol(RuleBasedStateMachine):
             mock.patch.object(owner_requests.destinations, "for_url", return_value=self.peer),
             mock.patch.object(owner_writing, "record_round", record_round),
             mock.patch.object(owner_lease, "owner_renew", owner_renew),
-            mock.patch.object(dispatch, "celery_app", FakeBroker()),
+            mock.patch.object(wake, "celery_app", FakeBroker()),
             mock.patch("django.utils.timezone.now", side_effect=lambda: real_now() + self.skew),
         ]
         for patch in self._patches:
@@ -423,7 +422,7 @@ class RealOwnerProtocol(RuleBasedStateMachine):
         # The owner's renewal cannot get through for longer than its lease, and another
         # worker's message comes meanwhile: it takes the endpoint over.
         self.renewals_open.clear()
-        time.sleep(ownership.lease_seconds() * 1.2)
+        time.sleep(lease_rows.lease_seconds() * 1.2)
         for index, thread in enumerate(self.threads):
             if thread is None or not thread.is_alive():
                 self.a_message_reaches_a_worker(index)
@@ -491,7 +490,7 @@ def test_the_real_owner_holds_the_protocol_under_any_interleaving(
     settings: SettingsWrapper,
 ) -> None:
     settings.WEBHOOKS_LEASE_SECONDS = 1.5
-    wakes.get_book.cache_clear()
+    wake_marks.get_book.cache_clear()
     run_state_machine_as_test(
         RealOwnerProtocol,
         settings=settings_(

@@ -31,7 +31,7 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.services import lanes
+from deliveries.pipeline.owner import lanes
 from deliveries.signals import delivery_succeeded
 from tests.conftest import wait_until
 from tests.fixtures import FAST_POLICY, new_endpoint

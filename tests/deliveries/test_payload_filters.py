@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from deliveries import payload_filters
-from deliveries.payload_filters import FilterError, compile_filter
+from deliveries.pipeline import payload_filters
+from deliveries.pipeline.payload_filters import FilterError, compile_filter
 
 EVENT: dict[str, Any] = {
     "id": "0b0e7f5c-0000-4000-8000-000000000001",

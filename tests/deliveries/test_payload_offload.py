@@ -17,9 +17,10 @@ from django.test import Client
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from deliveries import payloads, services
+from deliveries import services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
-from deliveries.wire import render_body
+from deliveries.pipeline import payloads
+from deliveries.pipeline.wire import render_body
 from tests.conftest import wait_until
 from tests.deliveries.helpers import verify_v1_independently
 from tests.fixtures import api_client, make_endpoint

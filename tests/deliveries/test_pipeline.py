@@ -15,7 +15,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
-from deliveries.headers import MASK
+from deliveries.endpoints.headers import MASK
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.tasks import work_endpoint
 from tests.conftest import wait_until
@@ -23,7 +23,7 @@ from tests.deliveries.helpers import settled, verify_v1_independently
 from tests.fixtures import make_endpoint
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
-from webhooks_core import crypto
+from webhooks_core.crypto import encryption
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -416,7 +416,7 @@ def test_a_send_error_quoting_a_secret_header_records_it_redacted(
     # the error without the credential.
     endpoint, _ = make_endpoint(receiver, max_attempts=1)
     Endpoint.objects.filter(pk=endpoint.pk).update(
-        secret_custom_headers={"Authorization": crypto.encrypt("Bearer s3cr3t-t0ken\n")}
+        secret_custom_headers={"Authorization": encryption.encrypt("Bearer s3cr3t-t0ken\n")}
     )
     event = services.emit("order.created", {"id": 1})
 

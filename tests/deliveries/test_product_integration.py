@@ -13,9 +13,10 @@ from django.dispatch import Signal
 from django.test import Client
 from rest_framework.test import APIClient
 
-from deliveries import payloads, services, signals
+from deliveries import services, signals
 from deliveries.bindings import bind_signal
 from deliveries.models import Delivery, DeliveryStatus, Event
+from deliveries.pipeline import payloads
 from examples.demo_shop import services as shop
 from examples.demo_shop.models import Order
 from examples.demo_shop.webhook_events import ORDER_EXAMPLE

@@ -13,9 +13,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.services import claims, ownership, recorder
-from deliveries.services.outcomes import DeliveryOutcome
-from deliveries.services.recording import Deferral, DeliveryClaim, Result, Round, record_rounds
+from deliveries.pipeline import group_commit
+from deliveries.pipeline.owner import claims, lease_rows
+from deliveries.pipeline.owner.outcomes import DeliveryOutcome
+from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round, record_rounds
 from tests.conftest import wait_until
 from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
@@ -29,7 +30,7 @@ def claimed_round(
 ) -> Round:
     """A round of one delivery of a new endpoint, claimed by its owner and answered."""
     endpoint, _ = make_endpoint(receiver)
-    token = ownership.owner_take(endpoint_id=endpoint.pk)
+    token = lease_rows.owner_take(endpoint_id=endpoint.pk)
     assert token is not None
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
     Delivery.objects.create(event=event, endpoint=endpoint, next_attempt_at=Now())
@@ -49,15 +50,15 @@ class Writes:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, hold_for: int) -> None:
         self.calls: list[list[Round]] = []
         self.hold_for = hold_for
-        real = recorder.record_rounds
+        real = group_commit.record_rounds
 
         def record_rounds(rounds: list[Round]) -> Any:
             self.calls.append(list(rounds))
             if len(self.calls) == 1:
-                wait_until(lambda: len(recorder._queue) >= self.hold_for, timeout=10)
+                wait_until(lambda: len(group_commit._queue) >= self.hold_for, timeout=10)
             return real(rounds)
 
-        monkeypatch.setattr(recorder, "record_rounds", record_rounds)
+        monkeypatch.setattr(group_commit, "record_rounds", record_rounds)
 
 
 def refuse(r: Round) -> None:
@@ -74,7 +75,7 @@ def record_in_threads(rounds: list[Round]) -> list[Any]:
 
     def record(index: int) -> None:
         try:
-            answers[index] = recorder.record_round(rounds[index])
+            answers[index] = group_commit.record_round(rounds[index])
         except Exception as exc:
             answers[index] = exc
         finally:
@@ -82,7 +83,7 @@ def record_in_threads(rounds: list[Round]) -> list[Any]:
 
     threads = [threading.Thread(target=record, args=(n,)) for n in range(len(rounds))]
     threads[0].start()
-    wait_until(lambda: recorder._writing, timeout=10)
+    wait_until(lambda: group_commit._writing, timeout=10)
     for thread in threads[1:]:
         thread.start()
     for thread in threads:
@@ -117,8 +118,8 @@ def test_rounds_ending_while_one_is_written_are_written_together(
     assert sorted(Delivery.objects.values_list("status", flat=True)) == sorted(
         [DeliveryStatus.SUCCEEDED] * 5 + [DeliveryStatus.PENDING]
     )
-    assert not recorder._writing
-    assert not recorder._queue
+    assert not group_commit._writing
+    assert not group_commit._queue
 
 
 def test_a_success_is_written_only_under_its_own_claim(
@@ -153,8 +154,8 @@ def test_a_round_the_database_refuses_costs_only_that_round(
         delivery = rounds[index].results[0].delivery
         assert answers[index] == {delivery.pk: DeliveryOutcome.SUCCEEDED}
         assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
-    assert not recorder._writing
-    assert not recorder._queue
+    assert not group_commit._writing
+    assert not group_commit._queue
 
 
 def test_an_endpoint_deleted_while_its_round_was_out_fails_no_other_round(
@@ -202,40 +203,40 @@ def test_a_batch_written_again_round_by_round_counts_each_failure_once(
 def test_a_lone_round_is_written_at_once(receiver: Receiver) -> None:
     r = claimed_round(receiver)
     delivery = r.results[0].delivery
-    assert recorder.record_round(r) == {delivery.pk: DeliveryOutcome.SUCCEEDED}
-    assert not recorder._writing
+    assert group_commit.record_round(r) == {delivery.pk: DeliveryOutcome.SUCCEEDED}
+    assert not group_commit._writing
 
 
 def test_a_waiter_stopped_while_it_was_next_to_write_passes_the_writing_on() -> None:
     # (Module state only: what a time limit raising inside `done.wait()` leaves.)
-    ahead, behind = recorder._Waiter(None), recorder._Waiter(None)  # type: ignore[arg-type]
-    recorder._queue.extend([ahead, behind])
-    recorder._writing = True
+    ahead, behind = group_commit._Waiter(None), group_commit._Waiter(None)  # type: ignore[arg-type]
+    group_commit._queue.extend([ahead, behind])
+    group_commit._writing = True
     try:
         ahead.writes_next = True
-        recorder._leave(ahead)
-        assert list(recorder._queue) == [behind]
+        group_commit._leave(ahead)
+        assert list(group_commit._queue) == [behind]
         assert behind.writes_next
         assert behind.done.is_set()
-        recorder._leave(behind)
-        assert not recorder._queue
-        assert not recorder._writing
+        group_commit._leave(behind)
+        assert not group_commit._queue
+        assert not group_commit._writing
     finally:
-        recorder._queue.clear()
-        recorder._writing = False
+        group_commit._queue.clear()
+        group_commit._writing = False
 
 
 def test_a_waiter_stopped_in_the_queue_only_leaves_it() -> None:
-    waiter = recorder._Waiter(None)  # type: ignore[arg-type]
-    recorder._queue.append(waiter)
-    recorder._writing = True
+    waiter = group_commit._Waiter(None)  # type: ignore[arg-type]
+    group_commit._queue.append(waiter)
+    group_commit._writing = True
     try:
-        recorder._leave(waiter)
-        assert not recorder._queue
-        assert recorder._writing  # the writer at work goes on
+        group_commit._leave(waiter)
+        assert not group_commit._queue
+        assert group_commit._writing  # the writer at work goes on
     finally:
-        recorder._queue.clear()
-        recorder._writing = False
+        group_commit._queue.clear()
+        group_commit._writing = False
 
 
 def test_endpoints_whose_rounds_ended_well_get_their_health_in_one_write(
@@ -243,7 +244,7 @@ def test_endpoints_whose_rounds_ended_well_get_their_health_in_one_write(
 ) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    from deliveries.services.recording import record_rounds
+    from deliveries.pipeline.record import record_rounds
 
     well = [claimed_round(receiver) for _ in range(3)]
     failed = claimed_round(receiver, Verdict.RETRY)

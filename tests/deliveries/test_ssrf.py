@@ -2,10 +2,10 @@
 
 import pytest
 
-from deliveries import transport
+from deliveries.destinations.http_client import transport
 from tests.receiver import Receiver
-from webhooks_core import ssrf
-from webhooks_core.ssrf import AddressPolicy, address_refusal, parse_networks, url_refusal
+from webhooks_core.egress import ssrf
+from webhooks_core.egress.ssrf import AddressPolicy, address_refusal, parse_networks, url_refusal
 
 NOTHING_ALLOWED = AddressPolicy(allowed_networks=(), require_https=False)
 LOOPBACK_ALLOWED = AddressPolicy(

@@ -1,7 +1,7 @@
 """A tenant is one principal whether it comes through its portal or through an API token
 limited to it: the same address policy at save and at every connect (for every URL it
 chose, a token URL too), the same rules on states, the same fields
-(`deliveries.services.principals`)."""
+(`deliveries.endpoints.principals`)."""
 
 import json
 import socket

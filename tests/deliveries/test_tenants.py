@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.bindings import bind_model
+from deliveries.endpoints.suspension import endpoint_suspend_automatically
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event, Replay
-from deliveries.services.suspension import endpoint_suspend_automatically
 from tests.conftest import wait_until
 from tests.deliveries.admin.helpers import endpoint_form, hours_ago
 from tests.fixtures import FAST_POLICY, new_endpoint

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 from requests.exceptions import InvalidHeader
 
-from deliveries import transport
+from deliveries.destinations.http_client import transport
 from tests.receiver import Receiver
-from webhooks_core import deadlines
+from webhooks_core.egress import deadlines
 
 
 def post(url: str, headers: dict[str, str]) -> transport.HttpResult:
@@ -171,7 +171,7 @@ def test_pool_managers_are_bounded_the_least_recently_used_closed(
     # for distinct client certificates here.
     from collections import OrderedDict
 
-    from webhooks_core.ssrf import AddressPolicy, parse_networks
+    from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
     monkeypatch.setattr(transport, "MAX_MANAGERS", 3, raising=False)
     monkeypatch.setattr(transport, "_managers", OrderedDict())
@@ -206,7 +206,7 @@ def test_a_name_whose_dns_never_answers_ends_the_attempt_at_its_deadline(
 ) -> None:
     """Resolving the host name is part of the request: connect + read bound it in total,
     directly and through the egress proxy (whose target is checked before it is sent)."""
-    from webhooks_core.ssrf import AddressPolicy, parse_networks
+    from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
     release = threading.Event()
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from deliveries import services
+from deliveries.endpoints import validation
 from deliveries.models import (
     Attempt,
     Delivery,
@@ -20,7 +21,6 @@ from deliveries.models import (
     Event,
     ValidationState,
 )
-from deliveries.services import validation
 from tests.conftest import wait_until
 from tests.deliveries.helpers import ORIGIN, consent, ok_without_consent
 from tests.fixtures import new_endpoint, operator_api

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deliveries import payload_filters, rendering
+from deliveries.pipeline import payload_filters, rendering
 from tests.docs.wire_format import BODY, MSG_ID, python_verifier
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 OPTIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "sending" / "options.md"
 SNIPPET = re.compile(r"<!-- snippet: (?P<name>[\w-]+) -->\n```\w+\n(?P<code>.*?)\n```", re.S)

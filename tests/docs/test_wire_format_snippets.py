@@ -2,7 +2,7 @@
 
 Each snippet marked ``<!-- snippet: NAME -->`` in docs/wire-format.md is run as it is
 printed there, through a small harness per language, on requests signed by
-``webhooks_core.signing`` (the code that signs every delivery): a good signature, a rotation
+``webhooks_core.crypto.signing`` (the code that signs every delivery): a good signature, a rotation
 (two signatures, the second secret), a tampered body, a wrong secret and a stale timestamp.
 A language whose toolchain is not installed is skipped.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.wire_format import BODY, MSG_ID, python_verifier, snippets
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 OLD_SECRET = signing.generate_secret()
 NEW_SECRET = signing.generate_secret()

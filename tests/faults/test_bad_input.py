@@ -18,7 +18,7 @@ from deliveries.models import ApiToken, Endpoint, Event
 from receivers import services as receiver_services
 from receivers.models import InboxEvent
 from tests.receivers.helpers import sign_ours
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 

@@ -19,7 +19,7 @@ from receivers.schemes import MAX_SIGNATURES
 from tests.faults.processes import procfile_web
 from tests.helpers import database_url
 from tests.receivers.helpers import ours_event
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = [
     pytest.mark.faults,

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from deliveries.models import Endpoint
-from webhooks_core.urlmask import masked_url
+from webhooks_core.egress.urlmask import masked_url
 
 from .dashboard_data import seed_dashboard
 

@@ -121,7 +121,8 @@ def test_a_metrics_failure_does_not_fail_the_sending_task(
 ) -> None:
     from types import SimpleNamespace
 
-    from deliveries import metrics, observability
+    from deliveries import metrics
+    from deliveries.pipeline import attempt_report
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("metrics directory is gone")
@@ -130,7 +131,7 @@ def test_a_metrics_failure_does_not_fail_the_sending_task(
     delivery = SimpleNamespace(event_id="e1", endpoint_id="x", attempts=1)
     attempt = SimpleNamespace(number=1, duration_ms=3.0)
 
-    observability.attempt_recorded(
+    attempt_report.attempt_recorded(
         delivery=delivery,  # type: ignore[arg-type]
         attempt=attempt,  # type: ignore[arg-type]
         outcome="succeeded",

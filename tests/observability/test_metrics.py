@@ -15,14 +15,14 @@ from pytest_django.fixtures import Settings
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.services.dispatch import dispatch_wakes
+from deliveries.pipeline.wake import dispatch_wakes
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
 from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver, Reply
 from tests.receivers.helpers import ours_event, sign_ours
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 from .helpers import METRICS_TOKEN, scrape, value
 

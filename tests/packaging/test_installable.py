@@ -33,7 +33,7 @@ from tests.docs.examples import Example, examples, unmarked_blocks
 from tests.fixtures import free_port
 from tests.packaging.host import REPO, database_settings, query, run, wait_until
 from tests.receiver import Receiver
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 README = REPO / "README.md"
 EMITTING = REPO / "docs" / "sending" / "emitting.md"

@@ -30,7 +30,7 @@ from tests.packaging.host import (
     wait_until,
 )
 from tests.receiver import Receiver
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = [pytest.mark.worker, pytest.mark.timeout(600)]
 
@@ -69,7 +69,7 @@ def write_host(root: Path, python: Path, database: str, broker: str, side: str) 
     urls_py = package / "urls.py"
     urls_py.write_text(
         urls_py.read_text()
-        + "\nfrom webhooks_core.metrics import metrics_view\n\n"
+        + "\nfrom webhooks_core.web.metrics import metrics_view\n\n"
         + 'urlpatterns += [path("metrics", metrics_view)]\n'
     )
     (package / "celery.py").write_text(CELERY_PY.lstrip())

@@ -13,7 +13,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from receivers.models import InboxEvent, Source
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 
 def body_of(payload: dict[str, Any]) -> bytes:
@@ -39,7 +39,7 @@ def ours_event(
 
 
 def sign_ours(secrets: list[str], body: bytes, timestamp: int | None = None) -> dict[str, str]:
-    """Headers exactly as our sender builds them (webhooks_core.signing)."""
+    """Headers exactly as our sender builds them (webhooks_core.crypto.signing)."""
     ts = int(time.time()) if timestamp is None else timestamp
     try:
         msg_id = json.loads(body).get("id", "x")

@@ -9,7 +9,7 @@ from receivers.models import InboxEvent, InboxStatus, Source
 from tests.fixtures import MakeSource
 from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_ours
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from receivers.models import InboxEvent, Source, SourceSecret
 from receivers.schemes.base import Headers, Scheme, SignedParts
 from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_github, sign_stripe_lib
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from receivers.models import InboxEvent, Source
 from tests.receivers.providers import BY_NAME, PROVIDERS, Provider, Signed
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = pytest.mark.django_db
 

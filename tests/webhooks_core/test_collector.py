@@ -1,4 +1,4 @@
-"""`webhooks_core.collector`: what start-up made is frozen out of the collector's sight,
+"""`webhooks_core.runtime.collector`: what start-up made is frozen out of the collector's sight,
 and the reference deployment's processes do it once they are ready."""
 
 import gc
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from celery import signals
 
-from webhooks_core.collector import WORKER_YOUNG_GENERATION_THRESHOLD, settle_after_start_up
+from webhooks_core.runtime.collector import WORKER_YOUNG_GENERATION_THRESHOLD, settle_after_start_up
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`webhooks_core.cooperative`, and the dropped-connection check urllib3 asks of our
+"""`webhooks_core.runtime.cooperative`, and the dropped-connection check urllib3 asks of our
 connections before it reuses one: in this process (threads) and under gevent's patching
 (a process of its own, as the delivery worker runs)."""
 
@@ -13,9 +13,10 @@ from collections.abc import Generator
 from urllib3.util.wait import wait_for_read
 
 from tests.conftest import wait_until
-from webhooks_core import cooperative, ssrf_transport
-from webhooks_core.ssrf import AddressPolicy
-from webhooks_core.ssrf_transport import GuardedHTTPConnection, address_policy
+from webhooks_core.egress import ssrf_transport
+from webhooks_core.egress.ssrf import AddressPolicy
+from webhooks_core.egress.ssrf_transport import GuardedHTTPConnection, address_policy
+from webhooks_core.runtime import cooperative
 
 
 def test_readable_now_says_whether_the_peer_said_something_or_left() -> None:

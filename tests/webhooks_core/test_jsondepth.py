@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from webhooks_core.jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsonchecks.depth import MAX_DEPTH, too_deep
 
 
 def nested(depth: int) -> object:

@@ -1,8 +1,8 @@
-"""The one check of JSON text storability (webhooks_core.jsontext): pure, no database."""
+"""The one check of JSON text storability (webhooks_core.jsonchecks.text): pure, no database."""
 
 import pytest
 
-from webhooks_core.jsontext import unstorable_text
+from webhooks_core.jsonchecks.text import unstorable_text
 
 
 @pytest.mark.parametrize(

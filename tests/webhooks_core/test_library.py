@@ -21,7 +21,8 @@ from deliveries.models import ApiToken
 from receivers import conf as receivers_conf
 from receivers import tasks as receivers_tasks
 from tests.fixtures import api_client
-from webhooks_core import checks, conf, tasking
+from webhooks_core import checks, conf
+from webhooks_core.runtime import tasking
 from webhooks_project.celery import app as project_app
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,13 +11,13 @@ from deliveries import services
 from deliveries.models import Endpoint
 from receivers import services as receiving
 from receivers.models import Source
-from webhooks_core import crypto
+from webhooks_core.crypto import encryption
 
 pytestmark = pytest.mark.django_db
 
 
 def test_rotation_reencrypts_every_secret_so_the_old_key_can_go(settings: Settings) -> None:
-    old, new = crypto.generate_key(), crypto.generate_key()
+    old, new = encryption.generate_key(), encryption.generate_key()
     settings.WEBHOOKS_ENCRYPTION_KEY = old
     endpoint, signing_secret = services.endpoint_create(
         url="https://1.1.1.1/hook",
@@ -41,8 +41,8 @@ def test_rotation_reencrypts_every_secret_so_the_old_key_can_go(settings: Settin
 
 
 def test_a_secret_no_key_decrypts_stops_the_command_with_a_hint(settings: Settings) -> None:
-    settings.WEBHOOKS_ENCRYPTION_KEY = crypto.generate_key()
+    settings.WEBHOOKS_ENCRYPTION_KEY = encryption.generate_key()
     services.endpoint_create(url="https://1.1.1.1/hook", event_types=["*"])
-    settings.WEBHOOKS_ENCRYPTION_KEY = crypto.generate_key()
+    settings.WEBHOOKS_ENCRYPTION_KEY = encryption.generate_key()
     with pytest.raises(CommandError, match="keep every old key"):
         call_command("reencrypt_secrets", stdout=io.StringIO())

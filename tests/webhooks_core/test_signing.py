@@ -14,7 +14,7 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 BODY = json.dumps(
     {

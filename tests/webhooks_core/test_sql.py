@@ -7,8 +7,8 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from webhooks_core import sql
-from webhooks_core.sql import sql_cursor
+from webhooks_core.db import sql
+from webhooks_core.db.sql import sql_cursor
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.test import Client
 
 from deliveries.models import ApiToken, Event
 from receivers import services as receiver_services
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from tests.conftest import wait_until
 from tests.fixtures import free_port
 from tests.helpers import call, embedded_env, serve, status_if_answering, stop_process
 from tests.receiver import Receiver
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = re.compile(r"user 'admin', password '([^']+)' \(generated")

@@ -22,7 +22,7 @@ import yaml
 from tests.conftest import wait_until
 from tests.fixtures import free_port
 from tests.helpers import stop_process
-from webhooks_core.crypto import generate_key
+from webhooks_core.crypto.encryption import generate_key
 from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from .strict import refuse_body
+from webhooks_core.api.strict import refuse_body
 
 
 def retry_response(

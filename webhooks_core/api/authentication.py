@@ -10,7 +10,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from ..models import ApiToken, hash_api_token
+from webhooks_core.models import ApiToken, hash_api_token
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 # A host's WSGI layer may authenticate a request before reading its body (the reference

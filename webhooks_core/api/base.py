@@ -10,10 +10,10 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
-from .authentication import BearerTokenAuthentication
-from .errors import exception_handler
-from .pagination import NextLinkPagination
-from .parsers import SafeJSONParser
+from webhooks_core.api.authentication import BearerTokenAuthentication
+from webhooks_core.api.errors import exception_handler
+from webhooks_core.api.pagination import NextLinkPagination
+from webhooks_core.api.parsers import SafeJSONParser
 
 
 # First base class of each API view (``class X(ApiDefaults, GenericViewSet)``). No

@@ -11,7 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from webhooks_core import unavailable
+from webhooks_core.db import unavailable
 
 logger = logging.getLogger(__name__)
 

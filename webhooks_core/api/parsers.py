@@ -8,7 +8,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from ..jsondepth import MAX_DEPTH, too_deep
+from webhooks_core.jsonchecks.depth import MAX_DEPTH, too_deep
 
 TOO_DEEP = f"JSON parse error - the document is nested more than {MAX_DEPTH} levels deep."
 #: Below Python's own limit on turning digits into an int, so its error (which names
@@ -32,7 +32,7 @@ class SafeJSONParser(JSONParser):
     ``json`` raises ``RecursionError`` (not a ``ValueError``) for deeply nested arrays or
     objects such as ``[[[[...]]]]``; that is bad input like any other malformed JSON. A
     document that parses but nests deeper than ``MAX_DEPTH`` is refused too (see
-    ``webhooks_core.jsondepth``). An integer longer than ``MAX_INT_DIGITS`` is refused
+    ``webhooks_core.jsonchecks.depth``). An integer longer than ``MAX_INT_DIGITS`` is refused
     in our words.
     """
 

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
-from .authentication import BearerTokenAuthentication
-from .base import ApiDefaults
-from .schema import extend_schema
+from webhooks_core.api.authentication import BearerTokenAuthentication
+from webhooks_core.api.base import ApiDefaults
+from webhooks_core.api.schema import extend_schema
 
 
 class OptionalSlashRouter(SimpleRouter):

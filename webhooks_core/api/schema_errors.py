@@ -71,7 +71,7 @@ _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 def _answerable(path: str, operation: dict[str, Any]) -> set[int]:
     # 400 everywhere: besides parameters and bodies, a Content-Type with a charset that is
-    # no text encoding is refused on any request (webhooks_core.middleware).
+    # no text encoding is refused on any request (webhooks_core.web.middleware).
     statuses = {400, 503}
     security = operation.get("security") or []
     if security and {} not in security:

@@ -19,7 +19,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from ..models import ApiToken
+from webhooks_core.models import ApiToken
 
 
 class TenantForbidden(PermissionDenied):

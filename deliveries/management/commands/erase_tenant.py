@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from deliveries import services
-from deliveries.services.erasure import Actor
+from deliveries.operator.erasure import Actor
 
 
 class Command(BaseCommand):

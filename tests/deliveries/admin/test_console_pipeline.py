@@ -18,7 +18,7 @@ from deliveries.models import (
     Replay,
     ReplayStatus,
 )
-from deliveries.services.replay import ReplayFilters
+from deliveries.operator.replay import ReplayFilters
 from tests.conftest import wait_until
 from tests.deliveries.admin.helpers import event_at, hours_ago
 from tests.deliveries.helpers import verify_v1_independently

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Replay, ReplayStatus
-from deliveries.services.replay import ReplayFilters, replays_resume_stalled
+from deliveries.operator.replay import ReplayFilters, replays_resume_stalled
 from tests.deliveries.admin.helpers import event_at, hours_ago
 from tests.fixtures import new_endpoint
 

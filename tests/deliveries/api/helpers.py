@@ -58,7 +58,7 @@ def make_delivery(event: Event, endpoint_id: str | uuid.UUID, **fields: Any) -> 
 
 
 def recipe_v1(secret: str, timestamp: int, raw: bytes) -> str:
-    """The wire format page's recipe, independent of webhooks_core.signing."""
+    """The wire format page's recipe, independent of webhooks_core.crypto.signing."""
     return hmac.new(
         secret.encode("utf-8"), f"{timestamp}.".encode() + raw, hashlib.sha256
     ).hexdigest()

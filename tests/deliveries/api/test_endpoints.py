@@ -21,7 +21,7 @@ from deliveries.models import (
     EndpointState,
     Event,
 )
-from deliveries.wire import build_headers, render_body
+from deliveries.pipeline.wire import build_headers, render_body
 from tests.deliveries.api.helpers import (
     API,
     GOOD_ENDPOINT,
@@ -638,7 +638,7 @@ def test_custom_header_credentials_are_stored_encrypted_and_masked_on_read(
     delivery = make_delivery(make_event(), row.pk)
     headers = build_headers(delivery, b"{}", ["whsec_" + "A" * 44], timestamp=1)
     assert (headers["Authorization"], headers["X-Partner"]) == ("Basic czNjcjN0", "p-456")
-    from deliveries.wire import redact_headers
+    from deliveries.pipeline.wire import redact_headers
 
     redacted = redact_headers(headers, row.secret_header_names)
     assert redacted["X-Partner"] == "<redacted>"

@@ -5,7 +5,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries import headers
+from deliveries.endpoints import headers
 from deliveries.models import Endpoint, Event
 from tests.deliveries.api.helpers import post_raw
 

@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from webhooks_core import ssrf
+from webhooks_core.egress import ssrf
 
 PUBLIC = "93.184.215.14"
 PRIVATE_NAME = "intranet.example.com"

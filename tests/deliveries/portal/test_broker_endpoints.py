@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from deliveries.models import Endpoint
-from webhooks_core import crypto
+from webhooks_core.crypto import encryption
 
 from .helpers import portal_client
 
@@ -27,7 +27,7 @@ def test_a_tenant_adds_a_broker_endpoint_and_sees_its_password_masked() -> None:
     assert "s3cret-pw" not in text(response)
     endpoint = Endpoint.objects.get()
     assert endpoint.url == "amqps://app:***@mq.acme.example/prod?exchange=hooks"
-    assert crypto.decrypt(endpoint.url_password) == "s3cret-pw"
+    assert encryption.decrypt(endpoint.url_password) == "s3cret-pw"
     for page in (
         "/portal/",
         f"/portal/endpoints/{endpoint.pk}/",
@@ -45,7 +45,10 @@ def test_a_tenant_adds_a_broker_endpoint_and_sees_its_password_masked() -> None:
     )
     assert kept.status_code == 302, text(kept)
     endpoint.refresh_from_db()
-    assert (endpoint.description, crypto.decrypt(endpoint.url_password)) == ("renamed", "s3cret-pw")
+    assert (endpoint.description, encryption.decrypt(endpoint.url_password)) == (
+        "renamed",
+        "s3cret-pw",
+    )
 
 
 def test_the_portal_address_rules_apply_to_brokers() -> None:

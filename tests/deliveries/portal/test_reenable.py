@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from deliveries import services
+from deliveries.endpoints.suspension import endpoint_suspend_automatically
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, StateSetBy
-from deliveries.services.suspension import endpoint_suspend_automatically
 from tests.deliveries.portal.helpers import delivery_to, endpoint_of, text
 from tests.receiver import Receiver
 

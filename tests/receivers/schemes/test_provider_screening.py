@@ -27,7 +27,7 @@ from receivers.schemes import (
 )
 from receivers.schemes.base import common_secret_problem
 from tests.receivers.providers import BY_NAME, PROVIDERS, paddle_header
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 URL = "https://hooks.example.com/receivers/provider/"
 TIMED = [p.scheme for p in PROVIDERS if p.signs_time]

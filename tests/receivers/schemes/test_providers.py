@@ -31,7 +31,7 @@ from receivers.schemes import (
 )
 from receivers.schemes.base import MalformedEnvelope, VerificationError, parse_json_array
 from tests.receivers.providers import BY_NAME, Signed, twilio_json_request
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 HMAC_SCHEMES = ["slack", "twilio", "shopify", "paddle", "square"]
 URL = "https://hooks.example.com/receivers/provider/"

@@ -20,7 +20,7 @@ from receivers.schemes import (
     verify,
 )
 from tests.receivers.helpers import ours_event, sign_ours, sign_standard_lib, sign_stripe_lib
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 PRIVATE, PUBLIC = signing.generate_key_pair()
 FORGED_V1A = "v1a," + signing.sign_v1a(PRIVATE, "other", 1, b"x").removeprefix("v1a,")

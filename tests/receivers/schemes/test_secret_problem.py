@@ -3,7 +3,7 @@
 import pytest
 
 from receivers.schemes import SCHEMES
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 
 # A SendGrid source holds an ECDSA public key, never a shared secret: see

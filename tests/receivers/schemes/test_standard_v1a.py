@@ -3,7 +3,7 @@
 import pytest
 
 from receivers.schemes import SCHEMES, Headers, SignatureMismatch, TimestampOutOfWindow, verify
-from webhooks_core import signing
+from webhooks_core.crypto import signing
 
 # The published test vector (Svix / Standard Webhooks).
 MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"

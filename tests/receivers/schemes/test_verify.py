@@ -21,7 +21,7 @@ from tests.receivers.helpers import (
     sign_standard_lib,
     sign_stripe_lib,
 )
-from webhooks_core.signing import generate_secret
+from webhooks_core.crypto.signing import generate_secret
 
 SECRET = generate_secret()
 OTHER = generate_secret()

@@ -21,7 +21,7 @@ import psycopg
 from django.db.backends.postgresql import base
 from psycopg_pool import ConnectionPool
 
-from webhooks_core.cooperative import readable_now
+from webhooks_core.runtime.cooperative import readable_now
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

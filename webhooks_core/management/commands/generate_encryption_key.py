@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from webhooks_core import crypto
+from webhooks_core.crypto import encryption
 
 
 class Command(BaseCommand):
@@ -10,4 +10,4 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.stdout.write(crypto.generate_key())
+        self.stdout.write(encryption.generate_key())

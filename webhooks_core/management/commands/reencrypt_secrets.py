@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webhooks_core.crypto import SecretDecryptionError
-from webhooks_core.reencrypt import reencrypt_all
+from webhooks_core.crypto.encryption import SecretDecryptionError
+from webhooks_core.crypto.reencrypt import reencrypt_all
 
 
 class Command(BaseCommand):

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from webhooks_core.tasking import QUEUES
+from webhooks_core.runtime.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
 ALL_QUEUES = list(QUEUES)

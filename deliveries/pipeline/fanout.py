@@ -1,0 +1,295 @@
+"""Fan-out: one Delivery row per endpoint subscribed to an event."""
+
+import copy
+import json
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from deliveries import conf
+from deliveries.breaker.shared import circuit_reopens_at
+from deliveries.endpoints import operational_events
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.pipeline import ordering, payloads, subscriptions
+from deliveries.pipeline.wake import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch
+from webhooks_core import tracing
+from webhooks_core.db.sql import sql_cursor, tried_again
+
+# Of the events one transaction emits, at most this many are fanned out by the emitting
+# process after its commit; the rest go to the fan-out task, which creates a large
+# transaction's deliveries in a few statements.
+INLINE_EVENTS_PER_TRANSACTION = 20
+
+T = TypeVar("T")
+
+
+def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
+    """A delivery ready to go: pending for an active endpoint, held for a suspended one
+    (resuming it delivers what it missed). Fan-out and replays both create them here."""
+    status = (
+        DeliveryStatus.PENDING if endpoint.state == EndpointState.ACTIVE else DeliveryStatus.HELD
+    )
+    # Due at once by the database's clock, the one every claim compares with (this
+    # host's may be ahead of it).
+    due_at: datetime | Now = Now()
+    reopens_at = circuit_reopens_at(endpoint)
+    if reopens_at is not None and reopens_at > now:
+        # Its circuit is open: the delivery waits in the database, with no wake, until
+        # the probe may go (a wake now would only find the circuit open).
+        due_at = reopens_at
+    return Delivery(
+        event_id=event_id, endpoint=endpoint, status=status, next_attempt_at=due_at, **fields
+    )
+
+
+def event_insert(event: Event) -> None:
+    """Insert a new event in the current transaction and see to its fan-out.
+
+    Nothing else of ours runs in the product's transaction: no delivery row (one that
+    referenced an endpoint deleted meanwhile would fail the product's COMMIT), no read of
+    the endpoints (one created later in the transaction must get the event too). After
+    the commit, the emitting process fans the first few events out itself when their
+    tenant has few endpoints (`WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`): one broker hop
+    less. The rest, and events with an ordering key, go to the fan-out task. Either way a
+    committed event gets its deliveries exactly once; should the process die between the
+    commit and the fan-out, the sweeper does it.
+    """
+    event.save(force_insert=True)
+    batch = emit_batch()
+    inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
+    if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
+        batch.inline_events.append(_as_stored(event))
+        batch.fan_out_inline = events_fan_out_if_few_endpoints
+    else:
+        batch.event_ids.append(event.pk)
+
+
+def _as_stored(event: Event) -> Event:
+    """A copy of the event with its data as its row holds it: the product still holds
+    the dict it passed and may change it before the commit, and payload filters and
+    withheld operational events must decide on what is delivered."""
+    stored = copy.copy(event)
+    if event.data is not None:
+        stored.data = json.loads(json.dumps(event.data))
+    return stored
+
+
+# A fan-out whose commit fails because an endpoint it read was deleted meanwhile (its new
+# deliveries' foreign key) is tried again this many times in all, reading the endpoints
+# again: the other endpoints' deliveries are not held back for the sweeper's grace.
+FAN_OUT_TRIES = 3
+
+
+def _retried_if_an_endpoint_went(work: Callable[[], T]) -> T:
+    return tried_again(work, tries=FAN_OUT_TRIES, when=lambda exc: isinstance(exc, IntegrityError))
+
+
+def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
+    """Fan out, right now, the events (as inserted, without ordering keys) whose tenant
+    has at most the inline limit of endpoints; returns the others' ids (for the fan-out
+    task).
+
+    The lean path of `events_fan_out` for events this process has just committed: their
+    fields are in memory (no read of them), each tenant's endpoints are read once, up to
+    one past the limit (no count), and one statement both locks the events and marks them
+    fanned out. An event of a rolled-back savepoint has no row: nothing marks it, and it
+    gets no delivery. Endpoints are read after the product's commit, so every endpoint
+    existing then gets the events."""
+    return _retried_if_an_endpoint_went(lambda: _fan_out_if_few_endpoints(events))
+
+
+def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
+    limit = conf.get().inline_fan_out_max_endpoints
+    endpoints: dict[str | None, list[Endpoint]] = {}
+    for tenant in dict.fromkeys(event.tenant for event in events):
+        candidates = list(_candidate_endpoints({tenant})[: limit + 1])
+        if len(candidates) <= limit:
+            endpoints[tenant] = candidates
+    now_events = [event for event in events if event.tenant in endpoints]
+    if now_events:
+        now = timezone.now()
+        with transaction.atomic():
+            marked = _mark_fanned_out([event.pk for event in now_events], now)
+            deliveries = [
+                delivery
+                for event in now_events
+                if event.pk in marked
+                for delivery in _deliveries_of(event, endpoints[event.tenant], now)
+            ]
+            Delivery.objects.bulk_create(deliveries)
+            woken = _due_now(deliveries)
+            transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
+    return [event.pk for event in events if event.tenant not in endpoints]
+
+
+def _mark_fanned_out(event_ids: list[UUID], now: datetime) -> set[UUID]:
+    """Lock and mark the events of these ids still waiting for their fan-out (one that
+    another fan-out holds is skipped: that one does it); returns their ids."""
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(Event._meta.db_table)
+        with sql_cursor([Event._meta.db_table]) as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET fanned_out_at = %s WHERE id IN ("  # noqa: S608 (our table)
+                f"SELECT id FROM {table} WHERE id = ANY(%s) AND fanned_out_at IS NULL "
+                "FOR UPDATE SKIP LOCKED) RETURNING id",
+                [now, event_ids],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    ids = set(_waiting_locked(event_ids).values_list("pk", flat=True))
+    Event.objects.filter(pk__in=ids).update(fanned_out_at=now)
+    return ids
+
+
+def _waiting_locked(event_ids: Collection[UUID | str]) -> QuerySet[Event]:
+    """The events of these ids still waiting for their fan-out, locked; one that another
+    fan-out holds is skipped, not waited for (that one does it)."""
+    return Event.objects.select_for_update(skip_locked=True).filter(
+        pk__in=list(event_ids), fanned_out_at__isnull=True
+    )
+
+
+def due_at_once(delivery: Delivery) -> bool:
+    """Whether a delivery `new_delivery` made is due at its insert (held ones, and those
+    behind an open circuit, wait without a wake)."""
+    return delivery.status == DeliveryStatus.PENDING and isinstance(delivery.next_attempt_at, Now)
+
+
+def _due_now(deliveries: list[Delivery]) -> set[UUID]:
+    """The endpoints with a delivery due now among these."""
+    return {delivery.endpoint_id for delivery in deliveries if due_at_once(delivery)}
+
+
+def event_fan_out(*, event_id: UUID | str) -> int:
+    """Fan one event out; see `events_fan_out`."""
+    return events_fan_out(event_ids=[event_id])
+
+
+def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -> int:
+    """Create the events' deliveries and wake their endpoints after commit. Safe to run again.
+
+    All the events go in one transaction, so a product transaction that emitted many
+    events costs a few statements, and each endpoint gets one wake for all of them.
+    With `top_up` (the message waited in a backlog) other events waiting for their
+    fan-out come along. Endpoints that are suspended get a held delivery, so resuming them
+    delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
+    were created.
+    """
+    return _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+
+
+def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
+    now = timezone.now()
+    with transaction.atomic():
+        # Locked: of two fan-outs of an event, one does it. An event another fan-out holds
+        # is skipped, not waited for: that one does it (or, if it fails, the sweeper), and
+        # this thread goes on with other work instead of queueing behind its lock.
+        events = list(_waiting_locked(event_ids).order_by("created_at"))
+        if top_up:
+            # The message waited in a backlog: take other events still waiting for their
+            # fan-out along (their own messages will find them done).
+            room = FAN_OUT_BATCH_SIZE - len(events)
+            events += list(
+                Event.objects.select_for_update(skip_locked=True)
+                .filter(fanned_out_at__isnull=True)
+                .exclude(pk__in=[event.pk for event in events])
+                .order_by("created_at")[: max(room, 0)]
+            )
+        if not events:
+            return 0
+        endpoints = _endpoints_by_tenant({event.tenant for event in events})
+        deliveries = [
+            delivery
+            for event in events
+            for delivery in _deliveries_of(event, endpoints.get(event.tenant, []), now)
+        ]
+        # No conflicts are possible: an event's normal deliveries are only ever created in
+        # the transaction that sets its `fanned_out_at`, and its row is locked here.
+        Delivery.objects.bulk_create(deliveries)
+        fanned_out = [event.pk for event in events]
+        Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
+        woken = _due_now(deliveries)
+        keys = list(dict.fromkeys(event.ordering_key for event in events if event.ordering_key))
+
+        def wake() -> None:
+            # Later events of these keys may have waited for this fan-out, elsewhere too.
+            others = set()
+            for key in keys:
+                others |= ordering.endpoints_with_next_due(ordering_key=key)
+            dispatch_wakes(woken | others)
+
+        transaction.on_commit(wake, robust=True)
+    return len(deliveries)
+
+
+def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpoint]]:
+    """The endpoints that may receive events of these tenants, by tenant."""
+    by_tenant: dict[str | None, list[Endpoint]] = defaultdict(list)
+    for endpoint in _candidate_endpoints(wanted):
+        by_tenant[endpoint.tenant].append(endpoint)
+    return by_tenant
+
+
+def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
+    """The endpoints that may receive events of these tenants.
+
+    An event reaches its own tenant's endpoints only, and an event without a tenant only
+    the endpoints without one: tenants never see each other's events.
+    """
+    named = [tenant for tenant in wanted if tenant is not None]
+    condition = Q(tenant__in=named)
+    if None in wanted:
+        condition |= Q(tenant__isnull=True)
+    return (
+        Endpoint.objects.filter(condition)
+        .exclude(state=EndpointState.DISABLED)
+        .only(
+            "id",
+            *subscriptions.FIELDS,
+            "state",
+            "ordered_delivery",
+            "circuit_state",
+            "circuit_changed_at",
+        )
+        .order_by("pk")
+    )
+
+
+def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
+    # Only operational events need their data here; others may be offloaded and large.
+    attributes = {"webhooks.event.id": str(event.pk), "webhooks.event.type": event.type}
+    with tracing.span(
+        "webhooks fan-out", traceparent=event.traceparent or None, attributes=attributes
+    ) as span:
+        deliveries = _matching(event, endpoints, now)
+        tracing.set_attributes(span, {"webhooks.deliveries": len(deliveries)})
+    return deliveries
+
+
+def _matching(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
+    data = (
+        payloads.load(event) if event.type in operational_events.OPERATIONAL_EVENT_TYPES else None
+    )
+    subscribers = subscriptions.Subscribers(event)
+    return [
+        new_delivery(
+            event_id=event.pk,
+            endpoint=endpoint,
+            now=now,
+            **ordering.delivery_fields(event, endpoint),
+        )
+        for endpoint in endpoints
+        if subscribers.accepts(endpoint)
+        and not operational_events.withheld(
+            event_type=event.type,
+            data=data,
+            endpoint_id=endpoint.pk,
+            endpoint_active=endpoint.state == EndpointState.ACTIVE,
+        )
+    ]

@@ -1,0 +1,1 @@
+"""Encryption at rest and signing: Fernet keys, secret rotation, request signatures."""

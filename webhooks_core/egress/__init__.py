@@ -1,0 +1,1 @@
+"""Outbound requests: the SSRF guard, its connect-time transport, total deadlines, URL masking."""
