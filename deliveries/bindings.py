@@ -81,8 +81,8 @@ def bind_model(
     def _emit(event_type: str, instance: models.Model) -> None:
         _warn_outside_transaction(model, event_type)
         key = ordering_key(instance) if ordering_key is not None else None
-        owner = tenant(instance) if tenant is not None else None
-        emit(event_type, serializer(instance), ordering_key=key, tenant=owner)
+        its_tenant = tenant(instance) if tenant is not None else None
+        emit(event_type, serializer(instance), ordering_key=key, tenant=its_tenant)
 
     def on_save(sender: Any, instance: models.Model, created: bool, raw: bool, **_: Any) -> None:
         event_type = created_type if created else updated
@@ -119,8 +119,8 @@ def bind_signal(
     def receiver(sender: Any, **kwargs: Any) -> None:
         kwargs.pop("signal", None)
         key = ordering_key(sender=sender, **kwargs) if ordering_key is not None else None
-        owner = tenant(sender=sender, **kwargs) if tenant is not None else None
-        emit(event_type, data(sender=sender, **kwargs), ordering_key=key, tenant=owner)
+        its_tenant = tenant(sender=sender, **kwargs) if tenant is not None else None
+        emit(event_type, data(sender=sender, **kwargs), ordering_key=key, tenant=its_tenant)
 
     signal.connect(
         receiver,

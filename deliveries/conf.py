@@ -21,13 +21,13 @@ SETTINGS: tuple[Setting, ...] = (
         "A worker that dies costs at most this long before another takes the endpoint over.",
     ),
     Setting(
-        "WEBHOOKS_DELIVERY_BATCH_SIZE",
+        "WEBHOOKS_DELIVERY_CLAIM_SIZE",
         50,
         "The most deliveries an owner claims at once (it claims no more than it has free "
         "lanes: its endpoint's in-flight limit).",
     ),
     Setting(
-        "WEBHOOKS_DELIVERY_BATCH_SECONDS",
+        "WEBHOOKS_DELIVERY_TURN_SECONDS",
         5.0,
         "An owner's turn: after this long, if another task message waits for a slot of "
         "the worker's pool (or the pool cannot tell: prefork), it finishes its requests "
@@ -120,7 +120,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES",
         2048,
-        "How much of a receiver's answer each attempt keeps (the response excerpt of the "
+        "How much of an endpoint's answer each attempt keeps (the response excerpt of the "
         "delivery log, the API and the admin; a broker's answer too); the rest is not "
         "stored. 0: no excerpt is kept.",
     ),
@@ -213,8 +213,8 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "A forward proxy every HTTP delivery and OAuth2 token request goes through "
         "(http://[user:password@]host:port; CONNECT for https, absolute form for http), so "
-        "receivers can allow-list its one address. The SSRF guard still checks each target "
-        "before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
+        "endpoints' servers can allow-list its one address. The SSRF guard still checks "
+        "each target before the proxy is asked (docs: delivery-auth/egress-proxy). Empty: direct.",
     ),
     Setting(
         "WEBHOOKS_VALIDATION_ORIGIN",
@@ -272,9 +272,9 @@ class DeliverySettings:
     requeue_grace_seconds: float
     sweep_batch_size: int
     response_body_limit: int
-    batch_size: int = 50
+    claim_size: int = 50
     inline_fan_out_max_endpoints: int = 10
-    batch_seconds: float = 5.0
+    turn_seconds: float = 5.0
     max_open_requests: int = 0
     require_declared_types: bool = True
     event_type_modules: tuple[str, ...] = ()
@@ -299,9 +299,9 @@ def get() -> DeliverySettings:
         requeue_grace_seconds=value("WEBHOOKS_REQUEUE_GRACE_SECONDS"),
         sweep_batch_size=core_value("WEBHOOKS_SWEEP_BATCH_SIZE"),
         response_body_limit=max(0, int(value("WEBHOOKS_RESPONSE_BODY_LIMIT_BYTES"))),
-        batch_size=value("WEBHOOKS_DELIVERY_BATCH_SIZE"),
+        claim_size=value("WEBHOOKS_DELIVERY_CLAIM_SIZE"),
         inline_fan_out_max_endpoints=int(value("WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS")),
-        batch_seconds=value("WEBHOOKS_DELIVERY_BATCH_SECONDS"),
+        turn_seconds=value("WEBHOOKS_DELIVERY_TURN_SECONDS"),
         max_open_requests=int(value("WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS")),
         require_declared_types=value("WEBHOOKS_REQUIRE_DECLARED_TYPES"),
         event_type_modules=tuple(value("WEBHOOKS_EVENT_TYPE_MODULES")),
@@ -390,7 +390,7 @@ def portal_address_policy() -> AddressPolicy:
 def endpoint_address_policy(endpoint: Any) -> AddressPolicy:
     """The policy an endpoint's requests go out under, at connect time as when saved:
     `portal_address_policy` when a tenant chose its URL (its portal session or an API
-    token limited to it, `services.principals`)."""
+    token limited to it, `endpoints.principals`)."""
     if getattr(endpoint, "url_chosen_in_portal", False):
         return portal_address_policy()
     return address_policy()

@@ -33,7 +33,7 @@ attempt_duration_seconds = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 
-# The sending engine (services.owner): who works which endpoint, and what wakes them.
+# The sending engine (pipeline.owner): who works which endpoint, and what wakes them.
 owners_working = Gauge(
     "webhooks_owners_working",
     "Endpoints whose owner is working in this process",
@@ -75,3 +75,10 @@ def forget_endpoints(endpoint_ids: list[str]) -> None:
                 deliveries_total.remove(endpoint_id, outcome)
             except KeyError:
                 continue
+
+
+# Documented on the metrics page; counted by the HTTP client (`http_client.transport`).
+SSRF_REFUSALS = Counter(
+    "webhooks_ssrf_refusals_total",
+    "Requests refused at connect time because the URL's address is not allowed.",
+)

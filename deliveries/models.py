@@ -52,7 +52,8 @@ class EnvelopeKind(models.TextChoices):
 
 
 class Validation(models.TextChoices):
-    """Whether the target must consent before it is sent to (deliveries/endpoints/validation_rules.py)."""
+    """Whether the target must consent before it is sent to
+    (deliveries/endpoints/validation_rules.py)."""
 
     NONE = "none", "None"
     CLOUDEVENTS = "cloudevents", "CloudEvents webhook handshake"
@@ -74,14 +75,14 @@ class StateSetBy(models.TextChoices):
     NOBODY = "", "Nobody (created so)"
     FAILURES = "failures", "Its failures (automatic)"
     OPERATOR = "operator", "An operator (admin or API)"
-    OWNER = "owner", "Its owner (the portal)"
+    TENANT = "tenant", "Its tenant (the portal)"
 
 
 class Endpoint(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     url = models.URLField(max_length=field_rules.URL_MAX_LENGTH)
     # Whether a tenant chose `url` (in its portal or with a token limited to it,
-    # services.principals): then the SSRF guard admits public addresses and
+    # endpoints.principals): then the SSRF guard admits public addresses and
     # WEBHOOKS_PORTAL_ALLOWED_NETWORKS only, never the operators' WEBHOOKS_ALLOWED_NETWORKS
     # (conf.endpoint_address_policy). Set by the services; the name predates tenant tokens.
     url_chosen_in_portal = models.BooleanField(default=False, editable=False)
@@ -110,7 +111,7 @@ class Endpoint(models.Model):
     )
     # The last test event that succeeded while the endpoint was not active (the portal's
     # "test, then resume"); a tenant may resume a suspension only after one.
-    probe_succeeded_at = models.DateTimeField(null=True, blank=True)
+    test_succeeded_at = models.DateTimeField(null=True, blank=True)
 
     # Defaults and bounds: deliveries/endpoints/field_rules.py.
     max_attempts = models.PositiveIntegerField(default=_DEFAULTS["max_attempts"])
@@ -139,7 +140,7 @@ class Endpoint(models.Model):
         max_length=16, choices=EnvelopeKind.choices, default=EnvelopeKind.DEFAULT
     )
 
-    # Delivery auth, written through the services only (services/endpoint_auth.py).
+    # Delivery auth, written through the services only (deliveries/endpoints/auth.py).
     # OAuth2 client credentials without the secret (in `encrypted_auth_secret`); NULL: none.
     auth = models.JSONField(null=True, blank=True, default=None, editable=False)
     encrypted_auth_secret = models.TextField(blank=True, default="", editable=False)
@@ -148,7 +149,7 @@ class Endpoint(models.Model):
     client_certificate = models.TextField(blank=True, default="")
     encrypted_client_key = models.TextField(blank=True, default="", editable=False)
     ca_certificates = models.TextField(blank=True, default="")
-    # The CloudEvents handshake (services.validation): with `cloudevents`, nothing is sent
+    # The CloudEvents handshake (endpoints.validation): with `cloudevents`, nothing is sent
     # until the target consented for the current URL. The state is NULL without it.
     validation = models.CharField(
         max_length=16, choices=Validation.choices, default=Validation.NONE
@@ -196,7 +197,7 @@ class Endpoint(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["state"]),
-            # The periodic look for handshakes due (services.validation).
+            # The periodic look for handshakes due (endpoints.validation).
             models.Index(
                 fields=["validation_next_at"],
                 name="endpoint_validation_due_idx",
@@ -426,7 +427,7 @@ class Delivery(LeasedJob):
             ),
             models.Index(fields=["status", "-created_at"], name="delivery_status_created_idx"),
             models.Index(fields=["endpoint", "status"], name="delivery_endpoint_status_idx"),
-            # An owner's claim and the sweeper's "has this endpoint due work?" probe. The
+            # An owner's claim and the sweeper's "has this endpoint due work?" look. The
             # claim's order whole (due time, then id): without the id, a plan may read and
             # sort every due row of the endpoint to take the first few.
             models.Index(
@@ -575,7 +576,7 @@ class PortalLink(models.Model):
 
 
 class EndpointOwner(models.Model):
-    """Who sends an endpoint's requests now (see `services.ownership`).
+    """Who sends an endpoint's requests now (see `pipeline.owner.lease_rows`).
 
     At most one owner holds an endpoint's lease at a time; the lease's expiry is written
     and compared with the database's clock, never a worker's. A row without a token, or

@@ -5,6 +5,7 @@ from dataclasses import asdict
 from typing import Any
 
 from deliveries import conf, services
+from deliveries.endpoints import validation
 from webhooks_core.runtime.tasking import (
     QUEUE_DELIVERY,
     QUEUE_FANOUT,
@@ -22,18 +23,13 @@ def _late(due: float | None) -> bool:
     return due is not None and time.time() - due > LATE_SECONDS
 
 
-@webhook_task("deliveries.tasks.fan_out_event", queue=QUEUE_FANOUT)
-def fan_out_event(event_id: str) -> int:
-    return services.event_fan_out(event_id=event_id)
-
-
 @webhook_task("deliveries.tasks.fan_out_events", queue=QUEUE_FANOUT)
 def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
     return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
 
 
-# An owner's turn (WEBHOOKS_DELIVERY_BATCH_SECONDS) plus its last requests (connect + read
-# timeout, at most the sum of their bounds in `endpoint_fields.NUMERIC`) always ends well
+# An owner's turn (WEBHOOKS_DELIVERY_TURN_SECONDS) plus its last requests (connect + read
+# timeout, at most the sum of their bounds in `field_rules.NUMERIC`) always ends well
 # within these; the host's task-wide limits, which
 # may be shorter, do not apply to it.
 OWNER_SOFT_TIME_LIMIT_SECONDS = 600
@@ -59,12 +55,12 @@ def sweep() -> dict[str, int]:
 @webhook_task("deliveries.tasks.validate_endpoint", queue=QUEUE_MAINTENANCE)
 def validate_endpoint(endpoint_id: str) -> str | None:
     """The CloudEvents handshake of one endpoint; returns its new validation state."""
-    return services.validation.endpoint_handshake(endpoint_id=endpoint_id)
+    return validation.endpoint_handshake(endpoint_id=endpoint_id)
 
 
 @webhook_task("deliveries.tasks.validate_endpoints_due", queue=QUEUE_MAINTENANCE)
 def validate_endpoints_due() -> int:
-    return services.validation.handshakes_due()
+    return validation.handshakes_due()
 
 
 @webhook_task("deliveries.tasks.run_replay", queue=QUEUE_MAINTENANCE)

@@ -69,7 +69,7 @@ NOT_FAST = (
     "tests/docs/test_wire_format_snippets.py",
     "tests/observability/test_metrics.py",
     "tests/webhooks_core/test_cooperative.py",
-    "tests/webhooks_core/test_token_migration.py",
+    "tests/webhooks_core/test_migrations.py",
     "tests/webhooks_project/test_serve_first_run.py",
     "tests/webhooks_project/test_startup_keys.py",
     "tests/webhooks_project/test_web_process_security.py",

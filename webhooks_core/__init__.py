@@ -2,8 +2,8 @@
 the settings registry, encryption at rest, signing and key formats, the SSRF guard and its
 transport, tracing, the retry policy, JSON limits, leased jobs, batched maintenance, Celery
 wiring, the HTTP API's base classes, API tokens and the audit log, and the operational views
-a host mounts (probes, ``/metrics``, the 503 middleware). A Django app: a host installs it
-beside ``deliveries``, ``receivers`` or both."""
+a host mounts (liveness, readiness, ``/metrics``, the 503 middleware). A Django app: a host
+installs it beside ``deliveries``, ``receivers`` or both."""
 
 import django_stubs_ext
 

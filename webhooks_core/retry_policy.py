@@ -2,15 +2,15 @@
 
 Why these rules:
 
-* 2xx means the receiver has the event: done.
-* 401 and 403 mean the receiver rejects us (wrong secret, revoked access); retrying only
+* 2xx means the endpoint has the event: done.
+* 401 and 403 mean the endpoint rejects us (wrong secret, revoked access); retrying only
   hammers it, so the delivery goes to the dead-letter queue at once for an operator.
-* 410 Gone is the receiver saying "stop sending": dead-letter and suspend the endpoint.
+* 410 Gone is the endpoint saying "stop sending": dead-letter and suspend the endpoint.
 * Everything else, timeouts and network errors are assumed transient and retried with
   exponential backoff plus jitter, ``min(base * 2**(n-1) + uniform(0, base), max)``, so
-  that a receiver coming back from an outage is not hit by every sender at once.
-* ``Retry-After`` on 429 and 503 is the receiver telling us when it can take more; we honour
-  it, but never beyond the endpoint's maximum backoff. It is data from the receiver: a
+  that an endpoint coming back from an outage is not hit by every sender at once.
+* ``Retry-After`` on 429 and 503 is the endpoint telling us when it can take more; we honour
+  it, but never beyond the endpoint's maximum backoff. It is data from the endpoint: a
   value we cannot read, or one that names a time no calendar holds, counts as absent (the
   backoff applies) and never raises.
 * After ``max_attempts`` tries, or once the retry window since the first try has passed,
@@ -27,7 +27,7 @@ from email.utils import parsedate_to_datetime
 DEAD_LETTER_STATUSES = frozenset({401, 403, 410})
 SUSPEND_STATUSES = frozenset({410})
 RETRY_AFTER_STATUSES = frozenset({429, 503})
-# The longest wait a due time can be computed from (`timedelta`'s range): a receiver asking
+# The longest wait a due time can be computed from (`timedelta`'s range): an endpoint asking
 # for more names no time we can hold.
 _LONGEST_WAIT_SECONDS = timedelta.max.total_seconds()
 
@@ -107,7 +107,7 @@ def decide(
         return Decision(
             Verdict.DEAD_LETTER,
             suspend_endpoint=status_code in SUSPEND_STATUSES,
-            reason=f"receiver answered {status_code}",
+            reason=f"endpoint answered {status_code}",
         )
     if attempt_number >= policy.max_attempts:
         return Decision(Verdict.DEAD_LETTER, reason=f"gave up after {attempt_number} attempts")

@@ -152,7 +152,7 @@ PROCFILE_VARIABLES: dict[str, str] = {
     "CELERY_CONCURRENCY": "Threads of the `worker` process.",
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
     "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
-    "DELIVERY_POOL_TIMEOUT": "`DATABASE_POOL_TIMEOUT` of the `delivery` process (60): a batch that cannot record its sent requests would send them again after its lease.",
+    "DELIVERY_POOL_TIMEOUT": "`DATABASE_POOL_TIMEOUT` of the `delivery` process (60): an owner that cannot record its sent requests would send them again after its lease.",
     "DELIVERY_TASK_EVENTS": "`CELERY_WORKER_SEND_TASK_EVENTS` of the `delivery` process (false: two events per task were a sixth of its CPU).",
     "CELERY_BEAT_SCHEDULE_FILE": "Where `beat` keeps its schedule state.",
     "FLOWER_PORT": "Port of Flower.",

@@ -61,7 +61,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # NUL in a query parameter or an unknown charset: 400, not a 500 (webhooks_core/web/middleware.py).
+    # NUL in a query parameter or an unknown charset: 400, not a 500
+    # (webhooks_core/web/middleware.py).
     "webhooks_core.web.middleware.BadRequestMiddleware",
     # A database outage is a 503 with Retry-After, not a 500 (webhooks_core/db/unavailable.py).
     "webhooks_core.db.unavailable.DatabaseUnavailableMiddleware",

@@ -24,7 +24,7 @@ from deliveries import selectors, services
 from deliveries.admin.audit import audit
 from deliveries.admin.filters import TenantFilter
 from deliveries.admin.masking import searchable
-from deliveries.endpoints import auth_forms, field_rules, headers
+from deliveries.endpoints import auth_forms, field_rules, headers, options
 from deliveries.endpoints.field_rules import CREATE_ONLY, EDITABLE
 from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
 from deliveries.endpoints.url_field import EndpointURLFormField
@@ -62,7 +62,7 @@ class RotateForm(forms.Form):
 
 
 def _bounded(rule: field_rules.Bound) -> forms.Field:
-    """The model's form field for a numeric setting, with the bounds of `endpoint_fields`
+    """The model's form field for a numeric setting, with the bounds of `field_rules`
     and the service's words for a value beyond them."""
     model_field = Endpoint._meta.get_field(rule.name)
     assert isinstance(model_field, models.Field)
@@ -482,7 +482,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         for endpoint in queryset:
             try:
                 services.endpoint_rotate_signing_key(endpoint=endpoint)
-            except services.endpoint_options.NoSigningKeys as exc:
+            except options.NoSigningKeys as exc:
                 self.message_user(request, f"{endpoint}: not rotated, {exc}.", messages.WARNING)
             else:
                 rotated.append(endpoint)

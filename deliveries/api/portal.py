@@ -61,7 +61,7 @@ class PortalSessionCreate(ApiDefaults, APIView):
         body = PortalSessionRequestSerializer(data=scoping.with_token_tenant(request))
         body.is_valid(raise_exception=True)
         try:
-            _link_path("probe")
+            _link_path("any-token")  # is the portal mounted at all?
         except NoReverseMatch:
             return Response(
                 {"detail": 'The portal is not mounted: include("deliveries.portal.urls").'},

@@ -29,7 +29,7 @@ from webhooks_core.jsonchecks.text import unstorable_text
 
 
 def _bounded(rule: field_rules.Bound) -> serializers.Field:
-    # The bounds are endpoint_fields' (the service checks them too); here they only shape
+    # The bounds are field_rules' (the service checks them too); here they only shape
     # the schema and the message.
     if rule.kind is int:
         return serializers.IntegerField(
@@ -175,7 +175,7 @@ _NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]*$"
     }
 )
 class EndpointAuthField(serializers.JSONField):
-    """The schema says what `services.endpoint_auth` checks (the rules live there)."""
+    """The schema says what `endpoints.auth` checks (the rules live there)."""
 
 
 class EndpointSerializer(StrictTypes, serializers.ModelSerializer):

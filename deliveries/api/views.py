@@ -13,7 +13,7 @@ from rest_framework.serializers import BaseSerializer
 
 from deliveries import selectors, services
 from deliveries.api import serializers as s
-from deliveries.endpoints import principals
+from deliveries.endpoints import lifecycle, options, principals
 from deliveries.models import Delivery, Endpoint, Event
 from webhooks_core import tracing
 from webhooks_core.api import scoping
@@ -114,9 +114,7 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         # An empty body is {} here; `null` and `[]` are not an object (no `or {}`).
         body = s.RotateSecretSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        grace = body.validated_data.get(
-            "grace_seconds", services.endpoints.DEFAULT_ROTATION_GRACE_SECONDS
-        )
+        grace = body.validated_data.get("grace_seconds", lifecycle.DEFAULT_ROTATION_GRACE_SECONDS)
         secret, _ = services.endpoint_rotate_secret(endpoint=endpoint, grace_seconds=grace)
         return Response(
             {"id": str(endpoint.pk), "secret": secret, "grace_seconds": grace},
@@ -129,12 +127,10 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         endpoint = self.get_object()
         body = s.RotateSecretSerializer(data=request.data or {})
         body.is_valid(raise_exception=True)
-        grace = body.validated_data.get(
-            "grace_seconds", services.endpoint_options.DEFAULT_KEY_ROTATION_GRACE_SECONDS
-        )
+        grace = body.validated_data.get("grace_seconds", options.DEFAULT_KEY_ROTATION_GRACE_SECONDS)
         try:
             key = services.endpoint_rotate_signing_key(endpoint=endpoint, grace_seconds=grace)
-        except services.endpoint_options.NoSigningKeys as exc:
+        except options.NoSigningKeys as exc:
             raise ValidationError({"signature_scheme": [str(exc)]}) from None
         return Response(
             {"id": str(endpoint.pk), "public_key": key.public_key, "grace_seconds": grace},

@@ -27,10 +27,6 @@ ENDPOINTS_AUTO_SUSPENDED = Counter(
     "webhooks_endpoints_auto_suspended_total",
     "Endpoints suspended automatically after repeated failures.",
 )
-SSRF_REFUSALS = Counter(
-    "webhooks_ssrf_refusals_total",
-    "Requests refused at connect time because the URL's address is not allowed.",
-)
 
 
 class CircuitStateCollector(Collector):

@@ -5,7 +5,7 @@ the failures are both numerous and spread over time, so a one-minute outage that
 burst of deliveries does not suspend a healthy integration.
 
 Circuit breaker: while an endpoint's recent error rate is high, sending more only adds load
-to a struggling receiver and ties up our workers; deliveries wait (without spending
+to a struggling endpoint and ties up our workers; deliveries wait (without spending
 attempts) until a cool-down passes, one probe tests the water (half-open), and after a
 successful probe traffic comes back gradually instead of as one burst of the backlog.
 """

@@ -3,7 +3,7 @@
 While an endpoint's recent error rate is high (Redis counts a sliding window shared by all
 workers), its circuit opens: deliveries are deferred without spending attempts until a
 cool-down passes, then one probe tests the water (half-open), and after a successful probe
-traffic comes back gradually (see `health.rules` for the pure rules). The state lives on
+traffic comes back gradually (see `breaker.rules` for the pure rules). The state lives on
 the endpoint's row, every transition in `CircuitTransition`.
 """
 

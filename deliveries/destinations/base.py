@@ -1,6 +1,6 @@
 """The attempt stage's one interface: a destination kind sends one delivery.
 
-The owner (`services.owner`) claims, gates, records and retries the same way whatever
+The owner (`pipeline.owner`) claims, gates, records and retries the same way whatever
 the endpoint's URL names; a destination only sends: `send(delivery, deadline,
 credentials) -> Outcome`. HTTP is one kind (`http`); others (a broker, a queue) plug in
 by URL scheme through `destinations.register`, and get the same claims, retries, dead
@@ -24,7 +24,7 @@ class Kind(enum.StrEnum):
     SUCCEEDED = "succeeded"
     # Try again by the endpoint's retry policy (honouring `retry_after`).
     RETRY = "retry"
-    # Never again (the receiver refused for good, e.g. 401, 403 or 410).
+    # Never again (the endpoint refused for good, e.g. 401, 403 or 410).
     DEAD = "dead"
     # Not sent, for reasons of ours; due again later without spending an attempt.
     DEFER = "defer"
@@ -52,7 +52,7 @@ class Outcome:
     duration_ms: float = 0.0
     request_headers: dict[str, str] = field(default_factory=dict)
     response_body: str = ""
-    # Failed on our side (nothing reached the receiver): recorded and retried, but says
+    # Failed on our side (nothing reached the endpoint): recorded and retried, but says
     # nothing of the endpoint's health.
     local_failure: bool = False
 
@@ -64,7 +64,7 @@ class Outcome:
 
 class Destination(Protocol):
     def send(self, delivery: "Delivery", deadline: Deadline, credentials: Credentials) -> Outcome:
-        """Send once, over by `deadline`; never raises for the receiver's behaviour."""
+        """Send once, over by `deadline`; never raises for the endpoint's behaviour."""
         ...
 
 
@@ -72,7 +72,7 @@ def signed_message(
     delivery: "Delivery", credentials: Credentials, span: object
 ) -> tuple[bytes, dict[str, str]]:
     """One attempt's body and headers, the same on every kind: rendered, signed with the
-    round's credentials, and carrying the attempt span's `traceparent` (the receiver's or
+    round's credentials, and carrying the attempt span's `traceparent` (the endpoint's or
     consumer's span becomes its child). Raises `payloads.PayloadUnavailable`."""
     body = render_body(delivery.event, delivery.endpoint)
     headers = build_headers(

@@ -1,9 +1,9 @@
 """What the broker destinations (amqp, nats, redis) share.
 
-Each message carries exactly what an HTTP receiver would get: the same body bytes
+Each message carries exactly what an HTTP endpoint would get: the same body bytes
 (`wire.render_body`) and the same headers under the same names and values
 (`wire.build_headers`), so a consumer verifies it with the Standard Webhooks libraries
-as a receiver would. A send never raises: the broker's answer becomes an `Outcome` as an
+as an endpoint would. A send never raises: the broker's answer becomes an `Outcome` as an
 HTTP status would (down, refusing or no acknowledgement: RETRY; a refusal that no retry
 changes, such as bad credentials or a missing exchange: DEAD with the broker's reason).
 

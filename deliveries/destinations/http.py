@@ -4,7 +4,7 @@ With OAuth2 client credentials the attempt first takes the shared bearer token (
 and, when the endpoint answers 401, refreshes it once and sends once more within the same
 deadline. A token that cannot be had is a failed attempt (retried by the endpoint's
 policy) that counts against its health like an unanswered request: the token server is
-the receiver's, and a receiver whose token server is down cannot take deliveries.
+the endpoint's, and an endpoint whose token server is down cannot take deliveries.
 """
 
 from datetime import datetime
@@ -23,7 +23,7 @@ from webhooks_core.egress.deadlines import Deadline
 if TYPE_CHECKING:
     from deliveries.models import Delivery
 
-# Answers after which the receiver will not take this delivery, however often it is sent.
+# Answers after which the endpoint will not take this delivery, however often it is sent.
 REFUSED_FOR_GOOD = frozenset({401, 403, 410})
 
 

@@ -1,6 +1,6 @@
 """An endpoint's delivery auth: OAuth2 client credentials (``auth``) and mutual TLS
 (``client_certificate``, ``client_key``, ``ca_certificates``). The rules live here once;
-`endpoints._apply_and_validate` calls them for the API, the admin and the portal.
+`lifecycle._apply_and_validate` calls them for the API, the admin and the portal.
 
 Secrets are write-only: ``auth.client_secret`` and ``client_key`` are stored encrypted and
 never read back. An update that leaves them out keeps the stored ones, except that a

@@ -1,5 +1,5 @@
 """Delivery-auth fields of the admin's and the portal's endpoint forms. They only
-translate input into what `services.endpoint_auth` takes (its rules decide); the secrets
+translate input into what `endpoints.auth` takes (its rules decide); the secrets
 (client secret, client key) are write-only: never an initial value, never rendered back,
 left empty to keep what is stored."""
 

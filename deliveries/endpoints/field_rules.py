@@ -68,11 +68,11 @@ HEADER_NAME_MAX_LENGTH = 100
 MAX_ROTATION_GRACE_SECONDS = 30 * 86400
 
 # Who may set what.
-#: The payload filter, the signature scheme and the envelope (`services.endpoint_options`).
+#: The payload filter, the signature scheme and the envelope (`endpoints.options`).
 OPTION_FIELDS = ("filter", "signature_scheme", "envelope")
-#: Mutual TLS (`services.endpoint_auth`); the key is write-only.
+#: Mutual TLS (`endpoints.auth`); the key is write-only.
 TLS_FIELDS = ("client_certificate", "client_key", "ca_certificates")
-#: Delivery auth (`services.endpoint_auth`): OAuth2, then mutual TLS.
+#: Delivery auth (`endpoints.auth`): OAuth2, then mutual TLS.
 AUTH_FIELDS = ("auth", *TLS_FIELDS)
 #: The fields an endpoint is configured with, in the order the admin's form shows them
 #: (delivery auth aside: the forms take it in parts, `deliveries.endpoints.auth_forms`).

@@ -1,7 +1,7 @@
 """Custom request headers of an endpoint: which may be set, and which are credentials.
 
-Pure logic, no Django. An endpoint's owner may add headers to every request (an API key
-their receiver expects, say), but never one that frames or routes the request: a custom
+Pure logic, no Django. Whoever manages an endpoint may add headers to every request (an API key
+their endpoint expects, say), but never one that frames or routes the request: a custom
 `Host` would aim it at another virtual host, `Transfer-Encoding` beside our
 `Content-Length` makes its length ambiguous to proxies (request smuggling), and CR/LF in
 a name or value would start a new header. Values must be Latin-1, the only text HTTP/1.1

@@ -529,7 +529,7 @@ def endpoint_suspend(*, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAI
     """Stop sending to an endpoint; its pending deliveries are held without spending attempts.
 
     ``by``: who suspends (the failures, unless an operator says so); it decides who may
-    resume it (see `endpoint_owner_may_enable`). Returns False when it was not active.
+    resume it (see `endpoint_tenant_may_enable`). Returns False when it was not active.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -538,7 +538,7 @@ def endpoint_suspend(*, endpoint_id: UUID, reason: str, by: str = StateSetBy.FAI
             state_reason=reason[:500],
             state_changed_at=now,
             state_set_by=by,
-            probe_succeeded_at=None,
+            test_succeeded_at=None,
         )
         if changed:
             from deliveries.models import Delivery
@@ -555,7 +555,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
     Returns how many held deliveries were released (or cancelled).
     """
     from deliveries.models import Delivery
-    from deliveries.pipeline.wake import dispatch_wakes
+    from deliveries.pipeline.wake import wake_endpoints
 
     now = timezone.now()
     with transaction.atomic():
@@ -564,7 +564,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
             state_reason="",
             state_changed_at=now,
             state_set_by=StateSetBy.NOBODY,
-            probe_succeeded_at=None,
+            test_succeeded_at=None,
             consecutive_failures=0,
             failing_since=None,
         )
@@ -572,7 +572,7 @@ def endpoint_resume(*, endpoint_id: UUID, deliver_backlog: bool = True) -> int:
         if not deliver_backlog:
             return held.update(status=DeliveryStatus.CANCELLED, completed_at=now, updated_at=now)
         released = held.update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=now)
-        transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+        transaction.on_commit(lambda: wake_endpoints([endpoint_id]), robust=True)
     return released
 
 
@@ -582,7 +582,7 @@ def endpoint_set_state(
     """Move an endpoint to a state with the side effects that state change implies.
 
     ``by``: who asks, an operator (admin, API) unless said otherwise; the portal goes
-    through `endpoint_owner_disable` and `endpoint_owner_enable`, which check the rules.
+    through `endpoint_tenant_disable` and `endpoint_tenant_enable`, which check the rules.
     """
     if state == EndpointState.ACTIVE:
         endpoint_resume(endpoint_id=endpoint_id)
@@ -600,7 +600,7 @@ def endpoint_set_state(
                 state_reason=reason or "disabled by an operator",
                 state_changed_at=now,
                 state_set_by=by,
-                probe_succeeded_at=None,
+                test_succeeded_at=None,
             )
             # A disabled endpoint gets nothing more: what waited for it is cancelled.
             Delivery.objects.filter(
@@ -612,10 +612,10 @@ def endpoint_set_state(
 
 
 class EndpointNotEnableable(Exception):
-    """The endpoint's owner may not make it active again (see `endpoint_owner_may_enable`)."""
+    """The endpoint's tenant may not make it active again (see `endpoint_tenant_may_enable`)."""
 
 
-def endpoint_owner_may_enable(endpoint: Endpoint) -> bool:
+def endpoint_tenant_may_enable(endpoint: Endpoint) -> bool:
     """Whether the endpoint's tenant may make it active again in the portal.
 
     Only what the failures suspended, once a test event succeeded since the suspension,
@@ -623,29 +623,29 @@ def endpoint_owner_may_enable(endpoint: Endpoint) -> bool:
     until an operator says otherwise.
     """
     if endpoint.state == EndpointState.DISABLED:
-        return endpoint.state_set_by == StateSetBy.OWNER
+        return endpoint.state_set_by == StateSetBy.TENANT
     if endpoint.state == EndpointState.SUSPENDED:
         return (
             endpoint.state_set_by == StateSetBy.FAILURES
-            and endpoint.probe_succeeded_at is not None
+            and endpoint.test_succeeded_at is not None
             and (
                 endpoint.state_changed_at is None
-                or endpoint.probe_succeeded_at >= endpoint.state_changed_at
+                or endpoint.test_succeeded_at >= endpoint.state_changed_at
             )
         )
     return False
 
 
-def endpoint_owner_enable(*, endpoint_id: UUID) -> None:
+def endpoint_tenant_enable(*, endpoint_id: UUID) -> None:
     """The tenant makes its endpoint active again; EndpointNotEnableable if it may not."""
     with transaction.atomic():
         endpoint = Endpoint.objects.select_for_update(no_key=True).get(pk=endpoint_id)
-        if not endpoint_owner_may_enable(endpoint):
+        if not endpoint_tenant_may_enable(endpoint):
             raise EndpointNotEnableable(f"endpoint is {endpoint.state} ({endpoint.state_set_by})")
         endpoint_resume(endpoint_id=endpoint_id)
 
 
-def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
+def endpoint_tenant_disable(*, endpoint_id: UUID) -> bool:
     """The tenant stops everything to its active endpoint (and may enable it again).
 
     Only an active one: disabling a suspended endpoint would turn the operator's or the
@@ -659,7 +659,7 @@ def endpoint_owner_disable(*, endpoint_id: UUID) -> bool:
         endpoint_set_state(
             endpoint_id=endpoint_id,
             state=EndpointState.DISABLED,
-            reason="disabled by its owner",
-            by=StateSetBy.OWNER,
+            reason="disabled by its tenant",
+            by=StateSetBy.TENANT,
         )
     return True

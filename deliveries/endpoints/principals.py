@@ -12,7 +12,7 @@ API's views get from the functions below.
   connect, whoever chose the endpoint's other URLs (`conf.endpoint_address_policy`,
   `conf.token_url_policy`). A name that does not resolve at save is judged at connect.
 - States: a tenant may disable its active endpoint and make active again only what
-  `endpoint_owner_may_enable` allows (never what an operator suspended or disabled); it
+  `endpoint_tenant_may_enable` allows (never what an operator suspended or disabled); it
   never suspends one.
 - Fields: `OPERATOR_FIELDS` are the operator's (how much of the platform an endpoint
   takes, whether it is suspended on failures); a tenant may not weaken the consent its
@@ -27,9 +27,9 @@ from django.db import transaction
 from deliveries.endpoints.lifecycle import (
     EndpointNotEnableable,
     endpoint_create,
-    endpoint_owner_disable,
-    endpoint_owner_enable,
     endpoint_set_state,
+    endpoint_tenant_disable,
+    endpoint_tenant_enable,
     endpoint_update,
 )
 from deliveries.endpoints.validation import portal_default
@@ -126,12 +126,12 @@ def endpoint_state_by(*, principal: Principal, endpoint: Endpoint, state: str) -
     if state == endpoint.state:
         return
     if state == EndpointState.DISABLED:
-        if not endpoint_owner_disable(endpoint_id=endpoint.pk):
+        if not endpoint_tenant_disable(endpoint_id=endpoint.pk):
             raise EndpointForbidden({"state": ["Only an active endpoint can be disabled."]})
         return
     if state == EndpointState.ACTIVE:
         try:
-            endpoint_owner_enable(endpoint_id=endpoint.pk)
+            endpoint_tenant_enable(endpoint_id=endpoint.pk)
         except EndpointNotEnableable:
             raise EndpointForbidden(
                 {

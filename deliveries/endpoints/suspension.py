@@ -1,7 +1,7 @@
 """Automatic suspension: an endpoint that keeps failing is suspended (its deliveries are
-held, not lost), and its owner and subscribers are told.
+held, not lost), and its contact (`owner_email`) and subscribers are told.
 
-Only failures that are both numerous and spread over time count (`health.rules`), so a
+Only failures that are both numerous and spread over time count (`breaker.rules`), so a
 one-minute outage that fails a burst of deliveries does not suspend a healthy integration.
 """
 
@@ -51,11 +51,11 @@ def endpoint_suspend_if_failing(*, endpoint_id: UUID, row: Mapping[str, Any]) ->
 
 
 def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
-    """Suspend an endpoint the platform gave up on, and tell its owner and subscribers.
+    """Suspend an endpoint the platform gave up on, and tell its contact and subscribers.
 
     In one transaction: the suspension (its pending deliveries are held) and the
     operational event `endpoint.suspended`. After commit: the `endpoint_suspended` signal
-    and an email to the endpoint's owner. Returns False when it was not active.
+    and an email to the endpoint's contact (`owner_email`). Returns False when it was not active.
     """
     with transaction.atomic():
         if not endpoint_suspend(endpoint_id=endpoint_id, reason=reason):
@@ -86,14 +86,14 @@ def _notify_suspension(endpoint: Endpoint) -> None:
     endpoint_suspended.send(sender=Endpoint, endpoint=endpoint, reason=endpoint.state_reason)
     if not endpoint.owner_email:
         return
-    # Only the host: a URL's path or query may carry the receiver's own token.
+    # Only the host: a URL's path or query may carry the endpoint's own token.
     host = urlsplit(endpoint.url).hostname or "?"
     send_mail(
         subject=f"Webhook endpoint suspended: {endpoint.description or host}",
         message=(
             f"We stopped sending webhooks to your endpoint {endpoint.pk} ({host}).\n\n"
             f"Reason: {endpoint.state_reason}\n\n"
-            "Deliveries are held, not lost. Fix the receiver, then ask an operator to "
+            "Deliveries are held, not lost. Fix the endpoint, then ask an operator to "
             "resume the endpoint; held deliveries are sent then."
         ),
         from_email=None,

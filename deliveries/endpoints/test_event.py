@@ -1,7 +1,7 @@
 """`webhook.test`: an operator checks one endpoint end to end with a harmless event.
 
 An active endpoint gets it through the normal sending path. A suspended one sends nothing
-through that path, so :func:`endpoint_probe` sends the same signed request at once, from
+through that path, so :func:`endpoint_test_now` sends the same signed request at once, from
 the caller's process, and notes a success on the endpoint: the portal lets a tenant
 resume what its failures suspended only after one.
 """
@@ -20,7 +20,7 @@ from deliveries.destinations.base import Credentials, Kind
 from deliveries.endpoints.validation import ready as validation_ready
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.pipeline.event_types import TEST_EVENT_TYPE
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 from deliveries.pipeline.wire import signing_keys
 from webhooks_core.egress import deadlines
 
@@ -55,14 +55,16 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             next_attempt_at=Now(),  # due by the database's clock, the claims' one
         )
         delivery.refresh_from_db(fields=["next_attempt_at"])
-        transaction.on_commit(lambda: dispatch_wakes([endpoint.pk]), robust=True)
+        transaction.on_commit(lambda: wake_endpoints([endpoint.pk]), robust=True)
     return delivery
 
 
 @dataclass(frozen=True)
-class ProbeResult:
-    """What a probe's receiver answered: ``status_code`` None when it did not (``failure``
-    says why in a few words; never a header or a secret)."""
+class TestEventResult:
+    """What the endpoint answered a test event: ``status_code`` None when it did not
+    (``failure`` says why in a few words; never a header or a secret)."""
+
+    __test__ = False  # not a pytest class, whatever its name
 
     status_code: int | None
     duration_ms: float
@@ -75,11 +77,11 @@ class ProbeResult:
         return self.delivered or (self.status_code is not None and 200 <= self.status_code < 300)
 
 
-def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
+def endpoint_test_now(*, endpoint_id: UUID, requested_by: str = "") -> TestEventResult:
     """Send one `webhook.test` to a suspended endpoint now, signed as any delivery is.
 
     Nothing is queued or held and no delivery is written; a 2xx sets
-    ``probe_succeeded_at``, which the next state change clears.
+    ``test_succeeded_at``, which the next state change clears.
     """
     endpoint = Endpoint.objects.get(pk=endpoint_id)
     if endpoint.state == EndpointState.ACTIVE:
@@ -94,13 +96,13 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
     )
     delivery = Delivery(event=event, endpoint=endpoint)
     if not validation_ready(endpoint):
-        return ProbeResult(None, 0.0, "the target has not consented (CloudEvents handshake)")
+        return TestEventResult(None, 0.0, "the target has not consented (CloudEvents handshake)")
     secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
     private_keys = signing_keys(endpoint, now)
     if not secrets or private_keys is None:
-        return ProbeResult(None, 0.0, "the endpoint has no unexpired signing secret")
+        return TestEventResult(None, 0.0, "the endpoint has no unexpired signing secret")
     # Through the endpoint's destination, as a delivery goes: its delivery auth (OAuth2,
-    # mutual TLS) and the egress proxy apply to the probe too.
+    # mutual TLS) and the egress proxy apply to the test event too.
     outcome = destinations.for_url(endpoint.url).send(
         delivery,
         deadlines.after(endpoint.connect_timeout_seconds + endpoint.read_timeout_seconds),
@@ -118,10 +120,10 @@ def endpoint_probe(*, endpoint_id: UUID, requested_by: str = "") -> ProbeResult:
     if failure and broker_urls.is_broker_url(endpoint.url):
         # A broker's refusal, in its words (its URL's password is never in them).
         failure = outcome.error[:200] or failure
-    result = ProbeResult(outcome.status_code, outcome.duration_ms, failure, delivered)
+    result = TestEventResult(outcome.status_code, outcome.duration_ms, failure, delivered)
     if result.succeeded:
         # Only for the state it was sent in: a change meanwhile voids it.
         Endpoint.objects.filter(
             pk=endpoint.pk, state=endpoint.state, state_changed_at=endpoint.state_changed_at
-        ).update(probe_succeeded_at=timezone.now())
+        ).update(test_succeeded_at=timezone.now())
     return result

@@ -1,7 +1,7 @@
 """The CloudEvents webhook handshake of an endpoint: asking, recording, waiting.
 
 An endpoint whose ``validation`` is ``cloudevents`` is sent nothing until its target
-consented for its current URL (`handshake` holds the rules). The owner asks `ready`
+consented for its current URL (`validation_rules` holds them). The owner asks `ready`
 before it claims; an endpoint not ready is left alone (no claim, so no attempt is spent,
 and the sweeper does not wake it), and its deliveries stay pending.
 
@@ -13,7 +13,7 @@ When a handshake runs (a Celery task, `HANDSHAKE_TASK`):
   /api/v1/endpoints/{id}/validate``): `endpoint_request_validation`;
 - automatically while ``pending``: a try the target did not answer (down, a timeout, a
   5xx, a 429) is tried again with exponential backoff (WEBHOOKS_VALIDATION_RETRY_SECONDS
-  doubling up to WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS); after `handshake.MAX_TRIES`
+  doubling up to WEBHOOKS_VALIDATION_RETRY_MAX_SECONDS); after `validation_rules.MAX_TRIES`
   unanswered tries the endpoint is ``refused``. An answer without consent makes it
   ``refused`` at once and is not asked again by itself: asking a target that said no,
   again and again, is the traffic the handshake exists to prevent.
@@ -36,7 +36,8 @@ from deliveries import conf
 from deliveries.destinations.http_client import transport
 from deliveries.endpoints import validation_rules
 from deliveries.models import Endpoint, EndpointState, Validation, ValidationState
-from deliveries.pipeline.wake import VALIDATE_ENDPOINT_TASK, dispatch_task, dispatch_wakes
+from deliveries.pipeline.messages import VALIDATE_ENDPOINT_TASK, dispatch_task
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core.egress import deadlines
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def endpoint_validation_reset(
             _reset(endpoint, state=None, next_at=None)
             # What waited for a consent goes now.
             endpoint_id = endpoint.pk
-            transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+            transaction.on_commit(lambda: wake_endpoints([endpoint_id]), robust=True)
         return
     _reset(endpoint, state=ValidationState.PENDING, next_at=_lease_end())
     _dispatch_on_commit(endpoint.pk)
@@ -273,7 +274,7 @@ def _record(endpoint: Endpoint, verdict: validation_rules.Verdict, now: Any) -> 
         extra={"endpoint": str(endpoint.pk), "state": fields["validation_state"]},
     )
     if verdict.consent:
-        dispatch_wakes([endpoint.pk])
+        wake_endpoints([endpoint.pk])
     return str(fields["validation_state"])
 
 

@@ -1,5 +1,5 @@
 """The CloudEvents webhook validation handshake ("abuse protection"), as pure rules.
-No Django, no I/O here: `services.validation` sends the request and stores the verdict.
+No Django, no I/O here: `endpoints.validation` sends the request and stores the verdict.
 
 CloudEvents' HTTP webhook spec (section 4): before a sender delivers to a URL someone
 registered, it asks the target with an ``OPTIONS`` request carrying

@@ -4,7 +4,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from deliveries.models import Delivery, DeliveryStatus
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 
 # A delivery in flight ("sending") is left alone: its worker owns it until the lease ends.
 CANCELLABLE = (DeliveryStatus.DEAD_LETTERED, DeliveryStatus.PENDING, DeliveryStatus.HELD)
@@ -26,5 +26,5 @@ def delivery_cancel(*, delivery_id: int) -> bool:
         if cancelled and row and row["ordering_key"]:
             # The rest of the key's line may go now: the owner claims its new head.
             endpoint_id = row["endpoint_id"]
-            transaction.on_commit(lambda: dispatch_wakes([endpoint_id]), robust=True)
+            transaction.on_commit(lambda: wake_endpoints([endpoint_id]), robust=True)
     return bool(cancelled)

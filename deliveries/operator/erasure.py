@@ -56,7 +56,7 @@ from deliveries.models import (
 )
 from deliveries.operator.audit import TENANT_ERASED, TENANT_ERASURE_STARTED, audit_record
 from deliveries.pipeline import payloads
-from deliveries.pipeline.wake import RUN_ERASURE_TASK, dispatch_task
+from deliveries.pipeline.messages import RUN_ERASURE_TASK, dispatch_task
 from webhooks_core import tenants
 
 DEFAULT_BATCH_SIZE = 500
@@ -121,7 +121,7 @@ def tenant_erasure_start(*, tenant: str, actor: Actor) -> TenantErasure:
 
 def _leased() -> Q:
     """A delivery some owner is sending right now: left alone until its lease ends (by
-    the database's clock, as every lease is judged: `ownership`, `claims`)."""
+    the database's clock, as every lease is judged: `lease_rows`, `claims`)."""
     return Q(status=DeliveryStatus.SENDING, lease_expires_at__gt=Now())
 
 

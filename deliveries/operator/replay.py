@@ -1,6 +1,6 @@
 """Replays: send a time range of events again to the endpoints subscribed to them.
 
-A replay makes new deliveries (``is_replay=True``) of the original events, so receivers see
+A replay makes new deliveries (``is_replay=True``) of the original events, so endpoints see
 the original ``X-Webhook-Id`` with ``X-Webhook-Replay: true``, and every one of them goes
 through the normal claim, signing, rate-limit and backoff path. The deliveries are created
 in batches by a task, never in the request that asked for the replay; the ``Replay`` row
@@ -22,7 +22,8 @@ from deliveries import conf
 from deliveries.models import Delivery, Endpoint, EndpointState, Event, Replay, ReplayStatus
 from deliveries.pipeline import event_types, subscriptions
 from deliveries.pipeline.fanout import due_at_once, new_delivery
-from deliveries.pipeline.wake import RUN_REPLAY_TASK, dispatch_task, dispatch_wakes
+from deliveries.pipeline.messages import RUN_REPLAY_TASK, dispatch_task
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core import tenants
 
 
@@ -122,7 +123,7 @@ def _target_endpoints(filters: ReplayFilters) -> list[Endpoint]:
     return list(endpoints)
 
 
-def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
+def _subscribers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> list[Endpoint]:
     """By tenant and type only: the preview counts per type, so with payload filters its
     figures are upper bounds (each event is matched against the filters when its batch runs)."""
     return [
@@ -130,7 +131,7 @@ def _receivers_of(type_: str, tenant: str | None, endpoints: list[Endpoint]) -> 
     ]
 
 
-def _receivers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
+def _subscribers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
     subscribers = subscriptions.Subscribers(event)
     return [endpoint for endpoint in endpoints if subscribers.accepts(endpoint)]
 
@@ -143,12 +144,12 @@ def replay_preview(*, filters: ReplayFilters) -> ReplayPreview:
     events = deliveries = 0
     per_endpoint: dict[str, int] = {}
     for row in per_type:
-        receivers = _receivers_of(row["type"], row["tenant"], endpoints)
-        if not receivers:
+        subscribers = _subscribers_of(row["type"], row["tenant"], endpoints)
+        if not subscribers:
             continue
         events += row["n"]
-        deliveries += row["n"] * len(receivers)
-        for endpoint in receivers:
+        deliveries += row["n"] * len(subscribers)
+        for endpoint in subscribers:
             per_endpoint[str(endpoint.pk)] = per_endpoint.get(str(endpoint.pk), 0) + row["n"]
     return ReplayPreview(
         events=events,
@@ -224,27 +225,27 @@ def replay_step(*, replay_id: int, dispatch_next: bool = True) -> bool:
             )
         size = batch_size()
         batch = list(events[:size])
-        receivers = {event.pk: _receivers_now(event, endpoints) for event in batch}
+        subscribers = {event.pk: _subscribers_now(event, endpoints) for event in batch}
         deliveries = [
             new_delivery(
                 event_id=event.pk, endpoint=endpoint, now=now, is_replay=True, replay=replay
             )
             for event in batch
-            for endpoint in receivers[event.pk]
+            for endpoint in subscribers[event.pk]
         ]
         created = Delivery.objects.bulk_create(deliveries)
         more = len(batch) == size
         if batch:
             replay.cursor_created_at = batch[-1].created_at
             replay.cursor_event_id = batch[-1].pk
-        replay.events_done += sum(1 for e in batch if receivers[e.pk])
+        replay.events_done += sum(1 for e in batch if subscribers[e.pk])
         replay.deliveries_created += len(created)
         replay.status = ReplayStatus.RUNNING if more else ReplayStatus.DONE
         replay.completed_at = None if more else now
         replay.save()
         # Deliveries deferred behind an open circuit wait without a wake (the sweeper's).
         woken = {d.endpoint_id for d in created if due_at_once(d)}
-        transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
+        transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
         if more and dispatch_next:
             transaction.on_commit(lambda: _dispatch_step(replay_id), robust=True)
     return more

@@ -4,7 +4,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from deliveries.models import Delivery, DeliveryStatus, EndpointState
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 
 
 class DeliveryNotRetryable(Exception):
@@ -46,5 +46,5 @@ def delivery_retry(*, delivery_id: int) -> Delivery:
         delivery.next_attempt_at = Now()  # due by the database's clock, the claims' one
         delivery.save()
         delivery.refresh_from_db(fields=["next_attempt_at"])
-        transaction.on_commit(lambda: dispatch_wakes([delivery.endpoint_id]), robust=True)
+        transaction.on_commit(lambda: wake_endpoints([delivery.endpoint_id]), robust=True)
     return delivery

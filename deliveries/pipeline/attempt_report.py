@@ -1,7 +1,7 @@
 """What the sending path tells operators about each attempt: metrics and one log line.
 
-Called once per finished attempt from ``services.recording.record_rounds`` (the owners'
-rounds, written together by ``services.recorder``'s group commit), after the ``atomic``
+Called once per finished attempt from ``record.record_rounds`` (the owners'
+rounds, written together by ``group_commit``), after the ``atomic``
 block that wrote them. The log line carries the event id as the correlation id (it is
 also ``X-Webhook-Id``), never the payload, headers or secrets.
 """

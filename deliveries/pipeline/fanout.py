@@ -18,7 +18,9 @@ from deliveries.breaker.shared import circuit_reopens_at
 from deliveries.endpoints import operational_events
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.pipeline import ordering, payloads, subscriptions
-from deliveries.pipeline.wake import FAN_OUT_BATCH_SIZE, dispatch_wakes, emit_batch
+from deliveries.pipeline.emit_batch import emit_batch
+from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core import tracing
 from webhooks_core.db.sql import sql_cursor, tried_again
 
@@ -125,7 +127,7 @@ def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
             ]
             Delivery.objects.bulk_create(deliveries)
             woken = _due_now(deliveries)
-            transaction.on_commit(lambda: dispatch_wakes(woken), robust=True)
+            transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
     return [event.pk for event in events if event.tenant not in endpoints]
 
 
@@ -222,7 +224,7 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
             others = set()
             for key in keys:
                 others |= ordering.endpoints_with_next_due(ordering_key=key)
-            dispatch_wakes(woken | others)
+            wake_endpoints(woken | others)
 
         transaction.on_commit(wake, robust=True)
     return len(deliveries)

@@ -2,13 +2,13 @@
 
 Owners whose rounds end while another owner's recording is being written do not each
 open a transaction of their own: they queue, and when that recording commits, the
-first of them writes all the queued rounds at once (`recording.record_rounds`: one
+first of them writes all the queued rounds at once (`record.record_rounds`: one
 insert of their attempts, one update of their succeeded rows). Nobody waits for a
 timer: the batch is whatever queued while the last one was written, so a lone owner
 writes at once, and a busy process writes many rounds per transaction instead of one.
 
 The rows of an endpoint deleted while its requests were out get no attempt and count
-for nothing (`recording.record_rounds`). A batch the database refuses all the same (a
+for nothing (`record.record_rounds`). A batch the database refuses all the same (a
 value out of a column's range, a deletion that commits while the batch is written) is
 written again round by round, so that only the round at fault gets the error. Every
 waiter is answered, even when the writer is killed (a time limit, a shutdown) in the

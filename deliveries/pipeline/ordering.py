@@ -15,7 +15,7 @@ The trade-off: an earlier event that keeps failing holds its key back for its wh
 cycle (up to ``max_attempts`` / ``retry_window_seconds``); while the endpoint is suspended
 its held deliveries hold their keys; and a **dead-lettered** delivery blocks its key until
 an operator acts: *retry* (it is delivered, then the rest follow in order) or *cancel* (the
-rest follow without it). Later events of that key wait, so the receiver never sees a later
+rest follow without it). Later events of that key wait, so the endpoint never sees a later
 state without the earlier one; the price is that one poison event holds its object's
 events back until someone looks at the dead-letter queue (other keys are not affected).
 Changing ``ordered_delivery`` affects events fanned out afterwards.

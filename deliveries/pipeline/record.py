@@ -153,7 +153,7 @@ def record_rounds(rounds: list[Round]) -> list[dict[int, str]]:
 
     Rows deleted meanwhile (their endpoint deleted while its requests were out) get no
     attempt and are `LEASE_LOST`, so that they fail no other round of the batch; one
-    deleted after the insert fails the batch at its commit, and the recorder writes its
+    deleted after the insert fails the batch at its commit, and the group commit writes its
     rounds one by one."""
     now = timezone.now()
     outcomes: list[dict[int, str]] = [{} for _ in rounds]
@@ -372,7 +372,7 @@ def _record_round_effects(
         if told_gone is not None and told_gone.delivery.id in mine:
             endpoint_suspend_automatically(
                 endpoint_id=endpoint.pk,
-                reason=f"receiver answered {told_gone.status_code} (Gone)",
+                reason=f"endpoint answered {told_gone.status_code} (Gone)",
             )
 
 

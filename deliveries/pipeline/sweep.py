@@ -4,7 +4,7 @@ Redis may lose every message and a worker may die mid-request. Every few seconds
 beat) the sweeper fans out events that never were, and wakes every endpoint that has due
 work (a due row, or a row whose sender's lease ran out) but no live owner and no recent
 wake: a lost message or a dead owner costs one sweep, never a delivery. Its cost grows
-with the active endpoints, idle ones included (a few index probes each: a due row, a
+with the active endpoints, idle ones included (a few index lookups each: a due row, a
 row whose lease ran out, a held row), not with their rows: a saturated endpoint's backlog delays no
 other endpoint's recovery. A sweep wakes at most
 `WEBHOOKS_SWEEP_BATCH_SIZE` endpoints of each kind, in no fixed order; the others wait
@@ -23,8 +23,9 @@ from django.utils import timezone
 from deliveries import conf
 from deliveries.endpoints.validation import not_ready as validation_not_ready
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.pipeline.messages import dispatch_fan_outs
 from deliveries.pipeline.owner import settle_inactive_endpoints
-from deliveries.pipeline.wake import dispatch_fan_outs, dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 
 
 @dataclass
@@ -44,7 +45,7 @@ def sweep() -> SweepResult:
     result.events_fanned_out = _fan_out_stuck_events()
     grace = conf.get().requeue_grace_seconds
     due, expired = _endpoints_with_unowned_work()
-    dispatched = dispatch_wakes(due + expired, stale_after=grace) if due or expired else 0
+    dispatched = wake_endpoints(due + expired, stale_after=grace) if due or expired else 0
     result.deliveries_due = dispatched
     result.leases_expired = len(expired)
     result.endpoints_settled = _settle_inactive()
@@ -135,5 +136,5 @@ def _release_held_of_active() -> int:
         endpoint__state=EndpointState.ACTIVE,
         status=DeliveryStatus.HELD,
     ).update(status=DeliveryStatus.PENDING, next_attempt_at=Now(), updated_at=timezone.now())
-    dispatch_wakes(endpoints)
+    wake_endpoints(endpoints)
     return len(endpoints)

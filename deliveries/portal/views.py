@@ -236,7 +236,7 @@ def _why(endpoint: Endpoint) -> str:
         return ""
     if endpoint.state_set_by == StateSetBy.FAILURES:
         return endpoint.state_reason or "It failed too often."
-    if endpoint.state_set_by == StateSetBy.OWNER:
+    if endpoint.state_set_by == StateSetBy.TENANT:
         return "You disabled it."
     done = "suspended" if endpoint.state == EndpointState.SUSPENDED else "disabled"
     return f"It was {done} by the operator of this service."
@@ -247,7 +247,7 @@ def _endpoint_page(
     tenant: str,
     endpoint: Endpoint,
     *,
-    probe: services.ProbeResult | None = None,
+    test_result: services.TestEventResult | None = None,
     status: int = 200,
     notice_key: str = "",
 ) -> HttpResponse:
@@ -262,11 +262,11 @@ def _endpoint_page(
             "endpoint": endpoint,
             "recent": recent,
             "why": _why(endpoint),
-            "may_enable": services.endpoint_owner_may_enable(endpoint),
+            "may_enable": services.endpoint_tenant_may_enable(endpoint),
             # A suspension of the failures: a test event (sent at once), then resume.
-            "may_probe": endpoint.state == EndpointState.SUSPENDED
+            "may_test": endpoint.state == EndpointState.SUSPENDED
             and endpoint.state_set_by == StateSetBy.FAILURES,
-            "probe": probe,
+            "test_result": test_result,
         },
         notice_key=notice_key,
     )
@@ -414,7 +414,7 @@ def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
         tenant,
         endpoint=endpoint,
         title="Rotate the signing secret?",
-        question="A new secret signs every webhook from now on. Update your receiver, and "
+        question="A new secret signs every webhook from now on. Update your endpoint, and "
         "choose how long the current secret keeps signing too.",
         button="Rotate the secret",
         form=form,
@@ -429,10 +429,12 @@ def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     if endpoint.state == EndpointState.SUSPENDED and endpoint.state_set_by == StateSetBy.FAILURES:
         # Nothing goes out through the sending path while it is suspended: this one
         # request goes now, and its answer decides whether the tenant may resume.
-        probe = services.endpoint_probe(endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})")
-        _note(tenant, "probed suspended endpoint", f"{endpoint.pk}: {probe.status_code}")
+        test_result = services.endpoint_test_now(
+            endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})"
+        )
+        _note(tenant, "tested suspended endpoint", f"{endpoint.pk}: {test_result.status_code}")
         endpoint.refresh_from_db()
-        return _endpoint_page(request, tenant, endpoint, probe=probe)
+        return _endpoint_page(request, tenant, endpoint, test_result=test_result)
     try:
         delivery = services.endpoint_send_test_event(
             endpoint_id=endpoint.pk, requested_by=f"portal ({tenant})"

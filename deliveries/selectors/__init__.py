@@ -10,7 +10,7 @@ tenant first (``webhooks_core.api.scoping``) and hands the scoped rows in.
 - ``deliveries``: deliveries and events, filtered as the lists ask;
 - ``dashboard``: the operations dashboard's time series.
 
-The engine's own reads (claims, the owner's rounds, the sweeper) stay in its services.
+The engine's own reads (claims, the owner's rounds, the sweeper) stay in `deliveries.pipeline`.
 Modules of this package import each other by module, never through this ``__init__``.
 """
 

@@ -1,34 +1,27 @@
-"""Services of the sending side: the only place where its business rules live.
+"""The sending side's services, by name: `from deliveries import services`.
 
-The pipeline, stage by stage:
+This is the public façade; each service lives once, in the module of what it is about:
+the pipeline's stages in `deliveries.pipeline` (emit, fan-out, wake, the endpoint's owner,
+record, sweep, purge), an endpoint's life in `deliveries.endpoints`, what operators do in
+`deliveries.operator`, portal links in `deliveries.portal.links`. The library's own
+modules import those modules, never this one.
 
-- **emit** (`events`): the product's event, written in its own transaction;
-- **fan-out** (`fanout`): one delivery per subscribed endpoint, right after the emitting
-  transaction commits for few endpoints, else by the fan-out task;
-- **dispatch** (`dispatch`): the task messages; a delivery's says only "endpoint E has
-  work", at most one out per endpoint;
-- **attempt** (`owner`, with `ownership`, `claims`, the gate in `admission`, `breaker` and
-  `suspension`, the process's cap in `lanes`, and a destination kind per URL scheme in
-  `deliveries.destinations`): the endpoint's one owner claims what it can send now, signs
-  and sends it, each request within its deadline;
-- **record** (`recording`): the attempts, the new states and the endpoint's health, in
-  one transaction per round.
-
-A delivery not sent now (a rate limit, an open circuit, a probe out, requests with no
-answer) is *deferred*: it stays pending, without spending an attempt, due again later.
+A delivery not sent now (a rate limit, an open circuit, the breaker's probe out, requests
+with no answer) is *deferred*: it stays pending, without spending an attempt, due again
+later.
 """
 
 from deliveries.endpoints.lifecycle import (
     EndpointInvalid,
     EndpointNotEnableable,
     endpoint_create,
-    endpoint_owner_disable,
-    endpoint_owner_enable,
-    endpoint_owner_may_enable,
     endpoint_resume,
     endpoint_rotate_secret,
     endpoint_set_state,
     endpoint_suspend,
+    endpoint_tenant_disable,
+    endpoint_tenant_enable,
+    endpoint_tenant_may_enable,
     endpoint_update,
     endpoint_validate,
 )
@@ -36,9 +29,9 @@ from deliveries.endpoints.options import endpoint_public_key, endpoint_rotate_si
 from deliveries.endpoints.removal import endpoint_delete
 from deliveries.endpoints.test_event import (
     EndpointNotActive,
-    ProbeResult,
-    endpoint_probe,
+    TestEventResult,
     endpoint_send_test_event,
+    endpoint_test_now,
 )
 from deliveries.endpoints.validation import (
     ValidationFolded,
@@ -73,11 +66,11 @@ from deliveries.operator.tenant_settings import (
 )
 from deliveries.pipeline.emit import EventValidationError, emit
 from deliveries.pipeline.fanout import event_fan_out, events_fan_out
-from deliveries.pipeline.owner import WorkResult, delivery_attempt, endpoint_work
+from deliveries.pipeline.owner import WorkResult, endpoint_work, endpoint_work_for_delivery
 from deliveries.pipeline.owner.outcomes import DeliveryOutcome
 from deliveries.pipeline.purge import PurgeResult, purge_expired
 from deliveries.pipeline.sweep import SweepResult, sweep
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 from deliveries.portal.links import (
     PortalLinkForbidden,
     PortalLinkInvalid,
@@ -103,7 +96,6 @@ __all__ = [
     "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PortalSession",
-    "ProbeResult",
     "PurgeResult",
     "ReplayFilters",
     "ReplayInvalid",
@@ -111,22 +103,17 @@ __all__ = [
     "Retention",
     "SweepResult",
     "TenantSettingsInvalid",
+    "TestEventResult",
     "ValidationFolded",
     "ValidationUnavailable",
     "WorkResult",
     "deliveries_recover",
-    "delivery_attempt",
     "delivery_cancel",
     "delivery_retry",
-    "dispatch_wakes",
     "emit",
     "endpoint_create",
     "endpoint_delete",
-    "endpoint_owner_disable",
-    "endpoint_owner_enable",
-    "endpoint_owner_may_enable",
     "endpoint_pin_versions",
-    "endpoint_probe",
     "endpoint_public_key",
     "endpoint_request_validation",
     "endpoint_resume",
@@ -135,9 +122,14 @@ __all__ = [
     "endpoint_send_test_event",
     "endpoint_set_state",
     "endpoint_suspend",
+    "endpoint_tenant_disable",
+    "endpoint_tenant_enable",
+    "endpoint_tenant_may_enable",
+    "endpoint_test_now",
     "endpoint_update",
     "endpoint_validate",
     "endpoint_work",
+    "endpoint_work_for_delivery",
     "event_fan_out",
     "events_fan_out",
     "portal_link_create",
@@ -160,4 +152,5 @@ __all__ = [
     "tenant_erasures_resume",
     "tenant_retention",
     "tenant_settings_set",
+    "wake_endpoints",
 ]

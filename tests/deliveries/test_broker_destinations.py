@@ -567,16 +567,16 @@ def test_a_suspended_broker_endpoint_takes_a_test_event(destination_redis: redis
         url=f"redis://127.0.0.1:6379/{REDIS_DB}?stream=probe", event_types=["*"], **FAST
     )
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failing")
-    result = services.endpoint_probe(endpoint_id=endpoint.pk, requested_by="tests")
+    result = services.endpoint_test_now(endpoint_id=endpoint.pk, requested_by="tests")
     assert result.succeeded, result.failure
     [(_, body, headers)] = stream_entries(destination_redis, "probe")
     Webhook(secret).verify(body, headers)
     endpoint.refresh_from_db()
-    assert endpoint.probe_succeeded_at is not None
+    assert endpoint.test_succeeded_at is not None
 
     down, _ = services.endpoint_create(url="redis://127.0.0.1:1/0?stream=x", event_types=["*"])
     services.endpoint_suspend(endpoint_id=down.pk, reason="failing")
-    failed = services.endpoint_probe(endpoint_id=down.pk)
+    failed = services.endpoint_test_now(endpoint_id=down.pk)
     assert not failed.succeeded
     assert "unreachable" in failed.failure
 

@@ -420,12 +420,12 @@ def test_the_probe_of_a_suspended_endpoint_carries_the_token(
     receiver.handler = checking_bearer(token_server)
     endpoint = make(receiver, token_server)
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="failures")
-    assert services.endpoint_probe(endpoint_id=endpoint.pk).succeeded
+    assert services.endpoint_test_now(endpoint_id=endpoint.pk).succeeded
     assert receiver.requests[0].headers["Authorization"] == "Bearer tok-1"
 
     token_server.failure = (500, b"")
     redis_client.flushdb()
-    failed = services.endpoint_probe(endpoint_id=endpoint.pk)
+    failed = services.endpoint_test_now(endpoint_id=endpoint.pk)
     assert failed.failure == "no OAuth2 token (the token endpoint failed)"
 
 

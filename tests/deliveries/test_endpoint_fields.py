@@ -15,7 +15,7 @@ from deliveries import services
 from deliveries.admin import endpoints as admin_endpoints
 from deliveries.admin.endpoints import EndpointAdmin, EndpointForm
 from deliveries.api.serializers import EndpointSerializer, RotateSecretSerializer
-from deliveries.endpoints import field_rules
+from deliveries.endpoints import field_rules, lifecycle
 from deliveries.endpoints.field_rules import (
     CREATE_ONLY,
     EDITABLE,
@@ -101,8 +101,8 @@ def test_who_may_set_what_is_the_tables() -> None:
     assert set(EndpointForm.Meta.fields) <= EDITABLE | CREATE_ONLY
     assert set(READ_ONLY) <= set(EndpointAdmin.readonly_fields)
     # The services' lists are the table's.
-    assert services.endpoints.EDITABLE is EDITABLE
-    assert services.endpoints.CREATE_ONLY is CREATE_ONLY
+    assert lifecycle.EDITABLE is EDITABLE
+    assert lifecycle.CREATE_ONLY is CREATE_ONLY
     assert not EDITABLE & CREATE_ONLY
     assert set(field_rules.OPTION_FIELDS) | set(field_rules.AUTH_FIELDS) <= EDITABLE
 

@@ -139,5 +139,5 @@ def test_an_update_does_not_wait_for_a_transaction_that_made_a_delivery(
         finishes_promptly(
             lambda: services.endpoint_update(endpoint=endpoint, description="renamed")
         )
-        assert finishes_promptly(lambda: services.endpoint_owner_disable(endpoint_id=endpoint.pk))
+        assert finishes_promptly(lambda: services.endpoint_tenant_disable(endpoint_id=endpoint.pk))
     assert Endpoint.objects.get(pk=endpoint.pk).description == "renamed"

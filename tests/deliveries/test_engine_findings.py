@@ -124,7 +124,7 @@ def test_the_engine_s_metrics_count_owners_lanes_wakes_and_deliveries_per_wake(
     assert metrics.lanes_busy._value.get() == lanes + 2
     # A wake while the owner works is folded into its next look.
     published, deduplicated = _published(), _deduplicated()
-    services.dispatch_wakes([endpoint.pk])
+    services.wake_endpoints([endpoint.pk])
     assert (_published(), _deduplicated()) == (published, deduplicated + 1)
 
     worker.join(timeout=20)

@@ -37,7 +37,7 @@ from deliveries.models import (
     TenantSettings,
 )
 from deliveries.operator import erasure
-from deliveries.pipeline import wake
+from deliveries.pipeline import messages
 from tests.conftest import wait_until
 from tests.fixtures import api_client
 from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE
@@ -226,8 +226,8 @@ def test_the_run_is_dispatched_on_the_maintenance_queue(
 ) -> None:
     from deliveries.erasure_tasks import run_erasure
 
-    assert run_erasure.name == wake.RUN_ERASURE_TASK
-    assert wake.TASK_QUEUES[wake.RUN_ERASURE_TASK] == run_erasure.queue
+    assert run_erasure.name == messages.RUN_ERASURE_TASK
+    assert messages.TASK_QUEUES[messages.RUN_ERASURE_TASK] == run_erasure.queue
     redis_client.flushdb()
     with django_capture_on_commit_callbacks(execute=True):
         started = services.tenant_erasure_start(tenant="acme", actor=erasure.Actor(label="t"))

@@ -98,7 +98,7 @@ def test_owners_waiting_to_record_hold_no_connection_the_writer_needs(
     env = {
         "DATABASE_POOL_MAX_SIZE": "1",
         "DATABASE_POOL_TIMEOUT": "120",
-        "WEBHOOKS_DELIVERY_BATCH_SECONDS": "0.02",
+        "WEBHOOKS_DELIVERY_TURN_SECONDS": "0.02",
     }
     with worker_process(env, pool="gevent", concurrency=6):
         wait_until(

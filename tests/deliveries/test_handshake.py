@@ -1,4 +1,5 @@
-"""The CloudEvents handshake's pure rules (deliveries/endpoints/validation_rules.py): what is consent."""
+"""The CloudEvents handshake's pure rules (deliveries/endpoints/validation_rules.py):
+what is consent."""
 
 import pytest
 

@@ -298,7 +298,7 @@ def test_connect_time_refusal_for_a_name_resolving_to_loopback(
     services.event_fan_out(event_id=event.id)
     delivery = Delivery.objects.get(event=event)
 
-    outcome = services.delivery_attempt(delivery_id=delivery.pk)
+    outcome = services.endpoint_work_for_delivery(delivery_id=delivery.pk)
 
     assert outcome == services.DeliveryOutcome.RETRY_SCHEDULED
     assert receiver.requests == []

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.pipeline import fanout, wake
+from deliveries.pipeline import emit_batch, fanout
 from deliveries.pipeline.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
 from tests.fixtures import api_client, new_endpoint
@@ -175,7 +175,7 @@ def test_an_event_already_fanned_out_elsewhere_gets_no_second_delivery(
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
-        wake.emit_batch().fan_out_inline = fan_out_first
+        emit_batch.emit_batch().fan_out_inline = fan_out_first
 
     assert fanned_out_by_the_task == [1]
     assert Delivery.objects.filter(event=event).count() == 1
@@ -213,7 +213,7 @@ def test_an_event_another_fan_out_holds_is_skipped_not_waited_for(
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
-        wake.emit_batch().fan_out_inline = fan_out_while_held
+        emit_batch.emit_batch().fan_out_inline = fan_out_while_held
 
     assert not Delivery.objects.filter(event=event).exists(), "its holder does it"
     assert Event.objects.get(pk=event.pk).fanned_out_at is None

@@ -503,7 +503,7 @@ def test_duplicate_wakes_are_folded_into_one_message(receiver: Receiver) -> None
     endpoint, _ = make_endpoint(receiver)
     before = published_wakes()
     for _ in range(10):
-        services.dispatch_wakes([endpoint.pk])
+        services.wake_endpoints([endpoint.pk])
     assert published_wakes() - before == 1
 
 
@@ -588,7 +588,7 @@ def test_an_owner_hands_its_endpoint_on_only_when_a_task_waits_for_the_pool(
 
     from deliveries.pipeline.owner import lanes
 
-    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 0.2
+    settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 0.2
     receiver.default = Reply(delay_seconds=0.05)
     endpoint, _ = make_endpoint(receiver, max_in_flight=1)
     with transaction.atomic():

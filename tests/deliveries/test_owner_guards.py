@@ -181,7 +181,7 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
     with (
         mock.patch.object(endpoint_view.EndpointView, "claim", return_value=[]),
         mock.patch("deliveries.pipeline.owner.lease.owner_take", counted_take),
-        mock.patch("deliveries.pipeline.owner.work.dispatch_wakes") as wakes_sent,
+        mock.patch("deliveries.pipeline.owner.work.wake_endpoints") as wakes_sent,
     ):
         thread, errors = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
         thread.join(timeout=10)
@@ -218,7 +218,7 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
 ) -> None:
     # Each take-back at the end of a turn started the turn's clock again, so a busy
     # endpoint's owner ran until the task's hard time limit killed it mid-request.
-    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 0.2
+    settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 0.2
     endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)
     stop = threading.Event()
@@ -233,7 +233,7 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
         with (
             mock.patch.object(work, "MAX_TASK_SECONDS", 2.0),
             mock.patch.object(work, "tasks_wait_for_a_slot", return_value=False),
-            mock.patch("deliveries.pipeline.owner.work.dispatch_wakes"),
+            mock.patch("deliveries.pipeline.owner.work.wake_endpoints"),
         ):
             started = time.monotonic()
             services.endpoint_work(endpoint_id=endpoint.pk)

@@ -32,7 +32,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from deliveries import services
 from deliveries.destinations import Kind, Outcome
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner, Event
-from deliveries.pipeline import wake, wake_marks
+from deliveries.pipeline import messages, wake, wake_marks
 from deliveries.pipeline.owner import claims, hand_back, lease_rows
 from deliveries.pipeline.owner import lease as owner_lease
 from deliveries.pipeline.owner import requests as owner_requests
@@ -61,7 +61,7 @@ class FakeBroker:
         yield None
 
     def send_task(self, name: str, args: tuple[Any, ...], **options: Any) -> None:
-        if name == wake.WORK_ENDPOINT_TASK:
+        if name == messages.WORK_ENDPOINT_TASK:
             self.queue.append(args[0])
 
 
@@ -104,7 +104,7 @@ class OwnerProtocol(RuleBasedStateMachine):
 
     def wake(self) -> None:
         with self.redis_maybe_down():
-            services.dispatch_wakes([self.endpoint.pk])
+            services.wake_endpoints([self.endpoint.pk])
 
     # -- rules ---------------------------------------------------------------------------
 

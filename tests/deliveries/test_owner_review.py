@@ -181,7 +181,7 @@ def test_a_round_whose_secret_cannot_be_decrypted_gives_its_permits_back(
         services.endpoint_work(endpoint_id=broken.pk)
 
     assert lanes.open_requests() == open_before, "permits kept by an owner that has ended"
-    services.dispatch_wakes([healthy.pk])
+    services.wake_endpoints([healthy.pk])
     assert eventually(
         lambda: Delivery.objects.filter(pk=waiting.pk, status=DeliveryStatus.SUCCEEDED).exists(),
         15,
@@ -196,7 +196,7 @@ def test_a_task_s_outcomes_do_not_grow_with_every_delivery_it_sends(
     receiver: Receiver, settings: SettingsWrapper
 ) -> None:
     # Item 8: `WorkResult.outcomes` kept every delivery a task sent, for its whole life.
-    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 300.0  # all of them in one task
+    settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 300.0  # all of them in one task
     endpoint = fast_endpoint(receiver.url, max_in_flight=20)
     delivery_rows(endpoint, 500)
 
@@ -538,7 +538,7 @@ def test_an_owner_s_task_ends_within_its_turn_under_sustained_load(
     # a busy endpoint's owner ran until the task's hard time limit. Here a row stays due
     # that no claim can take (another transaction holds it), so the owner's every stop
     # finds work and takes the lease back, while a steady stream of rows comes in.
-    settings.WEBHOOKS_DELIVERY_BATCH_SECONDS = 1.0
+    settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 1.0
     endpoint = fast_endpoint(receiver.url, max_in_flight=10)
     [locked] = delivery_rows(endpoint, 1)
     stop, held = threading.Event(), threading.Event()
@@ -557,7 +557,7 @@ def test_an_owner_s_task_ends_within_its_turn_under_sustained_load(
     assert held.wait(10)
     with TaskRuns(endpoint).watching() as runs:
         feeder = in_its_own_connection(feed)
-        services.dispatch_wakes([endpoint.pk])
+        services.wake_endpoints([endpoint.pk])
         try:
             # The load's length, not a wait for something to happen.
             assert not stop.wait(LOAD_SECONDS)

@@ -354,7 +354,10 @@ def test_a_held_delivery_spends_neither_attempts_nor_its_retry_window(
         event=event, endpoint=endpoint, next_attempt_at=timezone.now()
     )
 
-    assert services.delivery_attempt(delivery_id=delivery.pk) == services.DeliveryOutcome.HELD
+    assert (
+        services.endpoint_work_for_delivery(delivery_id=delivery.pk)
+        == services.DeliveryOutcome.HELD
+    )
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.first_attempt_at) == ("held", 0, None)

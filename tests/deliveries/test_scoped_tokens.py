@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, AuditEntry, Delivery, Endpoint, Event, Replay
+from deliveries.models import ApiToken, AuditEntry, Delivery, Endpoint, Event, PortalLink, Replay
 from tests.fixtures import api_client
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +173,7 @@ def test_revealing_a_secret_in_the_portal_is_audited(acme: APIClient) -> None:
     revealed = browser.post(f"/portal/endpoints/{endpoint.pk}/secret")
     assert revealed.status_code == 200, revealed.content[:300]
     entry = AuditEntry.objects.get(action="portal.secret_reveal")
-    link = services.portal.PortalLink.objects.get()
+    link = PortalLink.objects.get()
     assert entry.tenant == "acme"
     assert entry.target == f"endpoint {endpoint.pk}"
     assert entry.api_token_id == ApiToken.objects.get(name="acme-integration").pk

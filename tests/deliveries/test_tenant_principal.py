@@ -93,7 +93,7 @@ def test_a_tenants_token_cannot_enable_what_the_operator_disabled(acme: APIClien
     services.endpoint_set_state(endpoint_id=endpoint.pk, state=EndpointState.ACTIVE)
     assert send(acme, "patch", path, {"state": "disabled"}).status_code == 200
     endpoint.refresh_from_db()
-    assert endpoint.state_set_by == StateSetBy.OWNER
+    assert endpoint.state_set_by == StateSetBy.TENANT
     assert send(acme, "patch", path, {"state": "active"}).status_code == 200
 
 

@@ -143,7 +143,7 @@ def test_a_refusing_target_is_never_sent_to(celery_worker: object, receiver: Rec
     assert receiver.requests == []
     # A probe (the portal's "test, then resume") is refused as well.
     Endpoint.objects.filter(pk=endpoint.pk).update(state="suspended")
-    probe = services.endpoint_probe(endpoint_id=endpoint.pk)
+    probe = services.endpoint_test_now(endpoint_id=endpoint.pk)
     assert probe.status_code is None
     assert "consented" in probe.failure
     assert receiver.requests == []

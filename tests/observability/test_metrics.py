@@ -15,7 +15,7 @@ from pytest_django.fixtures import Settings
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
@@ -130,7 +130,7 @@ def test_queue_length_is_read_from_redis(
     redis_client.flushdb()
     try:
         for endpoint_id in ("e-101", "e-102", "e-103"):  # no worker: they wait in Redis
-            dispatch_wakes([endpoint_id])
+            wake_endpoints([endpoint_id])
         samples = scrape(client)
     finally:
         redis_client.flushdb()

@@ -124,7 +124,6 @@ def test_visibility_timeout_must_outlast_the_longest_countdown(
     ("task", "queue"),
     [
         (deliveries_tasks.fan_out_events, "webhooks.fanout"),
-        (deliveries_tasks.fan_out_event, "webhooks.fanout"),
         (deliveries_tasks.work_endpoint, "webhooks.delivery"),
         (deliveries_tasks.sweep, "webhooks.maintenance"),
         (deliveries_tasks.purge, "webhooks.maintenance"),

@@ -1,6 +1,6 @@
 """Signing outbound requests. Pure functions: no Django, no I/O.
 
-Two schemes sign every request, one signature per active secret so that a receiver holding
+Two schemes sign every request, one signature per active secret so that an endpoint holding
 either the old or the new secret verifies it during a rotation:
 
 * ``X-Webhook-Signature: t=<ts>,v1=<hex>[,v1=<hex>]`` where each ``<hex>`` is
@@ -201,7 +201,7 @@ def signature_headers(
 def verify_v1(
     secret: str, header: str, body: bytes, *, now: int, tolerance_seconds: int = 300
 ) -> bool:
-    """Verify an ``X-Webhook-Signature`` header; the receiver's side of ``sign_v1``."""
+    """Verify an ``X-Webhook-Signature`` header; the verifying side of ``sign_v1``."""
     timestamp: int | None = None
     candidates: list[str] = []
     for part in header.split(","):

@@ -1,6 +1,6 @@
 """Total deadlines for outbound requests. No Django here.
 
-Socket timeouts bound each read, not a request: a receiver that trickles its answer one
+Socket timeouts bound each read, not a request: an endpoint that trickles its answer one
 byte every few seconds never trips a 10 s read timeout. Every request we send registers
 its connection here with the moment it must be over; one watchdog thread per process
 (a greenlet under gevent) shuts the socket down at that moment, so the blocked read

@@ -1,4 +1,4 @@
-"""Liveness and readiness probes: mount ``healthz`` and ``readyz`` in the host's URLconf.
+"""Liveness and readiness: mount ``healthz`` and ``readyz`` in the host's URLconf.
 
 /healthz answers as long as the process serves requests. /readyz also checks that the
 database and the broker answer, so a load balancer stops sending traffic to an instance

@@ -10,7 +10,7 @@ parses the key and the CA bundle, which costs far more than a request, and a con
 safe to share between threads. The key reaches OpenSSL through an anonymous in-memory
 file (`memfd`), never a file on disk, where the platform has one.
 
-``ca_certificates``, when given, *replaces* the system CAs for that endpoint: a receiver
+``ca_certificates``, when given, *replaces* the system CAs for that endpoint: an endpoint
 on a private CA is then trusted for its own certificate only, and a public CA cannot
 issue one that passes for it. To trust both, include the public roots in the bundle.
 """

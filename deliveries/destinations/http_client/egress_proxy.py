@@ -1,5 +1,5 @@
 """Sending through the operator's forward proxy (``WEBHOOKS_EGRESS_PROXY_URL``), so every
-request leaves from one address the receivers can allow-list. No Django here.
+request leaves from one address the endpoints' servers can allow-list. No Django here.
 
 https goes through a CONNECT tunnel (TLS end to end, the proxy sees only host and port);
 http in absolute form. The proxy is the operator's own, so the connection *to it* is not

@@ -68,9 +68,9 @@ class Exchange:
         return last
 
     def read_excerpt(self, read_limit: int, excerpt_limit: int) -> tuple[bytes, bool]:
-        """The body's first `excerpt_limit` bytes (decoded, when the receiver compressed
+        """The body's first `excerpt_limit` bytes (decoded, when the endpoint compressed
         it although we asked for none), and whether it was all read: at most
-        `read_limit` bytes are read, so a hostile receiver cannot fill our memory."""
+        `read_limit` bytes are read, so a hostile endpoint cannot fill our memory."""
         response = self._response
         chunks: list[bytes] = []
         total = 0

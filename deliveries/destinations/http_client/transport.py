@@ -23,15 +23,15 @@ from urllib3.connectionpool import port_by_scheme
 from urllib3.exceptions import HTTPError, URLSchemeUnknown
 from urllib3.util.url import parse_url
 
-from deliveries import conf
+from deliveries import conf, metrics
 from deliveries.destinations.http_client import client_tls, egress_proxy, exchange
 from webhooks_core.egress import deadlines
 from webhooks_core.egress.ssrf import AddressPolicy, scheme_refusal
-from webhooks_core.egress.ssrf_transport import POOL_CLASSES, address_policy
+from webhooks_core.egress.ssrf_transport import POOL_CLASSES, AddressRefused, address_policy
 
 USER_AGENT = "django-reliable-webhooks/0.1"
 # Read at most this much of a response: enough to drain typical bodies so the connection
-# can be reused, never so much that a hostile receiver fills our memory.
+# can be reused, never so much that a hostile endpoint fills our memory.
 MAX_RESPONSE_READ_BYTES = 64 * 1024
 # Hosts with kept-alive connections, and idle connections kept per host (many endpoints may
 # share one host, each with its in-flight limit); more at once still go out, their
@@ -109,7 +109,7 @@ def _new_manager(tls: client_tls.ClientTLS | None, proxy_url: str) -> urllib3.Po
 
 def storable(text: str) -> str:
     """`text` as PostgreSQL can store it: its text holds no NUL (nor does jsonb's text),
-    and a receiver's body or an error may contain anything."""
+    and an endpoint's body or an error may contain anything."""
     return text.replace("\x00", "\ufffd")
 
 
@@ -127,7 +127,7 @@ def post(
     proxy_url: str = "",
 ) -> HttpResult:
     """POST once, over by `deadline` (by default connect + read timeout from now)
-    whatever the receiver does; its holder may also cut it short (`Deadline.cut`).
+    whatever the endpoint does; its holder may also cut it short (`Deadline.cut`).
     With a `policy`, the SSRF guard checks the scheme and every address the host
     resolves to before connecting (see `ssrf_transport`; through a `proxy_url`, before
     asking the proxy: `egress`). `tls`: the client certificate and CA bundle of
@@ -203,6 +203,7 @@ def _send(
     if not refusal and policy is not None and proxy_url:
         refusal = egress_proxy.target_refusal(url, policy, deadline)
     if refusal:
+        metrics.SSRF_REFUSALS.inc()
         duration_ms = (time.perf_counter() - started) * 1000
         return HttpResult(None, "", None, f"refused by the SSRF guard: {refusal}", duration_ms)
     all_headers = headers if _names_user_agent(headers) else {"User-Agent": USER_AGENT, **headers}
@@ -281,7 +282,7 @@ def _open(
     proxied: bool,
 ) -> "exchange.Exchange | _ProxiedExchange":
     """Send the request on a pooled connection of `manager`. Without a proxy, straight on
-    a connection of the host's pool (`http_exchange`): the manager's own `request` would
+    a connection of the host's pool (`exchange`): the manager's own `request` would
     parse the URL, copy the headers and look for a redirect to follow on every request,
     and `urlopen` wrap it in objects of its own, none of which a delivery needs. Through
     a proxy, the proxy manager's path, which adds the proxy's headers, chooses the URL's
@@ -393,6 +394,8 @@ def _request(
                 proxied=bool(proxy_url),
             )
     except (HTTPError, OSError) as exc:
+        if _refused_address(exc):
+            metrics.SSRF_REFUSALS.inc()
         return HttpResult(
             status_code=None,
             body_excerpt="",
@@ -430,6 +433,19 @@ def _request(
         duration_ms=duration_ms,
         headers=response.headers() if keep_headers else {},
     )
+
+
+def _refused_address(exc: BaseException) -> bool:
+    """Whether the SSRF guard refused the address (urllib3 may wrap its error)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, AddressRefused):
+            return True
+        reason = getattr(seen, "reason", None)  # urllib3's wrappers; a str on some
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
+    return False
 
 
 def _cut_short(deadline: deadlines.Deadline, started: float) -> str:

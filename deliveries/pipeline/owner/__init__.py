@@ -19,14 +19,14 @@ from deliveries.pipeline.owner.outcomes import DeliveryOutcome
 from deliveries.pipeline.owner.settling import settle_inactive_endpoints
 from deliveries.pipeline.owner.work import Owner, WorkResult
 from deliveries.pipeline.owner.writing import RecordingTimedOut
-from deliveries.pipeline.wake import dispatch_wakes, wake_book
+from deliveries.pipeline.wake import wake_book, wake_endpoints
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "WorkResult",
-    "delivery_attempt",
     "endpoint_work",
+    "endpoint_work_for_delivery",
     "hand_back",
     "settle_inactive_endpoints",
 ]
@@ -70,10 +70,10 @@ def _wake_after_hold(endpoint_id: str) -> None:
         return  # not held (another owner works it), or for longer than the sweeper's
     with contextlib.suppress(Exception):
         wake_book().clear(endpoint_id)
-    dispatch_wakes([endpoint_id], countdown=max(held, 0.01))
+    wake_endpoints([endpoint_id], countdown=max(held, 0.01))
 
 
-def delivery_attempt(*, delivery_id: int) -> str:
+def endpoint_work_for_delivery(*, delivery_id: int) -> str:
     """Work the delivery's endpoint now, in this thread (a shell's or a test's synchronous
     path); returns that delivery's outcome (a `DeliveryOutcome` string)."""
     endpoint_id = (

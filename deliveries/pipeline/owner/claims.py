@@ -2,7 +2,7 @@
 
 A claim is one conditional UPDATE (pending and due, or sending with an expired lease →
 sending under the owner's token, sharing its lease): of two claims of one row only one
-takes it, and the owner's later writes (`recording`) land only while the row still carries
+takes it, and the owner's later writes (`record`) land only while the row still carries
 its token. Due times and leases are compared with the database's clock. Ordered rows are
 claimed only at the head of their key's line, one per key at a time (`ordering`).
 """

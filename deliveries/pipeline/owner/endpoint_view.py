@@ -84,7 +84,7 @@ class EndpointView:
         assert endpoint is not None
         if not validation_ready(endpoint):
             # The target has not consented (CloudEvents handshake): claim nothing; the
-            # handshake's success wakes the endpoint again (services.validation).
+            # handshake's success wakes the endpoint again (endpoints.validation).
             self.inactive = self.awaiting_consent = True
             return False
         self.endpoint = endpoint

@@ -1,7 +1,7 @@
 """The gate an endpoint's owner asks before it sends: how many requests at once, and
 whether each next request may go now.
 
-- **The breaker** (`health.rules`): an open circuit sends nothing until its cool-down ends,
+- **The breaker** (`breaker.rules`): an open circuit sends nothing until its cool-down ends,
   then one probe (half-open); after a good probe traffic ramps back up.
 - **The in-flight limit**: the owner's lanes. One owner per endpoint sends at most
   `max_in_flight` requests at once; no shared counter is needed, and none can be left

@@ -1,11 +1,11 @@
-"""An endpoint's owner: the one worker that sends its requests for now.
+"""The lease as rows of the database: taking, renewing, releasing and judging it.
 
 The owner holds the endpoint's lease, a row of `EndpointOwner` whose expiry is written
 and compared with the database's clock (`Now()`), never a worker's: two workers whose
 clocks disagree still agree on who owns what. The rows an owner is sending carry its token
 and share its lease (`claims`), so a worker that dies costs one lease, after which the
 next owner takes its rows over; an owner that cannot renew stops sending before its lease
-ends (`owner`).
+ends (`lease`'s guard).
 """
 
 import uuid

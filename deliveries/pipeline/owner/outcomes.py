@@ -1,8 +1,8 @@
-"""What a delivery's turn with its owner came to."""
+"""What became of a delivery in its owner's round."""
 
 
 class DeliveryOutcome:
-    """What became of a delivery once its turn was recorded (not the destination's answer
+    """What became of a delivery once its round was recorded (not the destination's answer
     to an attempt: that is `destinations.Outcome`); tests and logs assert on these strings."""
 
     NOT_CLAIMED = "not_claimed"

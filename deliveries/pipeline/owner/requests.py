@@ -36,7 +36,7 @@ class OpenRequests:
         self.claims = 0
         self.finished: queue.Queue[Finished] = queue.Queue()
         # Requests cut short because the endpoint stopped or the owner must (not the
-        # receiver's doing): deferred, not recorded as attempts.
+        # endpoint's doing): deferred, not recorded as attempts.
         self.cut: set[int] = set()
 
     def __len__(self) -> int:

@@ -114,7 +114,7 @@ def sends_before_recording(endpoint: Endpoint | None, gate: Gate, results: list[
     )
 
 
-# The outcomes a task keeps for its caller (`delivery_attempt`'s synchronous path).
+# The outcomes a task keeps for its caller (`endpoint_work_for_delivery`'s synchronous path).
 KEPT_OUTCOMES = 100
 
 

@@ -32,7 +32,7 @@ from deliveries.pipeline.owner.results import WorkResult, sends_before_recording
 from deliveries.pipeline.owner.settling import consented_meanwhile, settle_inactive
 from deliveries.pipeline.owner.writing import Writer
 from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round
-from deliveries.pipeline.wake import dispatch_wakes
+from deliveries.pipeline.wake import wake_endpoints
 from webhooks_core.retry_policy import Decision, Verdict
 
 logger = logging.getLogger("deliveries.pipeline.owner")
@@ -99,7 +99,7 @@ class Owner:
     def run(self) -> None:
         while True:
             self.lease.mark_working()
-            self.turn_ends = time.monotonic() + conf.get().batch_seconds
+            self.turn_ends = time.monotonic() + conf.get().turn_seconds
             self.first_claim = True
             self.view.new_turn()
             self.requests.cut.clear()  # (nothing is open between turns)
@@ -126,7 +126,7 @@ class Owner:
             )
             if token is None:
                 if wait is not None and wait <= conf.get().max_countdown_seconds:
-                    dispatch_wakes([self.endpoint_id], countdown=max(wait, 0.01))
+                    wake_endpoints([self.endpoint_id], countdown=max(wait, 0.01))
                 return
             self.lease.taken_back(token)
             self.hold_until = 0.0
@@ -146,7 +146,7 @@ class Owner:
         self.lease.release(hold_seconds=hold)
         if hand_on or consented_meanwhile(self.endpoint_id):
             # (A consent that came before the release had its wake folded into ours.)
-            dispatch_wakes([self.endpoint_id], countdown=hold)
+            wake_endpoints([self.endpoint_id], countdown=hold)
 
     def _empty_claims(self) -> None:
         """A whole turn claimed nothing, yet its last look found rows due now: the claim
@@ -158,7 +158,7 @@ class Owner:
         )
         self.lease.clear_mark()
         self.lease.release(hold_seconds=EMPTY_CLAIM_HOLD_SECONDS)
-        dispatch_wakes([self.endpoint_id], countdown=EMPTY_CLAIM_HOLD_SECONDS)
+        wake_endpoints([self.endpoint_id], countdown=EMPTY_CLAIM_HOLD_SECONDS)
 
     def _work(self) -> bool:
         """Rounds until nothing is due and nothing open; True when the turn ended with work
@@ -175,7 +175,7 @@ class Owner:
             if writer.unrecorded and (
                 not self.requests
                 or not writer.busy()
-                or len(writer.unrecorded) >= conf.get().batch_size
+                or len(writer.unrecorded) >= conf.get().claim_size
             ):
                 # Not while the last recording is still being written, unless nothing is
                 # open or a batch's worth waits: the rounds that end meanwhile are written
@@ -214,7 +214,7 @@ class Owner:
         if now < self.turn_ends:
             return False
         if now - self.started < MAX_TASK_SECONDS and not tasks_wait_for_a_slot():
-            self.turn_ends = now + conf.get().batch_seconds
+            self.turn_ends = now + conf.get().turn_seconds
             return False
         return True
 
@@ -236,7 +236,7 @@ class Owner:
         free = self.gate.lanes - len(self.requests)
         if free <= 0:
             return
-        wanted = min(free, conf.get().batch_size)
+        wanted = min(free, conf.get().claim_size)
         count = try_acquire(wanted)
         if not count and not self.requests:
             # The process's open requests are all taken, or others wait for them: wait in

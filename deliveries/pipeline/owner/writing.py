@@ -1,4 +1,4 @@
-"""An owner's recordings: each round's results written in one transaction (`recorder`,
+"""An owner's recordings: each round's results written in one transaction (`group_commit`,
 grouped with other owners' rounds), and a round whose requests all succeeded written
 beside the owner while its next round's requests are out, so that the writing is no
 link in the chain of an owner's rounds."""

@@ -13,7 +13,7 @@ from deliveries.models import (
     Event,
 )
 
-GROUPS_MIGRATION = "deliveries.migrations.0003_operator_groups"
+GROUPS_MIGRATION = "deliveries.migrations.0002_operator_groups"
 
 
 def ensure_groups() -> None:

@@ -1,7 +1,7 @@
 """What a tenant may make active again in the portal, and what the
 portal says about why an endpoint is not active.
 
-Only what the failures suspended, after a test event its receiver answered with 2xx, or
+Only what the failures suspended, after a test event its endpoint answered with 2xx, or
 what the tenant disabled itself; never what an operator suspended or disabled. The "why"
 never names anyone of the operator's team.
 """
@@ -81,16 +81,16 @@ def test_what_the_tenant_disabled_it_may_enable() -> None:
     ours = endpoint_of("acme")
     tenant = portal_client("acme")
     tenant.post(f"/portal/endpoints/{ours.pk}/state", {"state": "disabled"})
-    assert state_of(ours) == (EndpointState.DISABLED, StateSetBy.OWNER)
+    assert state_of(ours) == (EndpointState.DISABLED, StateSetBy.TENANT)
     assert "You disabled it." in text(tenant.get(f"/portal/endpoints/{ours.pk}/"))
     tenant.post(f"/portal/endpoints/{ours.pk}/state", {"state": "active"})
     assert state_of(ours) == (EndpointState.ACTIVE, StateSetBy.NOBODY)
 
 
 def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
-    receiver: Receiver,
+    endpoint: Receiver,
 ) -> None:
-    ours = endpoint_of("acme", url=receiver.url + "/acme")
+    ours = endpoint_of("acme", url=endpoint.url + "/acme")
     held = delivery_to(ours, DeliveryStatus.PENDING)
     endpoint_suspend_automatically(endpoint_id=ours.pk, reason="20 consecutive failed attempts")
     assert state_of(ours) == (EndpointState.SUSPENDED, StateSetBy.FAILURES)
@@ -106,11 +106,11 @@ def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
     assert "Send a test event first" in text(first)
     assert state_of(ours)[0] == EndpointState.SUSPENDED
 
-    # A test event the receiver refuses: still not.
-    receiver.script(503)
+    # A test event the endpoint refuses: still not.
+    endpoint.script(503)
     failed = text(tenant.post(f"/portal/endpoints/{ours.pk}/test"))
     assert "answered the test event with HTTP 503" in failed
-    [probe] = receiver.wait_for(1)
+    [probe] = endpoint.wait_for(1)
     assert probe.headers["X-Webhook-Event"] == "webhook.test"
     assert "v1=" in probe.headers["X-Webhook-Signature"]
     assert tenant.post(f"/portal/endpoints/{ours.pk}/state", {"state": "active"}).status_code == 403
@@ -129,14 +129,14 @@ def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
     assert Delivery.objects.filter(endpoint=ours).count() == 1
 
 
-def test_a_new_suspension_voids_an_earlier_successful_test(receiver: Receiver) -> None:
-    ours = endpoint_of("acme", url=receiver.url + "/acme")
+def test_a_new_suspension_voids_an_earlier_successful_test(endpoint: Receiver) -> None:
+    ours = endpoint_of("acme", url=endpoint.url + "/acme")
     endpoint_suspend_automatically(endpoint_id=ours.pk, reason="failing")
     tenant = portal_client("acme")
     tenant.post(f"/portal/endpoints/{ours.pk}/test")
     ours.refresh_from_db()
-    assert services.endpoint_owner_may_enable(ours)
+    assert services.endpoint_tenant_may_enable(ours)
     services.endpoint_resume(endpoint_id=ours.pk)
     endpoint_suspend_automatically(endpoint_id=ours.pk, reason="failing again")
     ours.refresh_from_db()
-    assert not services.endpoint_owner_may_enable(ours)
+    assert not services.endpoint_tenant_may_enable(ours)

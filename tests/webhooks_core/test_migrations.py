@@ -1,8 +1,7 @@
-"""API tokens and the audit log move from ``deliveries`` to ``webhooks_core``:
-``webhooks_core.0001`` renames the tables where they exist and creates them elsewhere,
-``deliveries.0020`` forgets them. Each order a host can reach is driven here with
-``manage.py migrate`` on a database of its own: an upgrade keeps its rows, and a host that
-only received and then adds the sending side ends with one set of tables."""
+"""Each app's migrations from an empty database, driven with ``manage.py migrate`` on a
+database of its own: API tokens and the audit log are ``webhooks_core``'s tables, a host
+that only received and then adds the sending side ends with one set of them, and the
+operator groups exist on a fresh install."""
 
 import os
 import subprocess
@@ -70,63 +69,12 @@ def token_key_target(database: str) -> str:
     return str(row[0])
 
 
-def test_an_upgrade_renames_the_tables_and_keeps_their_rows(database: str) -> None:
-    # The state of an install from before the move.
-    migrate(database, "deliveries", "0016")
-    assert tables(database) == {"deliveries_apitoken", "deliveries_auditentry"}
-    query(
-        database,
-        "INSERT INTO deliveries_apitoken (name, token_hash, token_prefix, created_at) "
-        "VALUES ('old', %s, 'whk_abc', now())",
-        "a" * 64,
-    )
-    query(
-        database,
-        "INSERT INTO deliveries_auditentry (at, action, actor, api_token_id, target, counts) "
-        "SELECT now(), 'reveal', 'token:old', id, '', '{}' FROM deliveries_apitoken",
-    )
-    query(
-        database,
-        "INSERT INTO deliveries_portallink (token_hash, tenant, requested_via, api_token_id, "
-        "created_at, expires_at) SELECT %s, 'acme', '', id, now(), now() FROM deliveries_apitoken",
-        "b" * 64,
-    )
-    # Permissions on the model exist by now (deliveries.0003 makes them for its groups).
-    assert query(
-        database, "SELECT app_label FROM django_content_type WHERE model = 'apitoken'"
-    ) == [("deliveries",)]
-
-    migrate(database)
-
-    assert tables(database) == {"webhooks_core_apitoken", "webhooks_core_auditentry"}
-    assert query(database, "SELECT name, token_hash FROM webhooks_core_apitoken") == [
-        ("old", "a" * 64)
-    ]
-    assert query(
-        database,
-        "SELECT e.actor, t.name FROM webhooks_core_auditentry e "
-        "JOIN webhooks_core_apitoken t ON t.id = e.api_token_id",
-    ) == [("token:old", "old")]
-    assert token_key_target(database) == "webhooks_core_apitoken"
-    # Permissions given on the model stay: its content type moved with it.
-    assert query(
-        database, "SELECT app_label FROM django_content_type WHERE model = 'apitoken'"
-    ) == [("webhooks_core",)]
-    # A new token takes the next id after the old rows (the sequence came along).
-    query(
-        database,
-        "INSERT INTO webhooks_core_apitoken (name, token_hash, token_prefix, created_at) "
-        "VALUES ('new', %s, 'whk_def', now())",
-        "c" * 64,
-    )
-    ids = [row[0] for row in query(database, "SELECT id FROM webhooks_core_apitoken ORDER BY id")]
-    assert len(set(ids)) == 2
-
-
 def test_a_fresh_install_has_the_core_tables_only(database: str) -> None:
     migrate(database)
     assert tables(database) == {"webhooks_core_apitoken", "webhooks_core_auditentry"}
     assert token_key_target(database) == "webhooks_core_apitoken"
+    groups = query(database, "SELECT name FROM auth_group ORDER BY name")
+    assert groups == [("operators",), ("viewers",)]
 
 
 def test_adding_the_sending_side_to_a_receiving_host_leaves_one_set_of_tables(
@@ -147,13 +95,6 @@ def test_adding_the_sending_side_to_a_receiving_host_leaves_one_set_of_tables(
     assert tables(database) == {"webhooks_core_apitoken", "webhooks_core_auditentry"}
     assert token_key_target(database) == "webhooks_core_apitoken"
     assert query(database, "SELECT name FROM webhooks_core_apitoken") == [("ops",)]
-
-
-def test_the_move_can_be_undone(database: str) -> None:
-    migrate(database)
-    migrate(database, "webhooks_core", "zero")
-    assert tables(database) == {"deliveries_apitoken", "deliveries_auditentry"}
-    assert token_key_target(database) == "deliveries_apitoken"
 
 
 def test_a_host_without_webhooks_core_is_told_to_add_it() -> None:

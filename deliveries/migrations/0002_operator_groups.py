@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
-        ("deliveries", "0002_operator_console"),
+        ("deliveries", "0001_initial"),
         # The receiving side's view permissions, where it is installed (a host may send only).
         *([("receivers", "0001_initial")] if installed.is_installed("receivers") else []),
     ]
