@@ -12,7 +12,7 @@ class DeliveriesConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks as django_checks
 
-        from deliveries import checks, conf, erasure_tasks, gauges, tasks  # noqa: F401
+        from deliveries import checks, conf, gauges, tasks  # noqa: F401
         from deliveries.portal.checks import check_tenant_resolver
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
         from webhooks_core import conf as core_conf

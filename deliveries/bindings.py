@@ -18,7 +18,7 @@ The event is written by ``emit`` in the transaction that saves the model, becaus
 one is never lost. That holds when the save runs in ``transaction.atomic()`` (or with
 ``ATOMIC_REQUESTS``); in autocommit mode Django has committed the row before ``post_save``
 runs, so the event commits separately right after it (a warning is logged). An event that
-the catalogue refuses raises ``EventValidationError`` out of ``save()``, which rolls the
+the catalogue refuses raises ``EventRefused`` out of ``save()``, which rolls the
 change back with it: no change is recorded without its event.
 
 Model events carry an ordering key ``"<app_label>.<model>:<pk>"`` by default, so an

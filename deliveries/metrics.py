@@ -82,3 +82,12 @@ SSRF_REFUSALS = Counter(
     "webhooks_ssrf_refusals_total",
     "Requests refused at connect time because the URL's address is not allowed.",
 )
+DELIVERIES_DEFERRED = Counter(
+    "webhooks_deliveries_deferred_total",
+    "Delivery attempts put off without spending an attempt, by reason.",
+    ["reason"],
+)
+ENDPOINTS_AUTO_SUSPENDED = Counter(
+    "webhooks_endpoints_auto_suspended_total",
+    "Endpoints suspended automatically after repeated failures.",
+)

@@ -81,6 +81,18 @@ def purge() -> dict[str, int]:
     }
 
 
+@webhook_task("deliveries.erasure.run", queue=QUEUE_MAINTENANCE)
+def run_erasure(erasure_id: int) -> str:
+    """One tenant erasure, started once its request commits (runs in short batches)."""
+    return services.tenant_erasure_run(erasure_id=erasure_id)
+
+
+@webhook_task("deliveries.erasure.resume", queue=QUEUE_MAINTENANCE)
+def resume_erasures() -> int:
+    """Every erasure still running (beat): a crash or a lost message only delays it."""
+    return services.tenant_erasures_resume()
+
+
 @periodic
 def beat_entries() -> dict[str, dict[str, Any]]:
     settings = conf.get()
@@ -92,5 +104,8 @@ def beat_entries() -> dict[str, dict[str, Any]]:
         "deliveries-purge": every("deliveries.tasks.purge", settings.purge_interval_seconds),
         "deliveries-validate-endpoints-due": every(
             "deliveries.tasks.validate_endpoints_due", settings.sweep_interval_seconds
+        ),
+        "deliveries-resume-erasures": every(
+            "deliveries.erasure.resume", settings.sweep_interval_seconds
         ),
     }

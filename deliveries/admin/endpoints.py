@@ -153,7 +153,7 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
         if self.errors:
             return cleaned
         try:
-            services.endpoint_validate(
+            services.endpoint_check(
                 endpoint=None if self.instance._state.adding else self.instance,
                 **self.service_fields(),
             )

@@ -222,7 +222,7 @@ class EventViewSet(
                 traceparent=tracing.from_header(request.headers.get("traceparent")),
                 tenant=scoping.tenant_for_write(request, body.validated_data),
             )
-        except services.EventValidationError as exc:
+        except services.EventRefused as exc:
             field = "Idempotency-Key" if exc.field == "idempotency_key" else exc.field
             raise ValidationError({field: [exc.message]}) from None
         return Response({"id": str(event.id)}, status=status.HTTP_202_ACCEPTED)

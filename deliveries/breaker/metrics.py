@@ -18,15 +18,6 @@ CIRCUIT_TRANSITIONS = Counter(
     "Circuit breaker transitions of endpoints, by the state entered.",
     ["to_state"],
 )
-DELIVERIES_DEFERRED = Counter(
-    "webhooks_deliveries_deferred_total",
-    "Delivery attempts put off without spending an attempt, by reason.",
-    ["reason"],
-)
-ENDPOINTS_AUTO_SUSPENDED = Counter(
-    "webhooks_endpoints_auto_suspended_total",
-    "Endpoints suspended automatically after repeated failures.",
-)
 
 
 class CircuitStateCollector(Collector):

@@ -42,20 +42,6 @@ class BreakerVerdict:
     reason: str = ""
 
 
-def should_suspend(
-    *,
-    consecutive_failures: int,
-    failing_since: datetime | None,
-    now: datetime,
-    threshold: int,
-    window_seconds: float,
-) -> bool:
-    """True after `threshold` failures in a row that span at least `window_seconds`."""
-    if threshold <= 0 or failing_since is None or consecutive_failures < threshold:
-        return False
-    return (now - failing_since).total_seconds() >= window_seconds
-
-
 def should_open(*, total: int, failed: int, settings: BreakerSettings) -> bool:
     """True when the window holds enough attempts and enough of them failed."""
     if total <= 0 or total < settings.min_attempts:

@@ -210,7 +210,7 @@ def _write_change(change: _Change) -> Endpoint:
     return endpoint
 
 
-def endpoint_validate(
+def endpoint_check(
     *, endpoint: Endpoint | None = None, chosen_by_tenant: bool = False, **fields: Any
 ) -> None:
     """Raise `EndpointInvalid` if `endpoint_create` (no endpoint) or `endpoint_update`
@@ -226,7 +226,7 @@ def endpoint_validate(
         raise EndpointInvalid({"tenant": [TENANT_FIXED]})
     unknown = set(fields) - EDITABLE - (set() if editing else CREATE_ONLY)
     if unknown:
-        raise TypeError(f"endpoint_validate() got unexpected fields {sorted(unknown)}")
+        raise TypeError(f"endpoint_check() got unexpected fields {sorted(unknown)}")
     candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)

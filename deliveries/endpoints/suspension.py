@@ -1,7 +1,7 @@
 """Automatic suspension: an endpoint that keeps failing is suspended (its deliveries are
 held, not lost), and its contact (`owner_email`) and subscribers are told.
 
-Only failures that are both numerous and spread over time count (`breaker.rules`), so a
+Only failures that are both numerous and spread over time count (`suspension_rules`), so a
 one-minute outage that fails a burst of deliveries does not suspend a healthy integration.
 """
 
@@ -15,11 +15,11 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from deliveries import conf
-from deliveries.breaker import metrics, rules
-from deliveries.endpoints import operational_events
+from deliveries import conf, metrics
+from deliveries.endpoints import operational_events, suspension_rules
 from deliveries.endpoints.lifecycle import endpoint_suspend
 from deliveries.models import Endpoint, EndpointState
+from deliveries.pipeline.emit import emit
 from deliveries.signals import endpoint_suspended
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def endpoint_suspend_if_failing(*, endpoint_id: UUID, row: Mapping[str, Any]) ->
     window = row["suspend_window_seconds"]
     threshold = settings.suspend_after_failures if threshold is None else threshold
     window = settings.suspend_window_seconds if window is None else window
-    if not rules.should_suspend(
+    if not suspension_rules.should_suspend(
         consecutive_failures=row["consecutive_failures"],
         failing_since=row["failing_since"],
         now=timezone.now(),
@@ -61,10 +61,6 @@ def endpoint_suspend_automatically(*, endpoint_id: UUID, reason: str) -> bool:
         if not endpoint_suspend(endpoint_id=endpoint_id, reason=reason):
             return False
         endpoint = Endpoint.objects.get(pk=endpoint_id)
-        # Here, not at the top: emitting imports the fan-out, which imports the breaker,
-        # which imports this module.
-        from deliveries.pipeline.emit import emit
-
         emit(
             operational_events.ENDPOINT_SUSPENDED,
             {

@@ -60,7 +60,7 @@ def batch_size() -> int:
     return conf.get().replay_batch_size
 
 
-def replay_validate(filters: ReplayFilters) -> None:
+def replay_check(filters: ReplayFilters) -> None:
     if timezone.is_naive(filters.since) or timezone.is_naive(filters.until):
         raise ReplayInvalid("since", "since and until must carry a time zone")
     if filters.since >= filters.until:
@@ -138,7 +138,7 @@ def _subscribers_now(event: Event, endpoints: list[Endpoint]) -> list[Endpoint]:
 
 def replay_preview(*, filters: ReplayFilters) -> ReplayPreview:
     """Count what a replay would send, without writing anything (one query per type)."""
-    replay_validate(filters)
+    replay_check(filters)
     endpoints = _target_endpoints(filters)
     per_type = _events(filters).values("type", "tenant").annotate(n=Count("id")).order_by()
     events = deliveries = 0

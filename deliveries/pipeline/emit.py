@@ -18,7 +18,7 @@ from webhooks_core import tenants, tracing
 from webhooks_core.jsonchecks.text import unstorable_text
 
 
-class EventValidationError(ValueError):
+class EventRefused(ValueError):
     """The event cannot be emitted as given; nothing was written."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -42,39 +42,39 @@ def _validate(
 ) -> int:
     """Check the arguments; returns the version to store."""
     if not isinstance(type, str) or not type.strip():
-        raise EventValidationError("type", "must be a non-empty string")
+        raise EventRefused("type", "must be a non-empty string")
     if len(type) > MAX_TYPE_LENGTH or not EVENT_TYPE.match(type):
-        raise EventValidationError(
+        raise EventRefused(
             "type",
             f"must be at most {MAX_TYPE_LENGTH} letters, digits and . _ : - (e.g. invoice.paid)",
         )
     if version is not None and (
         isinstance(version, bool) or not isinstance(version, int) or version < 1
     ):
-        raise EventValidationError("version", "must be a positive integer")
+        raise EventRefused("version", "must be a positive integer")
     if occurred_at is not None and (
         not isinstance(occurred_at, datetime) or timezone.is_naive(occurred_at)
     ):
-        raise EventValidationError("occurred_at", "must be a timezone-aware datetime")
+        raise EventRefused("occurred_at", "must be a timezone-aware datetime")
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)
         or not 0 < len(idempotency_key) <= 255
         or not idempotency_key.isprintable()
     ):
-        raise EventValidationError("idempotency_key", "must be 1 to 255 printable characters")
+        raise EventRefused("idempotency_key", "must be 1 to 255 printable characters")
     if ordering_key is not None and (
         not isinstance(ordering_key, str)
         or not 0 < len(ordering_key) <= 255
         or not ordering_key.isprintable()
     ):
-        raise EventValidationError("ordering_key", "must be 1 to 255 printable characters")
+        raise EventRefused("ordering_key", "must be 1 to 255 printable characters")
     try:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise EventValidationError("data", f"is not JSON-serialisable ({exc})") from None
+        raise EventRefused("data", f"is not JSON-serialisable ({exc})") from None
     problem = unstorable_text(data)
     if problem:
-        raise EventValidationError("data", problem)
+        raise EventRefused("data", problem)
     return _check_against_catalogue(type, data, version)
 
 
@@ -83,19 +83,19 @@ def _check_against_catalogue(type: str, data: Any, version: int | None) -> int:
     event_type = catalogue.get(type)
     if event_type is None:
         if conf.get().require_declared_types:
-            raise EventValidationError(
+            raise EventRefused(
                 "type", f"{type!r} is not a declared event type (see the event-type catalogue)"
             )
         return version or 1
     newest = event_type.newest.number
     if version is not None and version != newest:
         # Older versions are built from the newest for the endpoints pinned to them.
-        raise EventValidationError(
+        raise EventRefused(
             "version", f"{type} is emitted in its newest version, {newest}, not {version}"
         )
     problem = event_type.problem(data, newest)
     if problem:
-        raise EventValidationError(*problem)
+        raise EventRefused(*problem)
     return newest
 
 
@@ -119,7 +119,7 @@ def emit(
 
     With ``idempotency_key``, a second call with the same key for the same tenant returns
     the first event and writes nothing (keys are unique per tenant; the events without a
-    tenant are a scope of their own). Invalid arguments raise ``EventValidationError``
+    tenant are a scope of their own). Invalid arguments raise ``EventRefused``
     and write nothing: an undeclared type, data that fails the type's schema
     (``.field`` names the spot, e.g. ``data.amount``), a version other than the newest.
     Events with the same ``ordering_key`` reach endpoints that ask for ordered delivery
@@ -135,11 +135,9 @@ def emit(
     """
     tenant_problem = tenants.problem(tenant)
     if tenant_problem:
-        raise EventValidationError("tenant", tenant_problem)
+        raise EventRefused("tenant", tenant_problem)
     if traceparent is not None and not tracing.is_valid(traceparent):
-        raise EventValidationError(
-            "traceparent", "must be a W3C traceparent (00-<trace>-<span>-<flags>)"
-        )
+        raise EventRefused("traceparent", "must be a W3C traceparent (00-<trace>-<span>-<flags>)")
     attributes = {"webhooks.event.type": type if isinstance(type, str) else None}
     with tracing.span(
         "webhooks emit", kind="PRODUCER", traceparent=traceparent, attributes=attributes

@@ -19,8 +19,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from deliveries.pipeline.owner.connections import give_back_pooled_connection
 from deliveries.pipeline.record import Round, record_rounds
+from webhooks_core.db.connections import give_back_pooled_connection
 
 # The most rounds one transaction writes (a bound on its statements' size).
 MAX_ROUNDS_PER_BATCH = 200

@@ -447,7 +447,7 @@ def endpoint_test(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
 
 @require_POST
 @portal_view
-def endpoint_validate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+def endpoint_check(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     """The CloudEvents handshake again (the target consents, then waiting deliveries go)."""
     endpoint = _endpoint(tenant, pk)
     try:

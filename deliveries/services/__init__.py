@@ -14,6 +14,7 @@ later.
 from deliveries.endpoints.lifecycle import (
     EndpointInvalid,
     EndpointNotEnableable,
+    endpoint_check,
     endpoint_create,
     endpoint_resume,
     endpoint_rotate_secret,
@@ -23,7 +24,6 @@ from deliveries.endpoints.lifecycle import (
     endpoint_tenant_enable,
     endpoint_tenant_may_enable,
     endpoint_update,
-    endpoint_validate,
 )
 from deliveries.endpoints.options import endpoint_public_key, endpoint_rotate_signing_key
 from deliveries.endpoints.removal import endpoint_delete
@@ -64,7 +64,7 @@ from deliveries.operator.tenant_settings import (
     tenant_retention,
     tenant_settings_set,
 )
-from deliveries.pipeline.emit import EventValidationError, emit
+from deliveries.pipeline.emit import EventRefused, emit
 from deliveries.pipeline.fanout import event_fan_out, events_fan_out
 from deliveries.pipeline.owner import WorkResult, endpoint_work, endpoint_work_for_delivery
 from deliveries.pipeline.owner.outcomes import DeliveryOutcome
@@ -92,7 +92,7 @@ __all__ = [
     "EndpointNotActive",
     "EndpointNotEnableable",
     "ErasureInvalid",
-    "EventValidationError",
+    "EventRefused",
     "PortalLinkForbidden",
     "PortalLinkInvalid",
     "PortalSession",
@@ -111,6 +111,7 @@ __all__ = [
     "delivery_cancel",
     "delivery_retry",
     "emit",
+    "endpoint_check",
     "endpoint_create",
     "endpoint_delete",
     "endpoint_pin_versions",
@@ -127,7 +128,6 @@ __all__ = [
     "endpoint_tenant_may_enable",
     "endpoint_test_now",
     "endpoint_update",
-    "endpoint_validate",
     "endpoint_work",
     "endpoint_work_for_delivery",
     "event_fan_out",

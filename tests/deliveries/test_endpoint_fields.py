@@ -66,7 +66,7 @@ def test_a_changed_bound_changes_the_serializer_the_admin_form_and_the_service(
     assert (api.min_value, api.max_value) == (2, 7)
     assert (form.min_value, form.max_value) == (2, 7)  # type: ignore[attr-defined]
     with pytest.raises(services.EndpointInvalid) as raised:
-        services.endpoint_validate(url=URL, event_types=["*"], max_in_flight=8)
+        services.endpoint_check(url=URL, event_types=["*"], max_in_flight=8)
     assert raised.value.errors == {"max_in_flight": ["Must be a number from 2 to 7."]}
 
 

@@ -168,7 +168,7 @@ def test_a_crashed_erasure_is_resumed_by_the_periodic_task() -> None:
     started.refresh_from_db()
     assert started.status == ErasureStatus.RUNNING
     assert sum(started.counts.values()) == 1
-    from deliveries.erasure_tasks import beat_entries, resume_erasures
+    from deliveries.tasks import beat_entries, resume_erasures
 
     assert beat_entries()["deliveries-resume-erasures"]["task"] == "deliveries.erasure.resume"
     assert resume_erasures() == 1
@@ -224,7 +224,7 @@ def test_leases_are_judged_by_the_database_clock_not_the_worker_s() -> None:
 def test_the_run_is_dispatched_on_the_maintenance_queue(
     redis_client: redis.Redis, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from deliveries.erasure_tasks import run_erasure
+    from deliveries.tasks import run_erasure
 
     assert run_erasure.name == messages.RUN_ERASURE_TASK
     assert messages.TASK_QUEUES[messages.RUN_ERASURE_TASK] == run_erasure.queue

@@ -6,6 +6,7 @@ import pytest
 
 from deliveries.breaker import rules
 from deliveries.breaker.rules import BreakerSettings, BreakerVerdict
+from deliveries.endpoints import suspension_rules
 
 NOW = datetime(2026, 4, 15, 12, 0, tzinfo=UTC)
 SETTINGS = BreakerSettings(
@@ -26,7 +27,7 @@ def test_suspension_needs_enough_failures_over_the_window(
     failures: int, since_minutes: int, expected: bool
 ) -> None:
     assert (
-        rules.should_suspend(
+        suspension_rules.should_suspend(
             consecutive_failures=failures,
             failing_since=NOW - timedelta(minutes=since_minutes),
             now=NOW,
@@ -39,8 +40,8 @@ def test_suspension_needs_enough_failures_over_the_window(
 
 def test_suspension_off_or_without_a_streak() -> None:
     common = {"consecutive_failures": 50, "now": NOW, "window_seconds": 0}
-    assert not rules.should_suspend(failing_since=NOW, threshold=0, **common)  # type: ignore[arg-type]
-    assert not rules.should_suspend(failing_since=None, threshold=5, **common)  # type: ignore[arg-type]
+    assert not suspension_rules.should_suspend(failing_since=NOW, threshold=0, **common)  # type: ignore[arg-type]
+    assert not suspension_rules.should_suspend(failing_since=None, threshold=5, **common)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -265,7 +265,7 @@ def test_idempotency_key_returns_the_first_event(celery_worker: object, receiver
     ],
 )
 def test_invalid_events_raise_and_write_nothing(args: tuple[str, Any], field: str) -> None:
-    with pytest.raises(services.EventValidationError) as raised:
+    with pytest.raises(services.EventRefused) as raised:
         services.emit(*args)
     assert raised.value.field == field
     assert not Event.objects.exists()

@@ -64,7 +64,7 @@ def test_invalid_tenant_ids(bad: Any) -> None:
 
 
 def test_emit_refuses_a_bad_tenant_and_writes_nothing() -> None:
-    with pytest.raises(services.EventValidationError) as raised:
+    with pytest.raises(services.EventRefused) as raised:
         services.emit("invoice.paid", {}, tenant="no spaces")
     assert raised.value.field == "tenant"
     assert not Event.objects.exists()

@@ -58,7 +58,7 @@ def test_current_opentelemetry_span_is_captured() -> None:
 
 @pytest.mark.django_db
 def test_emit_refuses_a_malformed_traceparent() -> None:
-    with pytest.raises(services.EventValidationError) as error:
+    with pytest.raises(services.EventRefused) as error:
         services.emit("order.created", {}, traceparent="not-a-trace")
     assert error.value.field == "traceparent"
     assert not Event.objects.exists()

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import redis
 from django.utils import timezone
 
-from deliveries import conf
-from deliveries.breaker import metrics, rules
+from deliveries import conf, metrics
+from deliveries.breaker import rules
 from deliveries.breaker.shared import breaker_settings, health_store
 from deliveries.breaker.transitions import circuit_transition
 from deliveries.endpoints.validation import granted_rate as validation_granted_rate

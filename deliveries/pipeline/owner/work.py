@@ -22,7 +22,6 @@ from django.utils import timezone
 from deliveries import conf
 from deliveries.models import Delivery
 from deliveries.pipeline.owner.claims import endpoint_state, has_due, next_due_in
-from deliveries.pipeline.owner.connections import give_back_pooled_connection
 from deliveries.pipeline.owner.endpoint_view import EndpointView
 from deliveries.pipeline.owner.gate import Gate, endpoint_gate, rate_limit_wait
 from deliveries.pipeline.owner.lanes import Permits, acquire, tasks_wait_for_a_slot, try_acquire
@@ -33,6 +32,7 @@ from deliveries.pipeline.owner.settling import consented_meanwhile, settle_inact
 from deliveries.pipeline.owner.writing import Writer
 from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round
 from deliveries.pipeline.wake import wake_endpoints
+from webhooks_core.db.connections import give_back_pooled_connection
 from webhooks_core.retry_policy import Decision, Verdict
 
 logger = logging.getLogger("deliveries.pipeline.owner")

@@ -11,8 +11,8 @@ from typing import Any
 from django.db import IntegrityError, connection
 
 from deliveries.pipeline.group_commit import record_round
-from deliveries.pipeline.owner.connections import connections_pooled, give_back_pooled_connection
 from deliveries.pipeline.record import Deferral, Result, Round
+from webhooks_core.db.connections import connections_pooled, give_back_pooled_connection
 from webhooks_core.db.sql import aborted_by_a_concurrent_write, tried_again
 from webhooks_core.runtime.cooperative import start_beside
 

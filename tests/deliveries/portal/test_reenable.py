@@ -88,9 +88,9 @@ def test_what_the_tenant_disabled_it_may_enable() -> None:
 
 
 def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
-    endpoint: Receiver,
+    receiver: Receiver,
 ) -> None:
-    ours = endpoint_of("acme", url=endpoint.url + "/acme")
+    ours = endpoint_of("acme", url=receiver.url + "/acme")
     held = delivery_to(ours, DeliveryStatus.PENDING)
     endpoint_suspend_automatically(endpoint_id=ours.pk, reason="20 consecutive failed attempts")
     assert state_of(ours) == (EndpointState.SUSPENDED, StateSetBy.FAILURES)
@@ -106,13 +106,13 @@ def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
     assert "Send a test event first" in text(first)
     assert state_of(ours)[0] == EndpointState.SUSPENDED
 
-    # A test event the endpoint refuses: still not.
-    endpoint.script(503)
+    # A test event the receiver refuses: still not.
+    receiver.script(503)
     failed = text(tenant.post(f"/portal/endpoints/{ours.pk}/test"))
     assert "answered the test event with HTTP 503" in failed
-    [probe] = endpoint.wait_for(1)
-    assert probe.headers["X-Webhook-Event"] == "webhook.test"
-    assert "v1=" in probe.headers["X-Webhook-Signature"]
+    [sent] = receiver.wait_for(1)
+    assert sent.headers["X-Webhook-Event"] == "webhook.test"
+    assert "v1=" in sent.headers["X-Webhook-Signature"]
     assert tenant.post(f"/portal/endpoints/{ours.pk}/state", {"state": "active"}).status_code == 403
 
     # One it answers 2xx: now the tenant may resume, and what was held goes out.
@@ -124,13 +124,13 @@ def test_a_suspension_of_the_failures_lifts_after_a_test_event_answered_2xx(
     assert state_of(ours) == (EndpointState.ACTIVE, StateSetBy.NOBODY)
     held.refresh_from_db()
     assert held.status == DeliveryStatus.PENDING
-    # The probes wrote no delivery or event.
+    # The test events wrote no delivery or event.
     assert not Event.objects.filter(type="webhook.test").exists()
     assert Delivery.objects.filter(endpoint=ours).count() == 1
 
 
-def test_a_new_suspension_voids_an_earlier_successful_test(endpoint: Receiver) -> None:
-    ours = endpoint_of("acme", url=endpoint.url + "/acme")
+def test_a_new_suspension_voids_an_earlier_successful_test(receiver: Receiver) -> None:
+    ours = endpoint_of("acme", url=receiver.url + "/acme")
     endpoint_suspend_automatically(endpoint_id=ours.pk, reason="failing")
     tenant = portal_client("acme")
     tenant.post(f"/portal/endpoints/{ours.pk}/test")
