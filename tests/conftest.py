@@ -20,12 +20,14 @@ from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
-from tests.receiver import Receiver
 from tests.services import require_services
 from webhooks_core.runtime.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
 ALL_QUEUES = list(QUEUES)
+
+# Every test's fixtures and factories: one module, tests/fixtures.py.
+pytest_plugins = ["tests.fixtures"]
 
 
 _real_getaddrinfo = socket.getaddrinfo
@@ -160,12 +162,6 @@ def celery_worker(
     # (`CONN_MAX_AGE`) to the cycle collector: collected now, else they pile up across
     # the suite until PostgreSQL refuses new clients.
     gc.collect()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver.running() as server:
-        yield server
 
 
 @pytest.fixture

@@ -11,13 +11,14 @@ from prometheus_client import REGISTRY, generate_latest
 from deliveries import metrics, services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
-from tests.deliveries.test_health import (
+from tests.deliveries.helpers import (
+    delivery_row,
     emit_and_wait_for_arrivals,
     max_in_any_window,
+    owner_at_work,
     succeeded_count,
 )
-from tests.deliveries.test_owner import delivery_row, owner_at_work
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -26,9 +26,10 @@ from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source
 from receivers.services import InboxOutcome, dispatch, lease_keeper
 from tests.conftest import wait_until
+from tests.fixtures import MakeSource
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
-from tests.receivers.conftest import MakeSource, post
+from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_project.celery import app as celery_app
 

@@ -1,30 +1,15 @@
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from receivers import services
-from receivers.models import InboxEvent, InboxStatus, Source
-from tests.receivers.conftest import MakeSource
+from receivers.models import InboxEvent, InboxStatus
+from tests.fixtures import MakeSource
+from tests.receivers.helpers import row
 
 pytestmark = pytest.mark.django_db
-
-
-def row(source: Source, status: str, age_days: float = 0, **fields: Any) -> InboxEvent:
-    received = timezone.now() - timedelta(days=age_days)
-    return InboxEvent.objects.create(
-        source=source,
-        event_id=f"e{InboxEvent.objects.count()}",
-        type="t",
-        status=status,
-        raw_body=b"{}",
-        payload={},
-        received_at=received,
-        next_attempt_at=fields.pop("next_attempt_at", received),
-        **fields,
-    )
 
 
 def test_due_rows_without_a_message_are_dispatched_once(make_source: MakeSource) -> None:
