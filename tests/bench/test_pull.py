@@ -11,7 +11,7 @@ from bench import pull
 from bench.__main__ import FULL, SCENARIOS
 from bench.common import Row
 from bench.scenarios import Latency, Measured, Throughput
-from tests.deliveries.polling.test_consumer_api import WEB_ENV, emit
+from tests.deliveries.polling.helpers import WEB_ENV, emit
 from tests.helpers import procfile_web
 
 ARGS = argparse.Namespace(**FULL)

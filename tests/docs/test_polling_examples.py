@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from deliveries.models import ApiToken, Delivery, PollConsumer
+from deliveries.models import Delivery, PollConsumer
 from tests.conftest import wait_until
-from tests.deliveries.polling.test_consumer_api import (
+from tests.deliveries.polling.helpers import (
     WEB_ENV,
     create_poll_endpoint,
     delivered,
@@ -47,11 +47,6 @@ def snippets() -> dict[str, str]:
 def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with procfile_web(tmp_path_factory.mktemp("web"), **WEB_ENV) as (base, _):
         yield base
-
-
-@pytest.fixture
-def operator() -> str:
-    return ApiToken.issue("tests")[1]
 
 
 def node_modules() -> Path:
@@ -113,10 +108,10 @@ def test_the_page_has_both_examples() -> None:
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("language", sorted(COMMANDS))
 def test_the_example_reads_verifies_long_polls_and_commits(
-    language: str, web: str, operator: str, tmp_path: Path
+    language: str, web: str, token: str, tmp_path: Path
 ) -> None:
     command = COMMANDS[language](tmp_path)
-    endpoint = create_poll_endpoint(web, operator)
+    endpoint = create_poll_endpoint(web, token)
     ids = emit(3)
     delivered(endpoint["id"], 3)
     consumer = start(command, tmp_path, endpoint, endpoint["secret"])
@@ -146,10 +141,10 @@ def test_the_example_reads_verifies_long_polls_and_commits(
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("language", sorted(COMMANDS))
 def test_the_example_stops_at_a_message_it_cannot_verify(
-    language: str, web: str, operator: str, tmp_path: Path
+    language: str, web: str, token: str, tmp_path: Path
 ) -> None:
     command = COMMANDS[language](tmp_path)
-    endpoint = create_poll_endpoint(web, operator)
+    endpoint = create_poll_endpoint(web, token)
     emit(1)
     delivered(endpoint["id"], 1)
     consumer = start(command, tmp_path, endpoint, signing.generate_secret())

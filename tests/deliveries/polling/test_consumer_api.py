@@ -6,17 +6,14 @@ of three members with expiring leases, and a push endpoint's catch-up key."""
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from deliveries import services
 from deliveries.models import (
     Attempt,
     Delivery,
@@ -26,14 +23,18 @@ from deliveries.models import (
     PollRecord,
 )
 from deliveries.pipeline.sweep import sweep
-from deliveries.polling import feed, positions
+from deliveries.polling import positions
 from tests.conftest import wait_until
+from tests.deliveries.polling.helpers import (
+    WEB_ENV,
+    create_poll_endpoint,
+    delivered,
+    emit,
+    http,
+)
 from tests.helpers import procfile_web
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# The web process knows the event types the tests emit.
-WEB_ENV = {"WEBHOOKS_EVENT_TYPE_MODULES": "tests.event_catalogue"}
 
 
 @pytest.fixture(scope="module")
@@ -41,53 +42,6 @@ def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # After the test database exists: the process is pointed at it.
     with procfile_web(tmp_path_factory.mktemp("web"), **WEB_ENV) as (base, _):
         yield base
-
-
-def http(
-    url: str,
-    key: str | None,
-    method: str = "GET",
-    body: Any = None,
-    headers: dict[str, str] | None = None,
-    timeout: float = 40,
-) -> tuple[int, Any, dict[str, str]]:
-    sent = {"Content-Type": "application/json", **(headers or {})}
-    if key:
-        sent["Authorization"] = f"Bearer {key}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return response.status, json.loads(response.read()), dict(response.headers)
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null"), dict(error.headers)
-
-
-def create_poll_endpoint(web: str, token: str) -> dict[str, Any]:
-    status, created, _ = http(
-        f"{web}/api/v1/endpoints",
-        token,
-        "POST",
-        {"mode": "poll", "event_types": ["invoice.paid"]},
-    )
-    assert status == 201, created
-    return dict(created)
-
-
-def emit(count: int) -> list[str]:
-    return [
-        str(services.emit("invoice.paid", {"invoice": f"in_{n}", "amount": n}).pk)
-        for n in range(count)
-    ]
-
-
-def delivered(endpoint_id: str, count: int) -> None:
-    """Wait until the fan-out's rows are in the feed: a row is read once every older
-    transaction of the database cluster has ended (other tests' too)."""
-    wait_until(
-        lambda: len(feed.rows_after(UUID(endpoint_id), positions.START, 250)) >= count,
-        what="the fan-out",
-    )
 
 
 def read_all(url: str, key: str, count: int) -> list[dict[str, Any]]:
