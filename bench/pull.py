@@ -96,16 +96,21 @@ def web(log: Path) -> Iterator[str]:
 
 def read_backlog(poll_url: str, key: str, count: int, timeout: float) -> Backlog:
     """One consumer reads from the feed's start, page after page of `PAGE`, until
-    `count` messages came (or `timeout`); each page's iterator asks for the next."""
+    `count` messages came (or `timeout`); each page's iterator asks for the next. The
+    reading starts once the backlog is visible (a row is, once every older transaction
+    of the database cluster has ended)."""
+    deadline = time.monotonic() + timeout
     with requests.Session() as session:
         session.headers["Authorization"] = f"Bearer {key}"
         # Not timed: each gunicorn worker's first request imports and connects.
-        for _ in range(4):
-            session.get(poll_url, params={"limit": 1}, timeout=30).raise_for_status()
+        warm = 0
+        while warm < 4 and time.monotonic() < deadline:
+            first = session.get(poll_url, params={"limit": 1}, timeout=30)
+            first.raise_for_status()
+            warm += 1 if first.json()["data"] else 0
         messages = pages = 0
         iterator = ""
         started = time.perf_counter()
-        deadline = time.monotonic() + timeout
         while messages < count and time.monotonic() < deadline:
             params: dict[str, Any] = {"limit": PAGE}
             if iterator:
@@ -116,8 +121,6 @@ def read_backlog(poll_url: str, key: str, count: int, timeout: float) -> Backlog
             messages += len(page["data"])
             pages += 1
             iterator = page["iterator"]
-            if not page["data"] and page["done"]:
-                break
         return Backlog(messages, pages, time.perf_counter() - started)
 
 

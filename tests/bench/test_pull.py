@@ -11,7 +11,7 @@ from bench import pull
 from bench.__main__ import FULL, SCENARIOS
 from bench.common import Row
 from bench.scenarios import Latency, Measured, Throughput
-from tests.deliveries.polling.helpers import WEB_ENV, emit
+from tests.deliveries.polling.helpers import WEB_ENV, delivered, emit
 from tests.helpers import procfile_web
 
 ARGS = argparse.Namespace(**FULL)
@@ -69,6 +69,7 @@ def test_the_consumers_read_a_backlog_and_long_poll_through_the_web_process(
     endpoint, key = pull.poll_endpoint("invoice.paid")
     poll_url = f"{web}/api/v1/poll/{endpoint.pk}"
     pull.write_backlog(endpoint, "invoice.paid", 250)
+    delivered(str(endpoint.pk), 250)
 
     read = pull.read_backlog(poll_url, key, 250, timeout=60)
 
