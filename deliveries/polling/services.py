@@ -183,7 +183,7 @@ def long_poll(read: Callable[[], Page], *, endpoint_id: UUID, key: str, wait: fl
         return read()
     deadline = time.monotonic() + wait
     with waiters.hub().waiting(str(endpoint_id), key) as event:
-        noticed = False
+        reads_since_notice: int | None = None
         while True:
             # Cleared before the read: a notice that comes during it is not lost.
             event.clear()
@@ -192,7 +192,12 @@ def long_poll(read: Callable[[], Page], *, endpoint_id: UUID, key: str, wait: fl
             if page.data or remaining <= 0:
                 return page
             _release_connection()
-            noticed = event.wait(min(remaining, waiters.recheck_interval(noticed=noticed)))
+            interval = waiters.recheck_interval(reads_since_notice=reads_since_notice)
+            if event.wait(min(remaining, interval)):
+                reads_since_notice = 0
+            elif reads_since_notice is not None:
+                # A notice came but its message is not visible yet: read again soon.
+                reads_since_notice += 1
 
 
 def _release_connection() -> None:
