@@ -35,7 +35,7 @@ def test_a_message_visible_after_its_notice_is_read_soon(monkeypatch: pytest.Mon
 
     def read() -> Any:
         reads.append(time.monotonic())
-        data = ["message"] if visible_at and time.monotonic() >= visible_at[0] else []
+        data = [{"id": "message"}] if visible_at and time.monotonic() >= visible_at[0] else []
         return services.Page(data=data, iterator="it", done=not data)
 
     answer: dict[str, Any] = {}
@@ -54,6 +54,6 @@ def test_a_message_visible_after_its_notice_is_read_soon(monkeypatch: pytest.Mon
     waiters.notify([endpoint_id])
     waiter.join(10)
 
-    assert answer["page"].data == ["message"]
+    assert answer["page"].data == [{"id": "message"}]
     # Read within the back-off's second of becoming visible, not at the 5 s safety recheck.
     assert answer["at"] - visible_at[0] < 1.5
