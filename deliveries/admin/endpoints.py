@@ -47,6 +47,34 @@ from webhooks_core.web.secrets_page import ShownSecret, secrets_page
 POLLING = "(polling endpoint)"
 #: The read-only fields of a feed: a polling endpoint's, or a push endpoint's catch-up one.
 FEED_FIELDS = ["poll_feed", "poll_consumers", "recent_polls"]
+#: What only a push endpoint has (sending, its target's health): not on a polling
+#: endpoint's page, where its consumer reads and nothing is sent.
+PUSH_ONLY = frozenset(
+    {
+        "url",
+        "masked_url",
+        "custom_headers",
+        "secret_headers",
+        "ordered_delivery",
+        "validation",
+        *(rule.name for rule in field_rules.NUMERIC),
+        *auth_forms.OAUTH2_FIELDS,
+        *field_rules.TLS_FIELDS,
+        "masked_token_url",
+        "consecutive_failures",
+        "last_success_at",
+        "last_failure_at",
+        "failing_since",
+        "circuit_state",
+        "circuit_changed_at",
+        "test_events",
+        "validation_state",
+        "validation_reason",
+        "validation_checked_at",
+        "validation_next_at",
+        "validation_allowed_rate",
+    }
+)
 #: Characters of an iterator a table shows (the whole of it in the cell's title).
 ITERATOR_WIDTH = 24
 
@@ -148,9 +176,6 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     class Meta:
         model = Endpoint
         fields = list(field_rules.CONFIG_FIELDS)
-        # The model's `mode` is not editable (set on creation only): the declared field
-        # above takes it, and the admin's field list naming it must not reach the model's.
-        exclude = ["mode"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -229,6 +254,9 @@ class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     form = EndpointForm
+    # The model's `mode` is not editable (set on creation only): the form's declared field
+    # takes it, and the admin's field list naming it must not reach the model's.
+    exclude = ["mode"]
     list_display = [
         "target",
         "mode",
@@ -314,7 +342,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         # How it gets its events first: everything else reads in that light.
         fields.remove("mode")
         if obj is not None and obj.mode == EndpointMode.POLL:
-            fields = [n for n in fields if n not in ("url", "masked_url")]
+            fields = [n for n in fields if n not in PUSH_ONLY]
         fields.insert(0, "mode")
         if obj is not None and _has_feed(obj):
             feed = [n for n in fields if n in FEED_FIELDS]
@@ -336,6 +364,12 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         return url_masked(token_url) if token_url else "-"
 
     # --- add and change: through the services ------------------------------------------
+
+    def get_inlines(self, request: HttpRequest, obj: Endpoint | None) -> Any:
+        # A polling endpoint has no circuit: nothing is sent to it.
+        if obj is not None and obj.mode == EndpointMode.POLL:
+            return []
+        return super().get_inlines(request, obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
