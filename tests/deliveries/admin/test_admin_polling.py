@@ -223,3 +223,12 @@ def test_rotating_poll_keys_shows_them_once_and_logs_no_key(
     assert keys.endpoint_of_key(key) == polled
     viewing = act(viewer, "rotate_poll_key", [polled.pk], confirm="yes")
     assert not KEY.search(viewing.content.decode())
+
+
+@pytest.mark.django_db
+def test_a_test_event_goes_into_a_polling_endpoints_feed(operator: Client) -> None:
+    endpoint = poll_endpoint()
+    act(operator, "send_test_event", [endpoint.pk])
+    delivery = Delivery.objects.get(endpoint=endpoint)
+    # Nothing to send it to: its consumer reads it (no owner claims this state).
+    assert (delivery.event.type, delivery.status) == ("webhook.test", DeliveryStatus.AVAILABLE)
