@@ -7,41 +7,17 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import User
 from django.test import Client
-from django.utils import timezone
 
 from deliveries import services
 from deliveries.endpoints.principals import OPERATOR
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event, PollRecord
-from deliveries.polling import feed, keys, positions
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, PollRecord
+from deliveries.polling import keys
 from deliveries.polling import services as polling
-from tests.conftest import wait_until
-from tests.deliveries.admin.helpers import staff_in
+from tests.deliveries.helpers import available_rows
 
 ADMIN = "/admin/deliveries"
 KEY = re.compile(r"whpoll_[A-Za-z0-9_-]+")
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def superuser() -> Client:
-    return client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
-
-
-@pytest.fixture
-def operator() -> Client:
-    return client_for(staff_in("operators"))
-
-
-@pytest.fixture
-def viewer() -> Client:
-    return client_for(staff_in("viewers"))
 
 
 def endpoint_form(**overrides: str) -> dict[str, str]:
@@ -130,25 +106,10 @@ def test_endpoint_check_takes_a_polling_endpoint_without_url() -> None:
         services.endpoint_check(endpoint=polled, url="https://x.example.com/h")
 
 
-def _feed(endpoint: Endpoint, count: int) -> None:
-    for n in range(count):
-        event = Event.objects.create(
-            type="invoice.paid",
-            occurred_at=timezone.now(),
-            data={"invoice": f"in_{n}"},
-            fanned_out_at=timezone.now(),
-        )
-        Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
-    wait_until(
-        lambda: len(feed.rows_after(endpoint.pk, positions.START, 250)) >= count,
-        what="the rows in the feed",
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_polling_endpoints_page_shows_its_consumers_lag_and_polls(viewer: Client) -> None:
     endpoint = poll_endpoint()
-    _feed(endpoint, 4)
+    available_rows(endpoint, 4)
     page = polling.group_read(endpoint=endpoint, name="billing", limit=1)
     polling.group_commit(endpoint=endpoint, name="billing", iterator=page.iterator)
     polling.feed_read(endpoint=endpoint, limit=2)
@@ -226,7 +187,7 @@ def test_rotating_poll_keys_shows_them_once_and_logs_no_key(
 
 
 @pytest.mark.django_db
-def test_a_test_event_goes_into_a_polling_endpoints_feed(operator: Client) -> None:
+def test_a_test_event_goes_into_a_polling_endpointsavailable_rows(operator: Client) -> None:
     endpoint = poll_endpoint()
     act(operator, "send_test_event", [endpoint.pk])
     delivery = Delivery.objects.get(endpoint=endpoint)

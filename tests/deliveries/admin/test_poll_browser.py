@@ -3,76 +3,25 @@ live admin: its page (poll URL, consumer groups with lag, recent polls) and a ro
 its key shown once on the secrets page.
 
 Uses Debian's `chromium`; skipped when it is missing. Screenshots land in
-var/screenshots/; with UPDATE_DOCS_SCREENSHOTS=1 the documented ones also in
-docs/screenshots/.
+var/screenshots/; with UPDATE_DOCS_SCREENSHOTS=1 the documented one also in
+docs/screenshots/ (tests/deliveries/admin/browser.py).
 """
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from deliveries.endpoints.principals import OPERATOR
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.polling import feed, keys, positions
+from deliveries.polling import keys
 from deliveries.polling import services as polling
-from tests.conftest import wait_until
+from tests.browser import SCREENSHOTS, require_chromium
+from tests.deliveries.admin.browser import shot
+from tests.deliveries.helpers import available_rows
 
-ROOT = Path(__file__).resolve().parents[3]
-SCREENSHOTS = ROOT / "var" / "screenshots"
-DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
-#: The ones the documentation shows (the others are for looking at a run).
-DOCUMENTED = {"poll-endpoint"}
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            context = browser.new_context(viewport={"width": 1600, "height": 900})
-            context.set_default_timeout(20_000)
-            yield context.new_page()
-        finally:
-            browser.close()
-
-
-def shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    if name in DOCUMENTED and os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
-        shutil.copyfile(SCREENSHOTS / f"{name}.png", DOCS_SCREENSHOTS / f"{name}.png")
-
-
-def events_for(endpoint: Endpoint, count: int) -> None:
-    for n in range(count):
-        event = Event.objects.create(
-            type="invoice.paid",
-            occurred_at=timezone.now(),
-            data={"invoice": f"in_{n}"},
-            fanned_out_at=timezone.now(),
-        )
-        Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
-    wait_until(
-        lambda: len(feed.rows_after(endpoint.pk, positions.START, 250)) >= count,
-        what="the rows in the feed",
-    )
 
 
 def test_an_operator_looks_at_a_polling_endpoint_in_a_real_browser(
@@ -82,7 +31,7 @@ def test_an_operator_looks_at_a_polling_endpoint_in_a_real_browser(
     endpoint = polling.endpoint_create_with_key(
         principal=OPERATOR, url="", mode="poll", event_types=["invoice.*"], description="ledger"
     ).endpoint
-    events_for(endpoint, 6)
+    available_rows(endpoint, 6)
     for name, take in (("ledger-sync", 4), ("audit-export", 1)):
         read = polling.group_read(endpoint=endpoint, name=name, limit=take)
         polling.group_commit(endpoint=endpoint, name=name, iterator=read.iterator)
@@ -111,6 +60,6 @@ def test_an_operator_looks_at_a_polling_endpoint_in_a_real_browser(
     page.wait_for_selector("code.secret")
     key = page.inner_text("code.secret").strip()
     assert keys.endpoint_of_key(key) == endpoint
-    shot(page, "poll-key-shown")
+    page.screenshot(path=str(SCREENSHOTS / "poll-key-shown.png"), full_page=True)
     page.goto(f"{live_server.url}/admin/deliveries/pollrecord/")
     assert page.locator("#result_list tbody tr").count() == 4

@@ -3,79 +3,33 @@ from the portal, read by a consumer over HTTP with the key the page showed once,
 page (consumers, lag, polls) and a rotation of its key.
 
 Uses Debian's `chromium` (never a downloaded browser build); skipped when it is missing.
-Screenshots land in var/screenshots/portal-*.png; with UPDATE_DOCS_SCREENSHOTS=1 they are
-the documented ones are also copied to docs/screenshots/.
+Screenshots land in var/screenshots/portal-*.png; with UPDATE_DOCS_SCREENSHOTS=1 the page
+of the endpoint is also copied to docs/screenshots/.
 """
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from django.utils import timezone
 
 from deliveries import services
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.polling import feed, positions
-from tests.conftest import wait_until
+from deliveries.models import Endpoint
+from tests.browser import SCREENSHOTS, require_chromium
+from tests.deliveries.helpers import available_rows
+from tests.deliveries.portal.browser import new_page, shot
 
-ROOT = Path(__file__).resolve().parents[3]
-SCREENSHOTS = ROOT / "var" / "screenshots"
-DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
-#: The ones the documentation shows (the others are for looking at a run).
-DOCUMENTED = {"poll-endpoint"}
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            context.set_default_timeout(20_000)
-            yield context.new_page()
-        finally:
-            browser.close()
-
-
-def shot(page: Any, name: str) -> None:
+def look(page: Any, name: str) -> None:
+    """A screenshot for a person to look at (not in the documentation)."""
     page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=True)
-    if name in DOCUMENTED and os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
-        shutil.copyfile(SCREENSHOTS / f"portal-{name}.png", DOCS_SCREENSHOTS / f"portal-{name}.png")
 
 
-def events_for(endpoint: Endpoint, count: int) -> None:
-    for n in range(count):
-        event = Event.objects.create(
-            type="invoice.paid",
-            occurred_at=timezone.now(),
-            data={"invoice": f"in_{n}"},
-            fanned_out_at=timezone.now(),
-            tenant=endpoint.tenant,
-        )
-        Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
-    wait_until(
-        lambda: len(feed.rows_after(endpoint.pk, positions.START, 250)) >= count,
-        what="the rows in the feed",
-    )
-
-
-def test_a_tenant_runs_a_polling_endpoint_in_a_real_browser(live_server: Any, page: Any) -> None:
+def test_a_tenant_runs_a_polling_endpoint_in_a_real_browser(live_server: Any, browser: Any) -> None:
+    page = new_page(browser)
     _, token = services.portal_link_create(tenant="acme")
     page.goto(f"{live_server.url}/portal/open/{token}")
     page.click("button:has-text('Open the portal')")
@@ -89,7 +43,7 @@ def test_a_tenant_runs_a_polling_endpoint_in_a_real_browser(live_server: Any, pa
     assert not page.is_visible("#id_auth_type")
     page.fill("#id_description", "warehouse (behind the firewall)")
     page.check('input[name="event_types"][value="invoice.paid"]')
-    shot(page, "add-poll-endpoint")
+    look(page, "add-poll-endpoint")
     page.click("button:has-text('Add the endpoint')")
     page.wait_for_selector("text=Your new polling endpoint")
     key = page.inner_text("#poll-key").strip()
@@ -99,7 +53,7 @@ def test_a_tenant_runs_a_polling_endpoint_in_a_real_browser(live_server: Any, pa
     assert poll_url in page.content()
 
     # Its consumer reads with that key over HTTP: a group commits two, an iterator reads.
-    events_for(endpoint, 5)
+    available_rows(endpoint, 5)
     auth = {"Authorization": f"Bearer {key}"}
     read = requests.get(f"{poll_url}/consumers/billing?limit=2", headers=auth, timeout=10)
     assert read.status_code == 200, read.text
@@ -134,4 +88,4 @@ def test_a_tenant_runs_a_polling_endpoint_in_a_real_browser(live_server: Any, pa
     assert requests.get(poll_url, headers=auth, timeout=10).status_code == 401
     fresh = {"Authorization": f"Bearer {rotated}"}
     assert requests.get(poll_url, headers=fresh, timeout=10).status_code == 200
-    shot(page, "poll-key")
+    look(page, "poll-key")

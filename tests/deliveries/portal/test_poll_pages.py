@@ -6,14 +6,13 @@ import re
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from deliveries import services
 from deliveries.endpoints.principals import Principal
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
-from deliveries.polling import feed, keys, positions
+from deliveries.models import Delivery, Endpoint
+from deliveries.polling import keys
 from deliveries.polling import services as polling
-from tests.conftest import wait_until
+from tests.deliveries.helpers import available_rows
 
 from .helpers import portal_client
 
@@ -35,22 +34,6 @@ def poll_endpoint_of(tenant: str, description: str = "laptop") -> Endpoint:
         description=description,
     )
     return created.endpoint
-
-
-def feed_of(endpoint: Endpoint, count: int) -> None:
-    for n in range(count):
-        event = Event.objects.create(
-            type="invoice.paid",
-            occurred_at=timezone.now(),
-            data={"invoice": f"in_{n}"},
-            fanned_out_at=timezone.now(),
-            tenant=endpoint.tenant,
-        )
-        Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
-    wait_until(
-        lambda: len(feed.rows_after(endpoint.pk, positions.START, 250)) >= count,
-        what="the rows in the feed",
-    )
 
 
 def test_a_tenant_adds_a_polling_endpoint_and_sees_its_key_once(
@@ -100,7 +83,7 @@ def test_a_push_endpoint_still_needs_its_url_and_a_polling_one_takes_none() -> N
 
 def test_a_polling_endpoints_page_shows_its_consumers_lag_and_polls() -> None:
     endpoint = poll_endpoint_of("acme")
-    feed_of(endpoint, 5)
+    available_rows(endpoint, 5)
     page = polling.group_read(endpoint=endpoint, name="billing", limit=2)
     polling.group_commit(endpoint=endpoint, name="billing", iterator=page.iterator)
     polling.group_read(endpoint=endpoint, name="billing", limit=1)  # leased, not committed
