@@ -9,9 +9,6 @@ scrape time. Labels are bounded: endpoint ids and fixed names only.
 
 from prometheus_client import Counter, Gauge, Histogram
 
-# Where scrape-time collectors go (webhooks_core.web.metrics); importable from here as before.
-from webhooks_core.web.metrics import SCRAPE_TIME_REGISTRY as SCRAPE_TIME_REGISTRY
-
 deliveries_total = Counter(
     "webhooks_deliveries_total",
     "Deliveries that reached a final outcome (succeeded, dead_lettered), by endpoint",

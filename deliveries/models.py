@@ -14,11 +14,7 @@ from webhooks_core.crypto import encryption, signing
 from webhooks_core.crypto.secret_rotation import RotatingSecret
 from webhooks_core.db.jobs import LeasedJob
 from webhooks_core.egress.urlmask import masked_url
-
-# Moved to webhooks_core (both apps use them); importable from here as before.
 from webhooks_core.models import ApiToken
-from webhooks_core.models import AuditEntry as AuditEntry
-from webhooks_core.models import hash_api_token as hash_api_token
 from webhooks_core.retry_policy import RetryPolicy
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""Endpoints: health at a glance, suspend/resume, secret rotation and reveal, test events."""
+"""Endpoints: health at a glance, suspend/resume, secret rotation and reveal, test events,
+and a polling endpoint's feed (poll URL, consumer groups, recent polls, its key)."""
 
 from datetime import datetime
 from typing import Any
@@ -24,21 +25,74 @@ from deliveries import selectors, services
 from deliveries.admin.audit import audit
 from deliveries.admin.filters import TenantFilter
 from deliveries.admin.masking import searchable
-from deliveries.endpoints import auth_forms, field_rules, headers, options
+from deliveries.endpoints import auth_forms, field_rules, headers, options, principals
 from deliveries.endpoints.field_rules import CREATE_ONLY, EDITABLE
 from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
 from deliveries.endpoints.url_field import EndpointURLFormField
 from deliveries.models import (
     CircuitTransition,
     Endpoint,
+    EndpointMode,
     EndpointState,
     EnvelopeKind,
     SignatureScheme,
     StateSetBy,
     Validation,
 )
+from deliveries.polling import services as polling
 from webhooks_core.egress.urlmask import masked_url as url_masked
 from webhooks_core.web.secrets_page import ShownSecret, secrets_page
+
+#: What the list and the forms show for a polling endpoint's (empty) URL.
+POLLING = "(polling endpoint)"
+#: The read-only fields of a feed: a polling endpoint's, or a push endpoint's catch-up one.
+FEED_FIELDS = ["poll_feed", "poll_consumers", "recent_polls"]
+#: What only a push endpoint has (sending, its target's health): not on a polling
+#: endpoint's page, where its consumer reads and nothing is sent.
+PUSH_ONLY = frozenset(
+    {
+        "url",
+        "masked_url",
+        "custom_headers",
+        "secret_headers",
+        "ordered_delivery",
+        "validation",
+        *(rule.name for rule in field_rules.NUMERIC),
+        *auth_forms.OAUTH2_FIELDS,
+        *field_rules.TLS_FIELDS,
+        "masked_token_url",
+        "consecutive_failures",
+        "last_success_at",
+        "last_failure_at",
+        "failing_since",
+        "circuit_state",
+        "circuit_changed_at",
+        "test_events",
+        "validation_state",
+        "validation_reason",
+        "validation_checked_at",
+        "validation_next_at",
+        "validation_allowed_rate",
+    }
+)
+#: Characters of an iterator a table shows (the whole of it in the cell's title).
+ITERATOR_WIDTH = 24
+
+
+def _has_feed(endpoint: Endpoint) -> bool:
+    return endpoint.mode == EndpointMode.POLL or bool(endpoint.poll_key_hash)
+
+
+def _short(iterator: str) -> str:
+    return iterator if len(iterator) <= ITERATOR_WIDTH else iterator[: ITERATOR_WIDTH - 1] + "…"
+
+
+def _position(delivery_id: int) -> SafeString | str:
+    """A committed position as the delivery at it (a link to its page), or the start."""
+    if not delivery_id:
+        return "the start"
+    url = reverse("admin:deliveries_delivery_change", args=[delivery_id])
+    return format_html('<a href="{}">delivery #{}</a>', url, delivery_id)
 
 
 class ResumeForm(forms.Form):
@@ -82,7 +136,21 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
     """Translates the admin's fields for `endpoint_create` / `endpoint_update`, which own
     every rule; their refusals come back as this form's field errors."""
 
-    url = EndpointURLFormField(max_length=field_rules.URL_MAX_LENGTH, assume_scheme="https")
+    # Set on creation only (then shown read-only); a form posted without it adds a push one.
+    mode = forms.ChoiceField(
+        choices=EndpointMode.choices,
+        required=False,
+        initial=EndpointMode.PUSH,
+        help_text="Poll: no URL; its consumer reads the events with the key shown once "
+        "after it is added.",
+    )
+    # Not required: a push endpoint needs one, a polling one has none (the service says).
+    url = EndpointURLFormField(
+        max_length=field_rules.URL_MAX_LENGTH,
+        assume_scheme="https",
+        required=False,
+        help_text="Where the events are sent (push). Empty for a polling endpoint.",
+    )
     secret_headers = forms.CharField(
         required=False,
         help_text="Comma-separated names of custom headers to store encrypted and mask on "
@@ -130,6 +198,9 @@ class EndpointForm(auth_forms.DeliveryAuthFields, forms.ModelForm[Endpoint]):
 
     def clean_validation(self) -> str:
         return self.cleaned_data.get("validation") or (self.instance.validation or Validation.NONE)
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or EndpointMode.PUSH
 
     def service_fields(self) -> dict[str, Any]:
         """The cleaned values the services take: all of them on add, the changed ones after."""
@@ -183,8 +254,12 @@ class CircuitTransitionInline(admin.TabularInline[CircuitTransition, Endpoint]):
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     form = EndpointForm
+    # The model's `mode` is not editable (set on creation only): the form's declared field
+    # takes it, and the admin's field list naming it must not reach the model's.
+    exclude = ["mode"]
     list_display = [
-        "url",
+        "target",
+        "mode",
         "tenant",
         "state",
         "consent",
@@ -197,7 +272,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "dead_lettered_deliveries",
         "circuit_state",
     ]
-    list_filter = ["state", "circuit_state", "validation_state", TenantFilter]
+    list_filter = ["state", "mode", "circuit_state", "validation_state", TenantFilter]
     inlines = [CircuitTransitionInline]
     search_fields = ["url", "description", "owner_email", "tenant"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
@@ -239,6 +314,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         "rotate_signing_key",
         "send_test_event",
         "request_validation",
+        "rotate_poll_key",
     ]
 
     # --- view-only staff: credentials in URLs masked (webhooks_core.egress.urlmask) --------------
@@ -250,13 +326,28 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         shown = super().get_list_display(request)
         if self.has_change_permission(request):
             return shown
-        return [self.MASKED.get(name, name) if isinstance(name, str) else name for name in shown]
+        masked = {**self.MASKED, "target": "masked_url"}
+        return [masked.get(name, name) if isinstance(name, str) else name for name in shown]
+
+    @admin.display(description="URL", ordering="url")
+    def target(self, endpoint: Endpoint) -> str:
+        # The list's link: a polling endpoint has no URL to show.
+        return endpoint.url or POLLING
 
     def get_search_fields(self, request: HttpRequest) -> Any:
         return searchable(request, super().get_search_fields(request))
 
     def get_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
-        fields = super().get_fields(request, obj)
+        fields = list(super().get_fields(request, obj))
+        # How it gets its events first: everything else reads in that light.
+        fields.remove("mode")
+        if obj is not None and obj.mode == EndpointMode.POLL:
+            fields = [n for n in fields if n not in PUSH_ONLY]
+        fields.insert(0, "mode")
+        if obj is not None and _has_feed(obj):
+            feed = [n for n in fields if n in FEED_FIELDS]
+            rest = [n for n in fields if n not in FEED_FIELDS]
+            fields = [*rest[:1], *feed, *rest[1:]]
         if obj is None or self.has_change_permission(request, obj):
             return fields
         # In the URL fields' places; the read-only fields' list would repeat them at the end.
@@ -265,7 +356,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     @admin.display(description="URL", ordering="url")
     def masked_url(self, endpoint: Endpoint) -> str:
-        return url_masked(endpoint.url)
+        return url_masked(endpoint.url) if endpoint.url else POLLING
 
     @admin.display(description="OAuth2 token URL")
     def masked_token_url(self, endpoint: Endpoint) -> str:
@@ -274,11 +365,19 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
 
     # --- add and change: through the services ------------------------------------------
 
+    def get_inlines(self, request: HttpRequest, obj: Endpoint | None) -> Any:
+        # A polling endpoint has no circuit: nothing is sent to it.
+        if obj is not None and obj.mode == EndpointMode.POLL:
+            return []
+        return super().get_inlines(request, obj)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         # The tenant is chosen once: the endpoint's deliveries belong to that tenant.
         fields = list(super().get_readonly_fields(request, obj))
         if obj is not None and not self.has_change_permission(request, obj):
             fields += self.MASKED.values()
+        if obj is not None and _has_feed(obj):
+            fields += FEED_FIELDS
         return [*fields, *sorted(CREATE_ONLY)] if obj is not None else fields
 
     @method_decorator(sensitive_post_parameters("custom_headers", *auth_forms.SECRET_FIELDS))
@@ -294,21 +393,32 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
             for notice in saved.notices:
                 self.message_user(request, notice, messages.WARNING)
         else:
-            saved, secret = services.endpoint_create(**fields)
+            created = polling.endpoint_create_with_key(principal=principals.OPERATOR, **fields)
+            saved = created.endpoint
             # For response_add, in this request only: shown once on its own page.
-            request._new_endpoint_secret = secret  # type: ignore[attr-defined]
+            request._new_endpoint_secrets = created  # type: ignore[attr-defined]
         obj.__dict__.update(saved.__dict__)
 
     def response_add(
         self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None
     ) -> HttpResponse:
-        secret = getattr(request, "_new_endpoint_secret", None)
-        if secret is None:
+        created: polling.NewEndpoint | None = getattr(request, "_new_endpoint_secrets", None)
+        if created is None:
             return super().response_add(request, obj, post_url_continue)
+        rows = [self._secret_row(obj, created.secret)]
+        if created.poll_key is not None:
+            rows.append(self._poll_key_row(request, obj, created.poll_key))
+            return self._secrets_page(
+                request,
+                title="Polling endpoint added: its signing secret and poll key",
+                rows=rows,
+                note="Copy them now; they are not shown again (the reveal permission can "
+                "show the signing secret later; a lost poll key is replaced by rotating it).",
+            )
         return self._secrets_page(
             request,
             title="Endpoint added: its signing secret",
-            rows=[self._secret_row(obj, secret)],
+            rows=rows,
             note="Copy it now; it is not shown again (the reveal permission can show it later).",
         )
 
@@ -388,6 +498,73 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
                 )
             )
         return format_html("<ul>{}</ul>", SafeString("".join(lines)))
+
+    # --- detail: a polling endpoint's (or a catch-up) feed ---------------------------------
+
+    @admin.display(description="poll URL")
+    def poll_feed(self, endpoint: Endpoint) -> SafeString:
+        path = polling.poll_path(endpoint.pk)
+        issued = endpoint.poll_key_created_at
+        rotate = reverse("admin:deliveries_endpoint_rotate_poll_key", args=[endpoint.pk])
+        return format_html(
+            '<code id="poll-url">{}</code><br>{} key {}. <a href="{}">Rotate the poll key…</a>',
+            path,
+            "Its consumer's" if endpoint.mode == EndpointMode.POLL else "Catch-up",
+            f"issued {issued:%Y-%m-%d %H:%M:%S %Z}" if issued else "not issued",
+            rotate,
+        )
+
+    @admin.display(description="consumer groups")
+    def poll_consumers(self, endpoint: Endpoint) -> SafeString | str:
+        consumers = polling.consumers_with_lag(endpoint_id=endpoint.pk)
+        if not consumers:
+            return "none yet"
+        rows = [
+            format_html(
+                '<tr class="consumer"><td>{}</td><td>{}</td><td>{}</td>'
+                '<td class="lag">{}</td><td>{}</td></tr>',
+                consumer.name,
+                _position(consumer.position.id),
+                consumer.committed_at.strftime("%Y-%m-%d %H:%M:%S")
+                if consumer.committed_at
+                else "never",
+                consumer.lag,
+                consumer.leased,
+            )
+            for consumer in consumers
+        ]
+        return format_html(
+            '<table id="poll-consumers"><thead><tr><th>group</th><th>committed up to</th>'
+            "<th>committed at</th><th>lag (messages)</th><th>leased, not committed</th>"
+            "</tr></thead><tbody>{}</tbody></table>",
+            SafeString("".join(rows)),
+        )
+
+    @admin.display(description="recent polls")
+    def recent_polls(self, endpoint: Endpoint) -> SafeString | str:
+        polls = selectors.endpoint_recent_polls(endpoint_id=endpoint.pk)
+        every = reverse("admin:deliveries_pollrecord_changelist")
+        link = format_html('<a href="{}?endpoint__id__exact={}">All polls</a>', every, endpoint.pk)
+        if not polls:
+            return format_html("No poll has handed out messages yet. {}", link)
+        rows = [
+            format_html(
+                '<tr class="poll"><td>{}</td><td>{}</td><td>{}</td><td><code title="{}">{}</code>'
+                "</td></tr>",
+                poll.at.strftime("%Y-%m-%d %H:%M:%S"),
+                poll.consumer or "(iterator read)",
+                poll.count,
+                poll.next_iterator,
+                _short(poll.next_iterator),
+            )
+            for poll in polls
+        ]
+        return format_html(
+            '<table id="recent-polls"><thead><tr><th>at</th><th>consumer</th><th>messages</th>'
+            "<th>iterator answered</th></tr></thead><tbody>{}</tbody></table>{}",
+            SafeString("".join(rows)),
+            link,
+        )
 
     # --- permissions of the custom actions ----------------------------------------------
 
@@ -547,6 +724,34 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
                 messages.SUCCESS,
             )
 
+    @admin.action(
+        description="Rotate the poll key (or issue a catch-up key)…", permissions=["rotate_secret"]
+    )
+    def rotate_poll_key(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        if "confirm" not in request.POST:
+            return self._intermediate(
+                request,
+                queryset,
+                "admin/deliveries/endpoint/rotate_poll_key.html",
+                "Rotate poll keys",
+            )
+        return self._poll_keys_rotated(request, list(queryset))
+
+    def _poll_keys_rotated(self, request: HttpRequest, endpoints: list[Endpoint]) -> HttpResponse:
+        rows = [
+            self._poll_key_row(request, e, polling.poll_key_issue(endpoint_id=e.pk))
+            for e in endpoints
+        ]
+        audit(request, endpoints, "Issued a new poll key (the previous one stopped working)")
+        return self._secrets_page(
+            request,
+            title="New poll keys",
+            rows=rows,
+            note="Copy them now; they are not shown again. The previous keys stopped working.",
+        )
+
     def _intermediate(
         self,
         request: HttpRequest,
@@ -577,9 +782,33 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
                 "<uuid:object_id>/reveal-secret/",
                 self.admin_site.admin_view(self.reveal_secret_view),
                 name="deliveries_endpoint_reveal_secret",
-            )
+            ),
+            path(
+                "<uuid:object_id>/rotate-poll-key/",
+                self.admin_site.admin_view(self.rotate_poll_key_view),
+                name="deliveries_endpoint_rotate_poll_key",
+            ),
         ]
         return custom + super().get_urls()
+
+    @method_decorator(sensitive_post_parameters())
+    def rotate_poll_key_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The action for one endpoint, from its page: confirm, then the key shown once."""
+        if not self.has_rotate_secret_permission(request):
+            raise PermissionDenied
+        endpoint = get_object_or_404(Endpoint, pk=object_id)
+        if request.method == "POST":
+            return self._poll_keys_rotated(request, [endpoint])
+        return TemplateResponse(
+            request,
+            "admin/deliveries/endpoint/rotate_poll_key_one.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Rotate the poll key",
+                "opts": self.opts,
+                "endpoint": endpoint,
+            },
+        )
 
     @method_decorator(sensitive_post_parameters())
     def reveal_secret_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -609,7 +838,13 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
         self, endpoint: Endpoint, secret: str, expires_at: datetime | None = None
     ) -> ShownSecret:
         url = reverse("admin:deliveries_endpoint_change", args=[endpoint.pk])
-        return ShownSecret(label=endpoint.url, secret=secret, url=url, expires_at=expires_at)
+        label = endpoint.url or str(endpoint)
+        return ShownSecret(label=label, secret=secret, url=url, expires_at=expires_at)
+
+    def _poll_key_row(self, request: HttpRequest, endpoint: Endpoint, key: str) -> ShownSecret:
+        url = reverse("admin:deliveries_endpoint_change", args=[endpoint.pk])
+        feed = request.build_absolute_uri(polling.poll_path(endpoint.pk))
+        return ShownSecret(label=f"poll key: {feed}", secret=key, url=url)
 
     def _secrets_page(self, request: HttpRequest, **kwargs: Any) -> TemplateResponse:
         return secrets_page(

@@ -11,9 +11,6 @@ from deliveries.api.event_types import EventTypeList
 from deliveries.api.portal import PortalSessionCreate
 from webhooks_core.api.routing import NoSuchPath, OptionalSlashRouter, schema_view
 
-# Importable from here as before (settings and hooks name them by these paths).
-from webhooks_core.api.routing import strip_trailing_slashes as strip_trailing_slashes
-
 app_name = "api"
 
 router = OptionalSlashRouter()

@@ -14,7 +14,7 @@ from rest_framework.serializers import BaseSerializer
 from deliveries import selectors, services
 from deliveries.api import serializers as s
 from deliveries.endpoints import lifecycle, options, principals
-from deliveries.models import Delivery, Endpoint, EndpointMode, Event
+from deliveries.models import Delivery, Endpoint, Event
 from deliveries.polling import services as polling
 from webhooks_core import tracing
 from webhooks_core.api import scoping
@@ -81,18 +81,15 @@ class EndpointViewSet(ApiDefaults, viewsets.ModelViewSet):
         fields["tenant"] = scoping.tenant_for_write(request, fields)
         fields.setdefault("url", "")
         try:
-            endpoint, secret = principals.endpoint_create_by(
-                principal=_principal(request), **fields
-            )
+            created = polling.endpoint_create_with_key(principal=_principal(request), **fields)
         except services.EndpointInvalid as exc:
             raise ValidationError(exc.errors) from None
         except principals.EndpointForbidden as exc:
             raise PermissionDenied(exc.errors) from None
-        extra = {"secret": secret}
-        if endpoint.mode == EndpointMode.POLL:
-            extra["poll_key"] = polling.poll_key_issue(endpoint_id=endpoint.pk)
-            endpoint.refresh_from_db()
-        data = s.EndpointSerializer(endpoint, context={"request": request}).data
+        extra = {"secret": created.secret}
+        if created.poll_key is not None:
+            extra["poll_key"] = created.poll_key
+        data = s.EndpointSerializer(created.endpoint, context={"request": request}).data
         return Response({**data, **extra}, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:

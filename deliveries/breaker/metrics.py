@@ -2,7 +2,7 @@
 
 Counters count what this process did. The breaker's current state is read from PostgreSQL
 when metrics are collected, so every process reports the same, true figure; its collector
-is in ``deliveries.metrics.SCRAPE_TIME_REGISTRY``, which the view serves in both modes.
+is in ``webhooks_core.web.metrics.SCRAPE_TIME_REGISTRY``, which the view serves in both modes.
 """
 
 from collections.abc import Iterator
@@ -11,7 +11,7 @@ from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from deliveries.metrics import SCRAPE_TIME_REGISTRY
+from webhooks_core.web.metrics import SCRAPE_TIME_REGISTRY
 
 CIRCUIT_TRANSITIONS = Counter(
     "webhooks_circuit_transitions_total",

@@ -5,7 +5,7 @@ The model takes its defaults and lengths from here; the API serializer
 (`deliveries.api.serializers`), the admin's form (`deliveries.admin.endpoints`) and the
 portal's form (`deliveries.portal.forms`) build their fields from here; the services
 (`deliveries.endpoints.lifecycle`) check the same rules and own the decision. Change a
-rule here and every one of them follows (`tests/deliveries/test_endpoint_fields.py`).
+rule here and every one of them follows (`tests/deliveries/endpoints/test_field_rules.py`).
 
 A pure module: no ORM, no forms, no serializers.
 """

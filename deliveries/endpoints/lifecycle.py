@@ -88,11 +88,7 @@ def endpoint_create(
         raise TypeError(f"endpoint_create() got unexpected fields {sorted(unknown)}")
     auth = _pop_auth(fields)
     mode = fields.setdefault("mode", EndpointMode.PUSH)
-    if mode not in EndpointMode.values:
-        raise EndpointInvalid({"mode": [f"{mode!r} is not a mode: push or poll."]})
-    polled = mode == EndpointMode.POLL
-    if polled and url:
-        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
+    polled = _polled(mode, url)
     if chosen_by_tenant is True and "validation" not in fields and _is_http(url):
         # WEBHOOKS_PORTAL_ENDPOINT_VALIDATION: a tenant's targets may have to consent.
         fields["validation"] = portal_default()
@@ -244,6 +240,11 @@ def endpoint_check(
     if unknown:
         raise TypeError(f"endpoint_check() got unexpected fields {sorted(unknown)}")
     candidate = Endpoint.objects.get(pk=endpoint.pk) if editing and endpoint else Endpoint()
+    # The same rule as `endpoint_create` and `endpoint_update`: a polling endpoint has no
+    # URL to check, and may not be given one.
+    polled = _polled(fields.get("mode", candidate.mode), fields.get("url") or "")
+    if polled:
+        fields.pop("url", None)
     custom = fields.pop("custom_headers", None)
     marked = fields.pop("secret_headers", None)
     auth = _pop_auth(fields)
@@ -252,7 +253,7 @@ def endpoint_check(
         setattr(candidate, name, value)
     if "url" in fields or not editing:
         candidate.url_chosen_in_portal = chosen_by_tenant
-    changed = set(fields) if editing else {"url", "event_types", *fields}
+    changed = set(fields) if editing else {"event_types", *fields, *(() if polled else ("url",))}
     _apply_and_validate(
         candidate,
         changed=changed,
@@ -262,6 +263,17 @@ def endpoint_check(
         auth=auth,
         chosen_by_tenant=chosen_by_tenant,
     )
+
+
+def _polled(mode: str, url: str) -> bool:
+    """Whether an endpoint of this ``mode`` is a polling one; raise `EndpointInvalid` for
+    an unknown mode, or for a polling endpoint given a URL."""
+    if mode not in EndpointMode.values:
+        raise EndpointInvalid({"mode": [f"{mode!r} is not a mode: push or poll."]})
+    polled = mode == EndpointMode.POLL
+    if polled and url:
+        raise EndpointInvalid({"url": [POLL_HAS_NO_URL]})
+    return polled
 
 
 def _is_http(url: str) -> bool:

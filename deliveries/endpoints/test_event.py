@@ -18,10 +18,18 @@ from deliveries import destinations
 from deliveries.destinations import broker_urls
 from deliveries.destinations.base import Credentials, Kind
 from deliveries.endpoints.validation import ready as validation_ready
-from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
+from deliveries.models import (
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointMode,
+    EndpointState,
+    Event,
+)
 from deliveries.pipeline.event_types import TEST_EVENT_TYPE
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.pipeline.wire import signing_keys
+from deliveries.polling import waiters
 from webhooks_core.egress import deadlines
 
 
@@ -30,7 +38,8 @@ class EndpointNotActive(Exception):
 
 
 def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> Delivery:
-    """Send a `webhook.test` event to this endpoint only, through the normal sending path.
+    """Send a `webhook.test` event to this endpoint only, through the normal sending path
+    (a polling endpoint's: into its feed, for its consumer to read).
 
     The event is written already fanned out, so no other endpoint (not even one subscribed
     to ``*``) receives it, and the sweeper never fans it out later.
@@ -48,14 +57,19 @@ def endpoint_send_test_event(*, endpoint_id: UUID, requested_by: str = "") -> De
             fanned_out_at=now,
             tenant=endpoint.tenant,
         )
+        polled = endpoint.mode == EndpointMode.POLL
         delivery = Delivery.objects.create(
             event=event,
             endpoint=endpoint,
-            status=DeliveryStatus.PENDING,
+            # A polling endpoint's consumer reads it from its feed; nothing is sent.
+            status=DeliveryStatus.AVAILABLE if polled else DeliveryStatus.PENDING,
             next_attempt_at=Now(),  # due by the database's clock, the claims' one
         )
         delivery.refresh_from_db(fields=["next_attempt_at"])
-        transaction.on_commit(lambda: wake_endpoints([endpoint.pk]), robust=True)
+        if polled:
+            transaction.on_commit(lambda: waiters.notify([endpoint.pk]), robust=True)
+        else:
+            transaction.on_commit(lambda: wake_endpoints([endpoint.pk]), robust=True)
     return delivery
 
 

@@ -6,7 +6,8 @@ admin user's id, a command, a portal session), never a secret and no personal da
 
 from typing import Any
 
-from deliveries.models import ApiToken, AuditEntry
+from deliveries.models import ApiToken
+from webhooks_core.models import AuditEntry
 
 PORTAL_SESSION_CREATED = "portal_session.create"
 PORTAL_SECRET_REVEALED = "portal.secret_reveal"  # noqa: S105  (an action name)

@@ -39,7 +39,6 @@ from deliveries.destinations.http_client import oauth2
 from deliveries.models import (
     ApiToken,
     Attempt,
-    AuditEntry,
     CircuitTransition,
     Delivery,
     DeliveryStatus,
@@ -58,6 +57,7 @@ from deliveries.operator.audit import TENANT_ERASED, TENANT_ERASURE_STARTED, aud
 from deliveries.pipeline import payloads
 from deliveries.pipeline.messages import RUN_ERASURE_TASK, dispatch_task
 from webhooks_core import tenants
+from webhooks_core.models import AuditEntry
 
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIME_BUDGET_SECONDS = 20.0

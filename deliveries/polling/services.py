@@ -2,7 +2,8 @@
 
 Reading: `feed_read` (a stateless iterator), `group_read`, `group_commit`, `group_seek`
 (consumer groups), `long_poll` (wraps either read with a wait). Keys: `poll_key_issue`.
-Showing: `consumers_with_lag`, `poll_path`. Every read is limited to one endpoint; the
+Creating: `endpoint_create_with_key` (a polling endpoint with its key). Showing:
+`consumers_with_lag`, `poll_path`. Every read is limited to one endpoint; the
 caller has checked that the key is that endpoint's (`keys.endpoint_of_key`).
 """
 
@@ -13,11 +14,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
 from deliveries import conf as delivery_conf
-from deliveries.models import Endpoint
+from deliveries.endpoints import principals
+from deliveries.models import Endpoint, EndpointMode
 from deliveries.operator.tenant_settings import tenant_retention
 from deliveries.polling import feed, groups, keys, positions, records, waiters
 from deliveries.polling.groups import ConsumerState
@@ -27,9 +29,11 @@ __all__ = [
     "ConsumerState",
     "InvalidIterator",
     "IteratorExpired",
+    "NewEndpoint",
     "NoSigningSecret",
     "Page",
     "consumers_with_lag",
+    "endpoint_create_with_key",
     "feed_read",
     "group_commit",
     "group_read",
@@ -53,6 +57,28 @@ class Page:
     data: list[dict[str, Any]]
     iterator: str
     done: bool
+
+
+@dataclass(frozen=True)
+class NewEndpoint:
+    """An endpoint just created, with what is shown this once: its signing secret and,
+    for a polling endpoint, its consumer's key (None for a push endpoint)."""
+
+    endpoint: Endpoint
+    secret: str
+    poll_key: str | None
+
+
+@transaction.atomic
+def endpoint_create_with_key(*, principal: principals.Principal, **fields: Any) -> NewEndpoint:
+    """`principals.endpoint_create_by`, and a polling endpoint's key in the same
+    transaction: a polling endpoint is never left without one. Raises what it raises."""
+    endpoint, secret = principals.endpoint_create_by(principal=principal, **fields)
+    if endpoint.mode != EndpointMode.POLL:
+        return NewEndpoint(endpoint, secret, None)
+    key = poll_key_issue(endpoint_id=endpoint.pk)
+    endpoint.refresh_from_db()
+    return NewEndpoint(endpoint, secret, key)
 
 
 def poll_key_issue(*, endpoint_id: UUID) -> str:
@@ -183,7 +209,7 @@ def long_poll(read: Callable[[], Page], *, endpoint_id: UUID, key: str, wait: fl
         return read()
     deadline = time.monotonic() + wait
     with waiters.hub().waiting(str(endpoint_id), key) as event:
-        noticed = False
+        reads_since_notice: int | None = None
         while True:
             # Cleared before the read: a notice that comes during it is not lost.
             event.clear()
@@ -192,7 +218,12 @@ def long_poll(read: Callable[[], Page], *, endpoint_id: UUID, key: str, wait: fl
             if page.data or remaining <= 0:
                 return page
             _release_connection()
-            noticed = event.wait(min(remaining, waiters.recheck_interval(noticed=noticed)))
+            interval = waiters.recheck_interval(reads_since_notice=reads_since_notice)
+            if event.wait(min(remaining, interval)):
+                reads_since_notice = 0
+            elif reads_since_notice is not None:
+                # A notice came but its message is not visible yet: read again soon.
+                reads_since_notice += 1
 
 
 def _release_connection() -> None:

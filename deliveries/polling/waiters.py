@@ -29,9 +29,12 @@ logger = logging.getLogger(__name__)
 CHANNEL_PREFIX = "webhooks:poll:"
 #: With the subscriber listening, a waiter still reads again this often.
 SAFETY_RECHECK_SECONDS = 5.0
-#: After a notice whose message was not visible yet (an older transaction still running),
-#: the waiter reads again this often until it is.
+#: After a notice whose message was not visible yet (an older transaction anywhere on the
+#: database server still running), the waiter reads again after this, doubling up to
+#: `AFTER_NOTICE_MAX_SECONDS`, until it is: the message reaches it within about a second of
+#: becoming visible, however long that took.
 AFTER_NOTICE_RECHECK_SECONDS = 0.2
+AFTER_NOTICE_MAX_SECONDS = 1.0
 
 
 class TooManyWaits(Exception):
@@ -159,10 +162,11 @@ def notify(endpoint_ids: Iterable[Any]) -> None:
         logger.warning("poll notices: could not publish", exc_info=True)
 
 
-def recheck_interval(*, noticed: bool) -> float:
-    """How long a waiter waits before reading again."""
-    if noticed:
-        return AFTER_NOTICE_RECHECK_SECONDS
+def recheck_interval(*, reads_since_notice: int | None) -> float:
+    """How long a waiter waits before reading again; `reads_since_notice` is None until a
+    notice came, then counts the reads that found nothing since the last one."""
+    if reads_since_notice is not None:
+        return min(AFTER_NOTICE_RECHECK_SECONDS * 2**reads_since_notice, AFTER_NOTICE_MAX_SECONDS)
     if _hub.listening:
         return SAFETY_RECHECK_SECONDS
     return delivery_conf.poll().recheck_seconds

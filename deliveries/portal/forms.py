@@ -7,11 +7,17 @@ from django.utils import timezone
 
 from deliveries import catalogue
 from deliveries.endpoints import field_rules
-from deliveries.endpoints.auth_forms import DeliveryAuthFields, initial_of
+from deliveries.endpoints.auth_forms import (
+    OAUTH2_FIELDS,
+    DeliveryAuthFields,
+    initial_of,
+    service_changes,
+)
+from deliveries.endpoints.field_rules import TLS_FIELDS
 from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
 from deliveries.endpoints.test_event import TEST_EVENT_TYPE
 from deliveries.endpoints.url_field import EndpointURLFormField
-from deliveries.models import DeliveryStatus, Endpoint
+from deliveries.models import DeliveryStatus, Endpoint, EndpointMode
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 EVERYTHING = "*"
@@ -23,9 +29,30 @@ def event_type_choices() -> list[tuple[str, str]]:
     return [(EVERYTHING, "Every event type, including future ones"), *((n, n) for n in names)]
 
 
+def endpoint_label(endpoint: Endpoint) -> str:
+    return endpoint.description or endpoint.url or "Polling endpoint"
+
+
 class EndpointForm(DeliveryAuthFields):
+    mode = forms.ChoiceField(
+        label="How it gets its events",
+        choices=[
+            (EndpointMode.PUSH, "Push: we send each event to your URL"),
+            (
+                EndpointMode.POLL,
+                "Poll: your consumer reads the events with a key (no public URL needed)",
+            ),
+        ],
+        initial=EndpointMode.PUSH,
+        widget=forms.RadioSelect,
+        # A form posted without it (an older page) adds a push endpoint, as before.
+        required=False,
+    )
+    # Not required here: a push endpoint needs one, a polling one has none (the service
+    # says which).
     url = EndpointURLFormField(
         label="URL",
+        required=False,
         max_length=field_rules.URL_MAX_LENGTH,
         assume_scheme="https",
         help_text="Where we send the webhooks, e.g. https://example.com/webhooks.",
@@ -39,8 +66,16 @@ class EndpointForm(DeliveryAuthFields):
         help_text="Pick at least one.",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    #: What only a push endpoint has: hidden while "poll" is chosen, absent for one.
+    PUSH_ONLY = ("url", *OAUTH2_FIELDS, *TLS_FIELDS)
+
+    def __init__(self, *args: Any, endpoint: Endpoint | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if endpoint is not None:
+            del self.fields["mode"]  # set on creation only
+            if endpoint.mode == EndpointMode.POLL:
+                for name in self.PUSH_ONLY:
+                    del self.fields[name]
         choices = event_type_choices()
         field = self.fields["event_types"]
         assert isinstance(field, forms.MultipleChoiceField)
@@ -50,15 +85,31 @@ class EndpointForm(DeliveryAuthFields):
         field.choices = [*choices, *((p, p) for p in initial if p not in known)]
 
     @classmethod
-    def of(cls, endpoint: Endpoint) -> "EndpointForm":
+    def of(cls, endpoint: Endpoint, data: Any = None) -> "EndpointForm":
         return cls(
+            data,
+            endpoint=endpoint,
             initial={
                 "url": endpoint.url,
                 "description": endpoint.description,
                 "event_types": list(endpoint.event_types),
                 **initial_of(endpoint),
-            }
+            },
         )
+
+    def service_fields(self, *, adding: bool) -> dict[str, Any]:
+        """The cleaned values the services take (a polling endpoint's form has no URL)."""
+        data = self.cleaned_data
+        fields: dict[str, Any] = {
+            "description": data["description"],
+            "event_types": list(data["event_types"]),
+        }
+        if "url" in self.fields:
+            fields["url"] = data["url"] or ""
+        if adding:
+            fields["mode"] = data.get("mode") or EndpointMode.PUSH
+        fields.update(service_changes(self, adding=adding))
+        return fields
 
     def add_service_errors(self, errors: dict[str, list[str]]) -> None:
         for field, messages in errors.items():
@@ -90,7 +141,7 @@ class DeliveryFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         field = self.fields["endpoint"]
         assert isinstance(field, forms.ChoiceField)
-        field.choices = [("", "any"), *((str(e.pk), e.description or e.url) for e in endpoints)]
+        field.choices = [("", "any"), *((str(e.pk), endpoint_label(e)) for e in endpoints)]
 
 
 class RecoverForm(forms.Form):
@@ -102,4 +153,4 @@ class RecoverForm(forms.Form):
         self.fields["since"].help_text = f"Time zone: {timezone.get_current_timezone_name()}."
         field = self.fields["endpoint"]
         assert isinstance(field, forms.ChoiceField)
-        field.choices = [("", "all"), *((str(e.pk), e.description or e.url) for e in endpoints)]
+        field.choices = [("", "all"), *((str(e.pk), endpoint_label(e)) for e in endpoints)]

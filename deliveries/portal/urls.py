@@ -17,6 +17,7 @@ urlpatterns = [
     path("endpoints/<uuid:pk>/delete", views.endpoint_delete, name="endpoint-delete"),
     path("endpoints/<uuid:pk>/secret", views.endpoint_secret, name="endpoint-secret"),
     path("endpoints/<uuid:pk>/rotate", views.endpoint_rotate, name="endpoint-rotate"),
+    path("endpoints/<uuid:pk>/poll-key", views.endpoint_poll_key, name="endpoint-poll-key"),
     path("endpoints/<uuid:pk>/test", views.endpoint_test, name="endpoint-test"),
     path("endpoints/<uuid:pk>/validate", views.endpoint_check, name="endpoint-validate"),
     path("deliveries/", views.delivery_list, name="deliveries"),

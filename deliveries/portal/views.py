@@ -20,9 +20,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from deliveries import catalogue, selectors, services
 from deliveries.endpoints import auth_forms, principals
 from deliveries.endpoints.lifecycle import DEFAULT_ROTATION_GRACE_SECONDS
-from deliveries.models import DeliveryStatus, Endpoint, EndpointState, StateSetBy
+from deliveries.models import DeliveryStatus, Endpoint, EndpointMode, EndpointState, StateSetBy
 from deliveries.pipeline import payloads
 from deliveries.pipeline.rendering import versioned_payload
+from deliveries.polling import services as polling
 from deliveries.portal import access
 from deliveries.portal.access import portal_view
 from deliveries.portal.forms import DeliveryFilterForm, EndpointForm, RecoverForm, RotateForm
@@ -209,24 +210,33 @@ def endpoint_add(request: HttpRequest, tenant: str) -> HttpResponse:
     form = EndpointForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            endpoint, secret = principals.endpoint_create_by(
+            created = polling.endpoint_create_with_key(
                 principal=principals.Principal(tenant=tenant),
-                url=form.cleaned_data["url"],
-                description=form.cleaned_data["description"],
-                event_types=list(form.cleaned_data["event_types"]),
-                **auth_forms.service_changes(form, adding=True),
+                **form.service_fields(adding=True),
             )
         except (services.EndpointInvalid, principals.EndpointForbidden) as exc:
             form.add_service_errors(exc.errors)
         else:
-            _note(tenant, "added endpoint", endpoint.pk)
-            # The secret is shown once, on its own page, never in a redirect or message.
+            _note(tenant, "added endpoint", created.endpoint.pk)
+            # The secret (and a polling endpoint's key) is shown once, on its own page,
+            # never in a redirect or message.
             return _page(
                 request,
                 "secret.html",
-                {"tenant": tenant, "endpoint": endpoint, "secrets": [(secret, None)], "new": True},
+                {
+                    "tenant": tenant,
+                    "endpoint": created.endpoint,
+                    "secrets": [(created.secret, None)],
+                    "new": True,
+                    "poll_key": created.poll_key,
+                    "poll_url": _poll_url(request, created.endpoint),
+                },
             )
     return _endpoint_form_page(request, tenant, form, None)
+
+
+def _poll_url(request: HttpRequest, endpoint: Endpoint) -> str:
+    return request.build_absolute_uri(polling.poll_path(endpoint.pk))
 
 
 def _why(endpoint: Endpoint) -> str:
@@ -254,12 +264,16 @@ def _endpoint_page(
     recent = selectors.endpoint_recent_deliveries(
         selectors.tenant_deliveries(tenant=tenant), endpoint_id=endpoint.pk
     )
+    polled = endpoint.mode == EndpointMode.POLL
+    # A polling endpoint's feed, or a push endpoint's catch-up feed once it has a key.
+    feed = polled or bool(endpoint.poll_key_hash)
     page = _page(
         request,
         "endpoint.html",
         {
             "tenant": tenant,
             "endpoint": endpoint,
+            "polled": polled,
             "recent": recent,
             "why": _why(endpoint),
             "may_enable": services.endpoint_tenant_may_enable(endpoint),
@@ -267,6 +281,9 @@ def _endpoint_page(
             "may_test": endpoint.state == EndpointState.SUSPENDED
             and endpoint.state_set_by == StateSetBy.FAILURES,
             "test_result": test_result,
+            "poll_url": _poll_url(request, endpoint) if feed else None,
+            "consumers": polling.consumers_with_lag(endpoint_id=endpoint.pk) if feed else [],
+            "polls": selectors.endpoint_recent_polls(endpoint_id=endpoint.pk) if feed else [],
         },
         notice_key=notice_key,
     )
@@ -287,17 +304,9 @@ def endpoint_edit(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
     endpoint = _endpoint(tenant, pk)
     if request.method != "POST":
         return _endpoint_form_page(request, tenant, EndpointForm.of(endpoint), endpoint)
-    form = EndpointForm(
-        request.POST,
-        initial={"event_types": list(endpoint.event_types), **auth_forms.initial_of(endpoint)},
-    )
+    form = EndpointForm.of(endpoint, request.POST)
     if form.is_valid():
-        changes: dict[str, Any] = {
-            "url": form.cleaned_data["url"],
-            "description": form.cleaned_data["description"],
-            "event_types": list(form.cleaned_data["event_types"]),
-        }
-        changes.update(auth_forms.service_changes(form, adding=False))
+        changes = form.service_fields(adding=False)
         try:
             saved = principals.endpoint_update_by(
                 principal=principals.Principal(tenant=tenant), endpoint=endpoint, **changes
@@ -418,6 +427,53 @@ def endpoint_rotate(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse
         "choose how long the current secret keeps signing too.",
         button="Rotate the secret",
         form=form,
+        danger=False,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@portal_view
+def endpoint_poll_key(request: HttpRequest, tenant: str, pk: UUID) -> HttpResponse:
+    """A new poll key: a polling endpoint's consumer's, or a push endpoint's catch-up key.
+    Shown once, in the POST's answer; the previous key stops working at once."""
+    endpoint = _endpoint(tenant, pk)
+    polled = endpoint.mode == EndpointMode.POLL
+    if request.method == "POST":
+        key = polling.poll_key_issue(endpoint_id=endpoint.pk)
+        _note(tenant, "issued a new poll key for endpoint", endpoint.pk)
+        endpoint.refresh_from_db()
+        return _page(
+            request,
+            "poll_key.html",
+            {
+                "tenant": tenant,
+                "endpoint": endpoint,
+                "polled": polled,
+                "poll_key": key,
+                "poll_url": _poll_url(request, endpoint),
+            },
+        )
+    replaces = bool(endpoint.poll_key_hash)
+    if polled:
+        title = "Rotate the poll key?"
+        question = (
+            "Your consumer reads this endpoint's events with it. The current key stops "
+            "working at once: give the new one to your consumer."
+        )
+    else:
+        title = "Replace the catch-up key?" if replaces else "Get a catch-up key?"
+        question = (
+            "With it, your consumer reads what this endpoint was sent (whatever became of "
+            "each delivery) to reconcile after an outage."
+            + (" The current catch-up key stops working at once." if replaces else "")
+        )
+    return _confirm(
+        request,
+        tenant,
+        endpoint=endpoint,
+        title=title,
+        question=question,
+        button="Rotate the poll key" if polled else "Issue the catch-up key",
         danger=False,
     )
 

@@ -27,6 +27,7 @@ from deliveries.selectors.deliveries import (
     tenant_deliveries,
 )
 from deliveries.selectors.endpoints import (
+    endpoint_recent_polls,
     endpoint_signing_secrets,
     endpoints_with_stats,
     held_deliveries_count,
@@ -41,6 +42,7 @@ __all__ = [
     "deliveries_filtered",
     "delivery_details",
     "endpoint_recent_deliveries",
+    "endpoint_recent_polls",
     "endpoint_signing_secrets",
     "endpoints_with_stats",
     "event_timeline",

@@ -1,6 +1,7 @@
 """Reads of endpoints for the pages (admin, portal, API): scoping, health figures, secrets."""
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -12,6 +13,7 @@ from deliveries.models import (
     Endpoint,
     EndpointSecret,
     EndpointState,
+    PollRecord,
 )
 
 STATS_WINDOW = timedelta(hours=24)
@@ -84,3 +86,8 @@ def endpoints_with_stats(queryset: QuerySet[Endpoint], *, now: datetime) -> Quer
 def success_rate(attempts: int, successes: int) -> float | None:
     """Share of successful attempts, or None when there were none to judge by."""
     return successes / attempts if attempts else None
+
+
+def endpoint_recent_polls(*, endpoint_id: UUID, limit: int = 10) -> list[PollRecord]:
+    """The endpoint's newest polls that handed out messages (its consumers' reads)."""
+    return list(PollRecord.objects.filter(endpoint_id=endpoint_id).order_by("-at", "-id")[:limit])

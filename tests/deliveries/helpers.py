@@ -18,6 +18,7 @@ from deliveries.models import (
     Endpoint,
     Event,
 )
+from deliveries.polling import feed, positions
 from tests.conftest import wait_until
 from tests.receiver import ReceivedRequest, Receiver, Reply
 
@@ -108,3 +109,20 @@ def owner_at_work(endpoint: Endpoint) -> threading.Thread:
     worker = in_its_own_connection(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
     worker.start()
     return worker
+
+
+def available_rows(endpoint: Endpoint, count: int) -> None:
+    """``count`` deliveries in a polling endpoint's feed (or a catch-up one), readable."""
+    for n in range(count):
+        event = Event.objects.create(
+            type="invoice.paid",
+            occurred_at=timezone.now(),
+            data={"invoice": f"in_{n}"},
+            fanned_out_at=timezone.now(),
+            tenant=endpoint.tenant,
+        )
+        Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
+    wait_until(
+        lambda: len(feed.rows_after(endpoint.pk, positions.START, 250)) >= count,
+        what="the rows in the feed",
+    )

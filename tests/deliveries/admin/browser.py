@@ -7,7 +7,14 @@ from typing import Any
 
 from tests.browser import DOCS_SCREENSHOTS, SCREENSHOTS
 
-DOCUMENTED = {"dead-letter-queue", "event-timeline", "replay-preview", "resume-choice", "endpoints"}
+DOCUMENTED = {
+    "dead-letter-queue",
+    "event-timeline",
+    "replay-preview",
+    "resume-choice",
+    "endpoints",
+    "poll-endpoint",
+}
 
 
 def shot(page: Any, name: str) -> None:

@@ -14,11 +14,13 @@ from deliveries.models import (
 )
 
 GROUPS_MIGRATION = "deliveries.migrations.0002_operator_groups"
+POLLS_MIGRATION = "deliveries.migrations.0004_pollrecord_view_permission"
 
 
 def ensure_groups() -> None:
-    """The data migration's own function: transactional tests flush the groups away."""
+    """The data migrations' own functions: transactional tests flush the groups away."""
     importlib.import_module(GROUPS_MIGRATION).create_groups(apps, None)
+    importlib.import_module(POLLS_MIGRATION).grant(apps, None)
 
 
 def staff_in(group: str, username: str | None = None) -> User:

@@ -26,7 +26,6 @@ from deliveries.models import (
     EndpointState,
     Event,
     Replay,
-    hash_api_token,
 )
 from tests.deliveries.admin.helpers import (
     ADMIN,
@@ -36,6 +35,7 @@ from tests.deliveries.admin.helpers import (
     hours_ago,
 )
 from tests.fixtures import new_endpoint
+from webhooks_core.models import hash_api_token
 
 pytestmark = pytest.mark.django_db
 

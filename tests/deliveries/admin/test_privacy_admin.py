@@ -8,7 +8,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from pytest_django.fixtures import Settings
 
-from deliveries.models import ApiToken, AuditEntry, TenantErasure, TenantSettings
+from deliveries.models import ApiToken, TenantErasure, TenantSettings
+from webhooks_core.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, AuditEntry, Delivery, Endpoint, Event, PortalLink, Replay
+from deliveries.models import ApiToken, Delivery, Endpoint, Event, PortalLink, Replay
 from tests.fixtures import api_client
+from webhooks_core.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 

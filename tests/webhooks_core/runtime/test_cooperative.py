@@ -66,7 +66,7 @@ GEVENT_CHECK = textwrap.dedent(
     from gevent import monkey
     monkey.patch_all()
     import socket, threading, gevent
-    from webhooks_core import cooperative
+    from webhooks_core.runtime import cooperative
 
     from gevent.event import Event
     release, done = Event(), []

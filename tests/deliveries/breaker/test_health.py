@@ -14,7 +14,6 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.endpoints.lifecycle import _add_secret
-from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import (
     Attempt,
     CircuitState,
@@ -31,6 +30,7 @@ from tests.fixtures import make_endpoint
 from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
 from webhooks_core.egress import ssrf
+from webhooks_core.web.metrics import SCRAPE_TIME_REGISTRY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -348,7 +348,7 @@ def test_sources_cannot_be_changed_over_the_api(api: APIClient) -> None:
     for path in (f"{API}/sources/{created['id']}", f"{API}/sources/{created['slug']}"):
         assert api.put(path, {}, format="json").status_code == 405
         assert api.patch(path, {"enabled": False}, format="json").status_code == 405
-    # DELETE names a source by its slug only (tests/receivers/test_source_delete.py).
+    # DELETE names a source by its slug only (tests/receivers/services/test_source_delete.py).
     assert api.delete(f"{API}/sources/{created['id']}").status_code == 404
     assert Source.objects.get().enabled is True
 

@@ -85,8 +85,8 @@ def test_a_listed_scheme_joins_the_registry(acme: None) -> None:
     [
         ("examples.providers.nowhere.Scheme", "cannot be imported"),
         ("examples.providers.acme.Nope", "cannot be imported"),
-        ("tests.receivers.test_custom_schemes.NotAScheme", "is not a subclass"),
-        ("tests.receivers.test_custom_schemes.Nameless", "has no usable name"),
+        ("tests.receivers.schemes.test_registry.NotAScheme", "is not a subclass"),
+        ("tests.receivers.schemes.test_registry.Nameless", "has no usable name"),
         ("receivers.schemes.stripe.StripeScheme", "'stripe', which"),
         ("", "is not a dotted path"),
     ],
@@ -115,7 +115,7 @@ def test_a_string_instead_of_a_list_is_a_check_error(settings: SettingsWrapper) 
 
 
 def test_a_scheme_reconciles_by_itself(settings: SettingsWrapper) -> None:
-    settings.RECEIVERS_SCHEMES = ["tests.receivers.test_custom_schemes.Reconciling"]
+    settings.RECEIVERS_SCHEMES = ["tests.receivers.schemes.test_registry.Reconciling"]
     assert Reconciling.reconciles()
     assert not AcmeScheme.reconciles()
     found = reconciliation.reconciler_for("acme-reconciling")

@@ -144,7 +144,7 @@ def test_a_bad_proxy_setting_fails_the_system_check(
 def test_a_proxied_answer_that_ends_with_its_connection_still_ends_by_its_total_deadline(
     proxy: ForwardProxy, head: bytes, scheme: str
 ) -> None:
-    # As on the direct path (`test_http_exchange`): http.client lets go of the socket of
+    # As on the direct path (`test_exchange`): http.client lets go of the socket of
     # an answer that ends with its connection, and through the proxy manager's path the
     # deadline held only the connection, so a trickling receiver outlived the deadline.
     # https goes through a CONNECT tunnel: the socket then is the TLS one.

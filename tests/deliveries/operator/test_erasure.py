@@ -24,7 +24,6 @@ from deliveries import services
 from deliveries.models import (
     ApiToken,
     Attempt,
-    AuditEntry,
     Delivery,
     DeliveryStatus,
     Endpoint,
@@ -40,6 +39,7 @@ from deliveries.operator import erasure
 from deliveries.pipeline import messages
 from tests.conftest import wait_until
 from tests.fixtures import api_client
+from webhooks_core.models import AuditEntry
 from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE
 
 LARGE = {"items": [{"sku": f"sku-{i}", "label": "x" * 20} for i in range(100)]}

@@ -11,8 +11,9 @@ from django.contrib.contenttypes.models import ContentType
 
 from deliveries import conf, metrics, services
 from deliveries.destinations.http_client import oauth2
-from deliveries.models import ApiToken, AuditEntry, TenantSettings
+from deliveries.models import ApiToken, TenantSettings
 from deliveries.operator import erasure
+from webhooks_core.models import AuditEntry
 from webhooks_core.web.metrics import exposition
 
 pytestmark = pytest.mark.django_db

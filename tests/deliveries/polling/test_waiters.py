@@ -1,0 +1,59 @@
+"""A long poll after a notice whose message is not visible yet (an older transaction on
+the database server still running): it keeps reading soon, backing off to a second, and
+does not fall back to the slow safety recheck."""
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from deliveries.polling import services, waiters
+
+pytestmark = pytest.mark.fast
+
+
+def test_after_a_notice_the_rechecks_back_off_to_a_second() -> None:
+    intervals = [waiters.recheck_interval(reads_since_notice=n) for n in range(6)]
+    assert intervals == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+
+
+def test_without_a_notice_a_listening_waiter_reads_again_rarely(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(waiters._hub, "listening", True)
+    assert waiters.recheck_interval(reads_since_notice=None) == waiters.SAFETY_RECHECK_SECONDS
+
+
+def test_a_message_visible_after_its_notice_is_read_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waiters._hub, "listening", True)  # the safety recheck: 5 s
+    monkeypatch.setattr(services, "_release_connection", lambda: None)
+    endpoint_id = uuid.uuid4()
+    visible_at: list[float] = []
+    reads: list[float] = []
+
+    def read() -> Any:
+        reads.append(time.monotonic())
+        data = [{"id": "message"}] if visible_at and time.monotonic() >= visible_at[0] else []
+        return services.Page(data=data, iterator="it", done=not data)
+
+    answer: dict[str, Any] = {}
+
+    def poll() -> None:
+        answer["page"] = services.long_poll(read, endpoint_id=endpoint_id, key="k", wait=8)
+        answer["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    while not reads:
+        time.sleep(0.01)
+    # The notice comes now; the message becomes visible 1.5 s later (its transaction's
+    # older neighbours ended), with no second notice.
+    visible_at.append(time.monotonic() + 1.5)
+    waiters.notify([endpoint_id])
+    waiter.join(10)
+
+    assert answer["page"].data == [{"id": "message"}]
+    # Read within the back-off's second of becoming visible, not at the 5 s safety recheck.
+    assert answer["at"] - visible_at[0] < 1.5
