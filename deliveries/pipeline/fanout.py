@@ -4,6 +4,7 @@ import copy
 import functools
 import json
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -269,18 +270,35 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
             wake_endpoints(woken | others)
 
         def follow() -> None:
-            # The events these held back (or that wait for one another fan-out held) are
-            # fanned out now, not at the sweeper's next look.
-            waiting = ordering.waiting_after(keyed, limit=FAN_OUT_BATCH_SIZE)
-            later = list(dict.fromkeys([*waiting, *behind]))
-            if later:
-                dispatch_fan_outs(later)
+            _follow([*ordering.waiting_after(keyed, limit=FAN_OUT_BATCH_SIZE), *behind])
 
         transaction.on_commit(wake, robust=True)
         if keyed or behind:
             transaction.on_commit(follow, robust=True)
         _notify_readers_on_commit(deliveries)
     return len(deliveries)
+
+
+_following = threading.local()
+
+
+def _follow(later: list[Any]) -> None:
+    """After a fan-out's commit, fan out the events of its keys that wait behind it (it
+    may have held them back, or another fan-out it was ahead of did): at once, not at the
+    sweeper's next look. Here, in this process, with no message (most are on their way
+    with messages of their own, which then find them done); one level deep, then by a
+    message, so a key's steady stream never nests fan-outs."""
+    later = list(dict.fromkeys(later))
+    if not later:
+        return
+    if getattr(_following, "active", False):
+        dispatch_fan_outs(later)
+        return
+    _following.active = True
+    try:
+        events_fan_out(event_ids=later)
+    finally:
+        _following.active = False
 
 
 def _notify_readers_on_commit(deliveries: list[Delivery]) -> None:
