@@ -144,8 +144,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args()
 
-    # As beat does in production: the sweeper re-enqueues what lost its task message.
-    os.environ.update({**ENV, "WEBHOOKS_REQUEUE_GRACE_SECONDS": "5"})
+    # As beat does in production: the sweeper dispatches again what lost its task message.
+    os.environ.update({**ENV, "WEBHOOKS_WAKE_GRACE_SECONDS": "5"})
     recreate_database()
     import django
 

@@ -92,8 +92,8 @@ class DeliverySettings(View):
         "failing then no longer holds its key back (the later events go without it; it "
         "follows if its fan-out ever succeeds).",
     )
-    requeue_grace_seconds = Setting(
-        "WEBHOOKS_REQUEUE_GRACE_SECONDS",
+    wake_grace_seconds = Setting(
+        "WEBHOOKS_WAKE_GRACE_SECONDS",
         120.0,
         "An endpoint with due deliveries, no live owner and a wake message out for this long "
         "gets another message from the sweeper (the first may be lost).",

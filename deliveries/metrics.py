@@ -46,7 +46,7 @@ lanes_busy = Gauge(
 )
 wakes_total = Counter(
     "webhooks_wakes_total",
-    "Wakes of endpoints: published as a task message, or folded into one already out "
+    "Wakes of endpoints: dispatched as a task message, or folded into one already out "
     "(or into a working owner's next look)",
     ["result"],
 )

@@ -403,7 +403,7 @@ class InboxEventAdmin(admin.ModelAdmin[InboxEvent]):
         "provider_timestamp",
         "processed_at",
         "next_attempt_at",
-        "enqueued_at",
+        "dispatched_at",
         "lease_expires_at",
         "last_error",
         "last_traceback",

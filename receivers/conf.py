@@ -56,8 +56,8 @@ class ReceiverSettings(View):
         "processing tasks' soft time limit); a thread cannot be stopped, so effects outside "
         "the database must be idempotent ([a handler's bound](receiving.md#a-handlers-bound)).",
     )
-    requeue_grace_seconds = Setting(
-        "RECEIVERS_REQUEUE_GRACE_SECONDS",
+    wake_grace_seconds = Setting(
+        "RECEIVERS_REDISPATCH_GRACE_SECONDS",
         60.0,
         "How long a sent processing message may take before the sweeper sends another.",
     )
@@ -72,8 +72,8 @@ class ReceiverSettings(View):
         "Processed and ignored inbox events are deleted after this; keep it above providers' "
         "redelivery windows (a system check warns below 7).",
     )
-    enqueue_batch_size = Setting(
-        "RECEIVERS_ENQUEUE_BATCH_SIZE",
+    dispatch_batch_size = Setting(
+        "RECEIVERS_DISPATCH_BATCH_SIZE",
         20,
         "Most inbox ids in one processing message sent by the receiving view.",
     )
@@ -118,9 +118,11 @@ def check_receiver_settings(
     ):
         if not seconds > 0:
             problems.append(Error(f"{name} must be positive.", id=check_id("receivers.E005")))
-    if conf.enqueue_batch_size < 1:
+    if conf.dispatch_batch_size < 1:
         problems.append(
-            Error("RECEIVERS_ENQUEUE_BATCH_SIZE must be at least 1.", id=check_id("receivers.E003"))
+            Error(
+                "RECEIVERS_DISPATCH_BATCH_SIZE must be at least 1.", id=check_id("receivers.E003")
+            )
         )
     if conf.backoff_max_seconds < conf.backoff_base_seconds:
         problems.append(

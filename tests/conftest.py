@@ -20,12 +20,14 @@ from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 import tests.event_catalogue  # noqa: F401  (declares the event types the tests emit)
-from tests.receiver import Receiver
 from tests.services import require_services
 from webhooks_core.runtime.tasking import QUEUES
 from webhooks_project.celery import app as celery_app
 
 ALL_QUEUES = list(QUEUES)
+
+# Every test's fixtures and factories: one module, tests/fixtures.py.
+pytest_plugins = ["tests.fixtures"]
 
 
 _real_getaddrinfo = socket.getaddrinfo
@@ -163,15 +165,9 @@ def celery_worker(
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver.running() as server:
-        yield server
-
-
-@pytest.fixture
 def fast_sweeps(settings: SettingsWrapper) -> None:
     """Short grace periods so the sweeper acts within a test's patience."""
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 1.0
     settings.WEBHOOKS_LEASE_SECONDS = 2.0
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from deliveries.models import Event
 
 from tests.conftest import ALL_QUEUES
+from tests.fixtures import free_port
 from webhooks_project.celery import app as celery_app
 
 
@@ -190,14 +191,6 @@ def serve(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

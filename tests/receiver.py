@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 that plays the webhook receiver in tests."""
 
 import contextlib
+import json
 import socket
 import ssl
 import threading
@@ -9,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @dataclass
@@ -194,3 +196,34 @@ class Receiver:
         for open_connection in list(self._connections):
             with contextlib.suppress(OSError):
                 open_connection.shutdown(socket.SHUT_RDWR)
+
+
+class PagesServer:
+    """Answers every GET with the next scripted JSON page; records what it was sent."""
+
+    def __init__(self) -> None:
+        self.pages: list[dict[str, Any]] = []
+        self.seen: list[tuple[str, str]] = []  # (path, Authorization)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.seen.append((self.path, self.headers.get("Authorization", "")))
+                page = server.pages.pop(0) if server.pages else {"results": []}
+                raw = json.dumps(page).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

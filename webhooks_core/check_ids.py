@@ -21,7 +21,7 @@ MEANINGS: dict[str, str] = {
     "webhooks.E040": "WEBHOOKS_PORTAL_TENANT_RESOLVER cannot be imported or is not callable",
     "receivers.E001": "RECEIVERS_MAX_ATTEMPTS is below 1",
     "receivers.E002": "RECEIVERS_BACKOFF_MAX_SECONDS is below RECEIVERS_BACKOFF_BASE_SECONDS",
-    "receivers.E003": "RECEIVERS_ENQUEUE_BATCH_SIZE is below 1",
+    "receivers.E003": "RECEIVERS_DISPATCH_BATCH_SIZE is below 1",
     "receivers.E004": "an entry of RECEIVERS_SCHEMES does not load",
     "receivers.E005": "RECEIVERS_LEASE_SECONDS or RECEIVERS_HANDLER_TIMEOUT_SECONDS is not above 0",
     "receivers.W001": "RECEIVERS_INBOX_RETENTION_DAYS is below the safe minimum",

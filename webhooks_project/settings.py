@@ -216,7 +216,7 @@ if DATABASES["default"].get("OPTIONS", {}).get("pool"):
     # Pooled: every task gives its connection back (cheap), for the next task to take.
     CELERY_DB_REUSE_MAX = 0
 # Publishing happens after commit; if the broker is unreachable, give up quickly: the row
-# is already safe in the database and the sweeper enqueues it later.
+# is already safe in the database and the sweeper dispatches it again later.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 2,
     "interval_start": 0,
@@ -234,7 +234,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT,
     # A gevent worker busy with hundreds of tasks may not read a reply for seconds; a read
     # that times out after Redis popped a message (BRPOP) loses that message until the
-    # sweeper re-enqueues it, so the delivery worker sets a longer one
+    # sweeper dispatches it again, so the delivery worker sets a longer one
     # (`DELIVERY_BROKER_SOCKET_TIMEOUT` in the Procfile).
     "socket_timeout": env.float("CELERY_BROKER_SOCKET_TIMEOUT", default=5.0),
     # Kombu's Redis connections per process (default 10): on gevent hundreds of tasks ack

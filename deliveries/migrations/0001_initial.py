@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
                 ('attempts', models.PositiveIntegerField(default=0)),
                 ('attempts_before_cycle', models.PositiveIntegerField(default=0)),
                 ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('enqueued_at', models.DateTimeField(blank=True, null=True)),
+                ('dispatched_at', models.DateTimeField(blank=True, null=True)),
                 ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
                 ('lease_token', models.UUIDField(blank=True, editable=False, null=True)),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('sending', 'Sending'), ('succeeded', 'Succeeded'), ('dead_lettered', 'Dead-lettered'), ('cancelled', 'Cancelled'), ('held', 'Held (endpoint suspended)')], default='pending', max_length=16)),

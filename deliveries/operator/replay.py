@@ -260,7 +260,7 @@ def replay_run_inline(*, replay_id: int) -> Replay:
 
 def replays_resume_stalled() -> int:
     """Start again the replays whose task message was lost (beat, with the sweepers)."""
-    cutoff = timezone.now() - timedelta(seconds=conf.get().requeue_grace_seconds)
+    cutoff = timezone.now() - timedelta(seconds=conf.get().wake_grace_seconds)
     stalled = list(
         Replay.objects.filter(
             status__in=[ReplayStatus.PENDING, ReplayStatus.RUNNING], updated_at__lt=cutoff

@@ -44,7 +44,7 @@ class SweepResult:
 def sweep() -> SweepResult:
     result = SweepResult()
     result.events_fanned_out = _fan_out_stuck_events()
-    grace = conf.get().requeue_grace_seconds
+    grace = conf.get().wake_grace_seconds
     due, expired = _endpoints_with_unowned_work()
     dispatched = wake_endpoints(due + expired, stale_after=grace) if due or expired else 0
     result.deliveries_due = dispatched

@@ -41,7 +41,7 @@ def wake_endpoints(
             fresh = book.mark(endpoint_id, countdown, MARK_SECONDS, stale_after)
         except redis.RedisError:
             fresh = True  # the marks only save messages; the database keeps the truth
-        metrics.wakes_total.labels(result="published" if fresh else "deduplicated").inc()
+        metrics.wakes_total.labels(result="dispatched" if fresh else "folded").inc()
         if fresh:
             dispatched.append(endpoint_id)
     if dispatched:

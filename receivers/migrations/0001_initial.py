@@ -56,7 +56,7 @@ class Migration(migrations.Migration):
                 ('attempts', models.PositiveIntegerField(default=0)),
                 ('attempts_before_cycle', models.PositiveIntegerField(default=0)),
                 ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('enqueued_at', models.DateTimeField(blank=True, null=True)),
+                ('dispatched_at', models.DateTimeField(blank=True, null=True)),
                 ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
                 ('lease_token', models.UUIDField(blank=True, editable=False, null=True)),
                 ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),

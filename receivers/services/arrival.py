@@ -108,7 +108,7 @@ def _row(
         provider_timestamp=envelope.provider_timestamp,
         received_at=now,
         next_attempt_at=None if mismatch else now,
-        enqueued_at=None if mismatch else now,
+        dispatched_at=None if mismatch else now,
         processed_at=now if mismatch else None,
     )
 

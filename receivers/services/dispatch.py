@@ -3,7 +3,7 @@
 The receiving view does not dispatch itself: ``dispatch_processing_soon`` passes the id of
 a committed row to one sender thread per process, which dispatches the ids that arrive
 within ``LINGER_SECONDS`` of the first as one message (``process_inbox_events``, at most
-``RECEIVERS_ENQUEUE_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). Sending
+``RECEIVERS_DISPATCH_BATCH_SIZE`` ids; a lone id goes as ``process_inbox_event``). Sending
 a Celery message is costly (kombu builds a Redis client for each one): under a burst, one
 message per accepted webhook was the largest single cost of the view. Dispatching from the
 request threads whenever no dispatch was in progress batched little (the dispatching
@@ -11,8 +11,8 @@ thread holds the GIL, so the others queue few ids meanwhile); a short linger in 
 of its own makes batches of several ids at any load.
 
 If the broker refuses a message, or the process dies before the thread sent it, the row is
-safe: it was committed with ``enqueued_at`` set, so the sweeper sends it again after
-``RECEIVERS_REQUEUE_GRACE_SECONDS``, exactly as when Redis loses a message. A process that
+safe: it was committed with ``dispatched_at`` set, so the sweeper sends it again after
+``RECEIVERS_REDISPATCH_GRACE_SECONDS``, exactly as when Redis loses a message. A process that
 exits normally (a gunicorn worker restarting) first sends what is queued.
 """
 
@@ -115,7 +115,7 @@ class BatchSender:
     def _run(self, ids: "queue.SimpleQueue[str]") -> None:
         while True:
             batch = [ids.get()]
-            limit = conf.get().enqueue_batch_size
+            limit = conf.get().dispatch_batch_size
             deadline = time.monotonic() + LINGER_SECONDS
             while len(batch) < limit:
                 try:

@@ -276,7 +276,7 @@ def _failure(claim: InboxClaim, exc: Exception, tb: str = "") -> str:
             tb=tb,
             next_attempt_at=now + timedelta(seconds=delay),
             # Long waits have no message out: the sweeper dispatches them when due.
-            enqueued_at=now if short_wait else None,
+            dispatched_at=now if short_wait else None,
         )
         if marked and short_wait:
             transaction.on_commit(
@@ -303,7 +303,7 @@ def inbox_retry(*, inbox_id: uuid.UUID | str) -> InboxEvent:
         event.status = InboxStatus.RECEIVED
         event.attempts_before_cycle = event.attempts
         event.next_attempt_at = now
-        event.enqueued_at = now
+        event.dispatched_at = now
         event.processed_at = None
         event.save()
         transaction.on_commit(lambda: dispatch_processing([event.pk]), robust=True)

@@ -42,13 +42,13 @@ class InboxSweepResult:
 def inbox_sweep() -> InboxSweepResult:
     settings = conf.get()
     now = timezone.now()
-    grace_cutoff = now - timedelta(seconds=settings.requeue_grace_seconds)
+    grace_cutoff = now - timedelta(seconds=settings.wake_grace_seconds)
     due = Q(status__in=[InboxStatus.RECEIVED, InboxStatus.RETRYING], next_attempt_at__lte=now) & (
-        Q(enqueued_at__isnull=True)
-        | Q(next_attempt_at__lt=grace_cutoff, enqueued_at__lt=grace_cutoff)
+        Q(dispatched_at__isnull=True)
+        | Q(next_attempt_at__lt=grace_cutoff, dispatched_at__lt=grace_cutoff)
     )
     expired = Q(status=InboxStatus.PROCESSING, lease_expires_at__lt=now) & (
-        Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace_cutoff)
+        Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=grace_cutoff)
     )
     spent = inbox_fail_spent()
     result = InboxSweepResult(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_address
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cryptography import x509
@@ -23,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.raw_peer import read_head
+from tests.receiver import ReceivedRequest, Reply
 
 # --- PKI ------------------------------------------------------------------------------
 
@@ -344,3 +346,14 @@ class ForwardProxy:
                 if not data:
                     return
                 (b if sock is a else a).sendall(data)
+
+
+def checking_bearer(token_server: TokenServer) -> "Any":
+    """The endpoint: 200 for the token server's current token, 401 for any other."""
+
+    def handler(request: ReceivedRequest) -> Reply:
+        if request.headers.get("Authorization") == f"Bearer {token_server.current}":
+            return Reply(200)
+        return Reply(401, b"stale token")
+
+    return handler

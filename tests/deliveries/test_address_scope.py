@@ -11,7 +11,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from deliveries import conf
-from deliveries.models import ApiToken, Endpoint
+from deliveries.models import Endpoint
 from tests.deliveries.portal.helpers import portal_client
 from webhooks_core import conf as core_conf
 from webhooks_core.egress import ssrf
@@ -30,14 +30,6 @@ def test_addresses_that_are_not_globally_routable_are_refused(address: str) -> N
 @pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::1111", "1.1.1.1"])
 def test_public_addresses_pass(address: str) -> None:
     assert ssrf.address_refusal(address, NOTHING_ALLOWED) is None
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def create(api: APIClient, url: str) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, Endpoint, EndpointSigningKey
+from deliveries.models import Endpoint, EndpointSigningKey
 from tests.deliveries.api.helpers import (
     API,
     GOOD_ENDPOINT,
@@ -20,14 +20,6 @@ from tests.deliveries.api.helpers import (
 from webhooks_core.crypto import signing
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, token = ApiToken.issue("options")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 FILTER = {"data.amount": {"$gte": 100}, "data.currency": {"$in": ["EUR", "USD"]}}

@@ -8,8 +8,6 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken
-
 pytestmark = pytest.mark.django_db
 
 API = "/api/v1"
@@ -22,14 +20,6 @@ def schema() -> dict[str, Any]:
     assert response.status_code == 200
     loaded: dict[str, Any] = yaml.safe_load(response.content)
     return loaded
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -237,7 +237,7 @@ def stored(
 
 
 @pytest.fixture
-def token(transactional_db: None) -> str:
+def schemathesis_token(transactional_db: None) -> str:
     _, plain = ApiToken.issue("schemathesis")
     return plain
 
@@ -262,6 +262,8 @@ def aim_at_stored_row(case: Any, stored: dict[str, str]) -> None:
 @schema.parametrize()
 # The token and the stored rows are meant to live across one operation's examples.
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_api_conforms_to_its_schema(case: Any, token: str, stored: dict[str, str]) -> None:
+def test_api_conforms_to_its_schema(
+    case: Any, schemathesis_token: str, stored: dict[str, str]
+) -> None:
     aim_at_stored_row(case, stored)
-    case.call_and_validate(headers={"Authorization": f"Bearer {token}"})
+    case.call_and_validate(headers={"Authorization": f"Bearer {schemathesis_token}"})

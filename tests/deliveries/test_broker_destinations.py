@@ -29,7 +29,7 @@ from deliveries import services
 from deliveries.destinations import for_url
 from deliveries.destinations.base import Credentials, Kind
 from deliveries.endpoints.headers import MASK
-from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint, Event
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.pipeline.wire import build_headers, render_body
 from tests.conftest import wait_until
 from webhooks_core.crypto import encryption
@@ -59,14 +59,6 @@ WIRE_HEADERS = {
     "webhook-timestamp",
     "webhook-signature",
 }
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("broker tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def create(api: APIClient, url: str, **fields: Any) -> Any:
@@ -538,7 +530,7 @@ def test_the_admin_makes_a_broker_endpoint_and_shows_its_url_masked(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from tests.deliveries.admin.test_admin import endpoint_form
+    from tests.deliveries.admin.helpers import endpoint_form
 
     User.objects.create_superuser("op", "op@example.com", "pw")
     client.login(username="op", password="pw")

@@ -16,7 +16,7 @@ from django.utils import timezone
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.pipeline import record
 from deliveries.pipeline.owner import claims, lease_rows
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = [

@@ -16,20 +16,12 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.endpoints.headers import MASK
-from deliveries.models import ApiToken, Endpoint
-from tests.deliveries.admin.test_admin import endpoint_form
-from tests.deliveries.test_pipeline import FAST_POLICY
+from deliveries.models import Endpoint
+from tests.deliveries.admin.helpers import endpoint_form
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
 API = "/api/v1"
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def patch(api: APIClient, endpoint: Endpoint, payload: Any) -> Any:

@@ -4,34 +4,18 @@ TLS receiver that demands the client certificate and checks the bearer token."""
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus
+from deliveries.models import Attempt, Delivery, DeliveryStatus
 from tests.conftest import wait_until
-from tests.deliveries.auth_peers import PKI, TokenServer, server_context
-from tests.deliveries.test_delivery_auth_oauth2 import checking_bearer
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.deliveries.auth_peers import PKI, TokenServer, checking_bearer, server_context
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
 API = "/api/v1"
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
-@pytest.fixture
-def token_server() -> Iterator[TokenServer]:
-    with TokenServer().running() as server:
-        yield server
 
 
 def post(api: APIClient, path: str, payload: dict[str, Any]) -> Any:

@@ -12,10 +12,10 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.destinations.http_client import client_tls, transport
-from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, Issued, server_context
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
@@ -37,14 +37,6 @@ def tls_receiver(pki: PKI) -> Iterator[Receiver]:
     server = pki.issue("receiver", names=("localhost", "127.0.0.1", "receiver.test"))
     with Receiver.running(tls=server_context(pki, server, require_client_cert=True)) as peer:
         yield peer
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def settled(status: str) -> bool:

@@ -9,7 +9,6 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,41 +17,16 @@ from rest_framework.test import APIClient
 
 from deliveries import conf, services
 from deliveries.destinations.http_client import oauth2
-from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Endpoint
+from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
-from tests.deliveries.auth_peers import TokenServer
-from tests.deliveries.test_pipeline import FAST_POLICY
-from tests.receiver import ReceivedRequest, Receiver, Reply
+from tests.deliveries.auth_peers import TokenServer, checking_bearer
+from tests.fixtures import FAST_POLICY
+from tests.receiver import Receiver, Reply
 from webhooks_core.egress import deadlines
 from webhooks_core.egress.ssrf import AddressPolicy, parse_networks
 
 API = "/api/v1"
 LOOPBACK = AddressPolicy(allowed_networks=parse_networks("127.0.0.0/8"), require_https=False)
-
-
-@pytest.fixture
-def token_server() -> Iterator[TokenServer]:
-    with TokenServer().running() as server:
-        yield server
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
-def checking_bearer(token_server: TokenServer) -> "Any":
-    """The endpoint: 200 for the token server's current token, 401 for any other."""
-
-    def handler(request: ReceivedRequest) -> Reply:
-        if request.headers.get("Authorization") == f"Bearer {token_server.current}":
-            return Reply(200)
-        return Reply(401, b"stale token")
-
-    return handler
 
 
 def auth_of(token_server: TokenServer, **extra: Any) -> dict[str, Any]:

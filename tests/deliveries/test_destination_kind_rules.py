@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken, Endpoint
+from deliveries.models import Endpoint
 
 API = "/api/v1"
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/?exchange=amq.topic&routing_key=hooks"
@@ -17,14 +17,6 @@ AUTH = {
     "client_id": "cid",
     "client_secret": "the-client-secret",
 }
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def post(api: APIClient, payload: dict[str, Any]) -> Any:

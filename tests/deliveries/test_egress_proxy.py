@@ -16,7 +16,7 @@ from deliveries.destinations.http_client import client_tls, transport
 from deliveries.models import Attempt, Delivery, DeliveryStatus
 from tests.conftest import wait_until
 from tests.deliveries.auth_peers import PKI, ForwardProxy, TokenServer, server_context
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.fixtures import FAST_POLICY
 from tests.raw_peer import ENDS_WITH_CONNECTION, trickling
 from tests.receiver import Receiver
 from webhooks_core.egress.ssrf import AddressPolicy, parse_networks

@@ -24,9 +24,9 @@ from deliveries.endpoints.field_rules import (
     TENANT_FIXED,
     Bound,
 )
-from deliveries.models import ApiToken, Endpoint
+from deliveries.models import Endpoint
 from deliveries.portal.forms import EndpointForm as PortalEndpointForm
-from tests.deliveries.admin.test_admin import endpoint_form
+from tests.deliveries.admin.helpers import endpoint_form
 
 ADMIN = "/admin/deliveries/endpoint"
 URL = "https://fields.example.com/hook"
@@ -108,14 +108,6 @@ def test_who_may_set_what_is_the_tables() -> None:
 
 
 # --- behaviour: bounds and create-only fields, through the API and the admin -----------
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("fields")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def _patch(api: APIClient, pk: Any, payload: dict[str, Any]) -> Any:

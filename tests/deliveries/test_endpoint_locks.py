@@ -11,10 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connection
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, Endpoint
+from tests.fixtures import api_client, new_endpoint
 from tests.helpers import database_url
 from tests.receiver import Receiver
 
@@ -22,11 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Long enough for a loaded machine, far shorter than a lock held for the whole test.
 PROMPTLY = 10.0
-
-
-def make_endpoint(receiver: Receiver) -> Endpoint:
-    endpoint, _ = services.endpoint_create(url=receiver.url, event_types=["*"])
-    return endpoint
 
 
 @contextlib.contextmanager
@@ -96,10 +91,9 @@ def resolver_that_blocks(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator
 def test_an_emit_is_not_held_by_the_endpoint_s_row_held_for_no_key_update(
     receiver: Receiver,
 ) -> None:
-    endpoint = make_endpoint(receiver)
+    endpoint = new_endpoint(receiver.url)
     _, token = ApiToken.issue("tests")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    api = api_client(token)
 
     with row_locked(endpoint, "NO KEY UPDATE"):
         event = finishes_promptly(lambda: services.emit("order.created", {"id": 1}))
@@ -119,7 +113,7 @@ def test_an_emit_is_not_held_by_the_endpoint_s_row_held_for_no_key_update(
 def test_an_emit_is_not_held_by_an_update_resolving_a_new_url(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    endpoint = make_endpoint(receiver)
+    endpoint = new_endpoint(receiver.url)
     new_url = f"http://slow.example:{receiver.port}/hook"
     with resolver_that_blocks(monkeypatch, "slow.example") as release:
         update, answer = in_thread(lambda: services.endpoint_update(endpoint=endpoint, url=new_url))
@@ -140,7 +134,7 @@ def test_an_update_does_not_wait_for_a_transaction_that_made_a_delivery(
 ) -> None:
     # An open product transaction whose new delivery's foreign-key check holds the
     # endpoint's row FOR KEY SHARE until it commits.
-    endpoint = make_endpoint(receiver)
+    endpoint = new_endpoint(receiver.url)
     with row_locked(endpoint, "KEY SHARE"):
         finishes_promptly(
             lambda: services.endpoint_update(endpoint=endpoint, description="renamed")

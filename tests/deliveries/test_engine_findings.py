@@ -11,13 +11,14 @@ from prometheus_client import REGISTRY, generate_latest
 from deliveries import metrics, services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint
 from tests.conftest import wait_until
-from tests.deliveries.test_health import (
+from tests.deliveries.helpers import (
+    delivery_row,
     emit_and_wait_for_arrivals,
     max_in_any_window,
+    owner_at_work,
     succeeded_count,
 )
-from tests.deliveries.test_owner import delivery_row, owner_at_work
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,11 +29,11 @@ def _pending_rows(endpoint: Endpoint, count: int) -> list[Delivery]:
 
 
 def _published() -> float:
-    return metrics.wakes_total.labels(result="published")._value.get()
+    return metrics.wakes_total.labels(result="dispatched")._value.get()
 
 
 def _deduplicated() -> float:
-    return metrics.wakes_total.labels(result="deduplicated")._value.get()
+    return metrics.wakes_total.labels(result="folded")._value.get()
 
 
 def test_long_timeouts_claim_no_more_rows_than_free_lanes_and_dispatch_nothing(
@@ -136,8 +137,8 @@ def test_the_engine_s_metrics_count_owners_lanes_wakes_and_deliveries_per_wake(
     for name in (
         "webhooks_owners_working ",
         "webhooks_lanes_busy ",
-        'webhooks_wakes_total{result="published"}',
-        'webhooks_wakes_total{result="deduplicated"}',
+        'webhooks_wakes_total{result="dispatched"}',
+        'webhooks_wakes_total{result="folded"}',
         "webhooks_deliveries_per_wake_bucket",
     ):
         assert name in exposed

@@ -19,7 +19,6 @@ from django.db import connection
 from django.db.models.functions import Now
 from django.utils import timezone
 from pytest_django.fixtures import Settings
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import (
@@ -40,6 +39,7 @@ from deliveries.models import (
 from deliveries.operator import erasure
 from deliveries.pipeline import messages
 from tests.conftest import wait_until
+from tests.fixtures import api_client
 from webhooks_core.runtime.tasking import QUEUE_MAINTENANCE
 
 LARGE = {"items": [{"sku": f"sku-{i}", "label": "x" * 20} for i in range(100)]}
@@ -51,12 +51,6 @@ def offload_to_tmp(settings: Settings, tmp_path: Path) -> Path:
     settings.MEDIA_ROOT = str(tmp_path)
     settings.WEBHOOKS_PAYLOAD_OFFLOAD_BYTES = 1024
     return tmp_path
-
-
-def client_for(plain: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def make_tenant(tenant: str, events: int = 3) -> dict[str, Any]:
@@ -127,7 +121,7 @@ def test_delete_tenant_erases_it_through_a_worker(celery_worker: Any) -> None:
     secrets = EndpointSecret.objects.filter(endpoint=acme["endpoint"]).count()
     assert secrets >= 1
     _, plain = ApiToken.issue("operator")
-    api = client_for(plain)
+    api = api_client(plain)
 
     response = api.delete("/api/v1/tenants/acme")
     assert response.status_code == 202, response.content
@@ -260,14 +254,14 @@ def test_the_command_erases_a_tenant() -> None:
 @pytest.mark.django_db
 def test_only_unscoped_tokens_may_erase() -> None:
     _, scoped = ApiToken.issue("acme", tenant="acme")
-    api = client_for(scoped)
+    api = api_client(scoped)
     assert api.delete("/api/v1/tenants/acme").status_code == 403
     assert api.delete("/api/v1/tenants/globex").status_code == 403
     started = services.tenant_erasure_start(tenant="x", actor=erasure.Actor(label="t"))
     assert api.get(f"/api/v1/erasures/{started.pk}").status_code == 403
     assert not TenantErasure.objects.filter(tenant="acme").exists()
     _, plain = ApiToken.issue("operator")
-    operator = client_for(plain)
+    operator = api_client(plain)
     assert operator.delete("/api/v1/tenants/bad%20id").status_code == 404
     assert operator.get("/api/v1/erasures/999999").status_code == 404
     # A second request while one runs answers the same erasure.

@@ -11,8 +11,8 @@ from django.db import connection, transaction
 from deliveries import services
 from deliveries.models import Endpoint
 from tests.conftest import wait_until
-from tests.deliveries.test_health import max_in_any_window, succeeded_count
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.deliveries.helpers import max_in_any_window, succeeded_count
+from tests.fixtures import make_endpoint
 from tests.helpers import worker_process
 from tests.receiver import Receiver, Reply
 

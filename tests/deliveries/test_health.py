@@ -16,7 +16,6 @@ from deliveries import services
 from deliveries.endpoints.lifecycle import _add_secret
 from deliveries.metrics import SCRAPE_TIME_REGISTRY
 from deliveries.models import (
-    ApiToken,
     Attempt,
     CircuitState,
     CircuitTransition,
@@ -27,16 +26,13 @@ from deliveries.models import (
 )
 from deliveries.signals import endpoint_suspended
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.deliveries.helpers import emit_and_wait_for_arrivals, max_in_any_window, succeeded_count
+from tests.fixtures import make_endpoint
 from tests.helpers import sweeping_in_background, worker_process
 from tests.receiver import Receiver, Reply
 from webhooks_core.egress import ssrf
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def succeeded_count(endpoint: Endpoint) -> int:
-    return Delivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.SUCCEEDED).count()
 
 
 # --- auto-suspension ---------------------------------------------------------------------
@@ -187,25 +183,6 @@ def test_breaker_opens_then_one_probe_then_closes(
 # --- rate and in-flight limits -----------------------------------------------------------
 
 
-def emit_and_wait_for_arrivals(endpoint: Endpoint, receiver: Receiver, count: int) -> list[float]:
-    """`count` events in one transaction, all delivered to the endpoint: their arrival
-    times (each arrived once)."""
-    with transaction.atomic():
-        for n in range(count):
-            services.emit("order.created", {"n": n})
-    wait_until(lambda: succeeded_count(endpoint) == count, timeout=60, what="all delivered")
-    arrivals = [r.received_at for r in receiver.requests]
-    assert len(arrivals) == count
-    return arrivals
-
-
-def max_in_any_window(times: list[float], seconds: float) -> int:
-    times = sorted(times)
-    return max(
-        sum(1 for other in times[i:] if other < start + seconds) for i, start in enumerate(times)
-    )
-
-
 @pytest.mark.worker  # two `celery worker` processes
 def test_rate_limit_holds_across_two_worker_processes(
     transactional_db: None, receiver: Receiver, redis_client: Any
@@ -251,14 +228,6 @@ def test_at_most_max_in_flight_requests_per_endpoint(
 @pytest.fixture
 def nothing_internal_allowed(settings: SettingsWrapper) -> None:
     settings.WEBHOOKS_ALLOWED_NETWORKS = []
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 @pytest.mark.parametrize(

@@ -8,17 +8,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, Event
+from deliveries.models import Event
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def emit(api: APIClient, tenant: str | None, key: str) -> Any:

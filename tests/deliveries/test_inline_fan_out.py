@@ -12,13 +12,13 @@ import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.pipeline import emit_batch, fanout
 from deliveries.pipeline.fanout import INLINE_EVENTS_PER_TRANSACTION
 from tests.conftest import wait_until
+from tests.fixtures import api_client, new_endpoint
 from tests.receiver import Receiver
 from webhooks_core.runtime.tasking import QUEUE_DELIVERY, QUEUE_FANOUT
 
@@ -29,10 +29,8 @@ class RolledBack(Exception):
     pass
 
 
-def make_endpoint(url: str = "http://127.0.0.1:9/hook", **fields: Any) -> Endpoint:
-    options = {"event_types": ["*"], "backoff_base_seconds": 0.05, **fields}
-    endpoint, _ = services.endpoint_create(url=url, **options)
-    return endpoint
+def quick_endpoint(url: str = "http://127.0.0.1:9/hook", **fields: Any) -> Endpoint:
+    return new_endpoint(url, **{"backoff_base_seconds": 0.05, **fields})
 
 
 def queued(redis_client: redis.Redis, queue: str) -> int:
@@ -43,7 +41,7 @@ def test_few_endpoints_get_their_deliveries_right_after_the_commit(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    first, second = make_endpoint(), make_endpoint()
+    first, second = quick_endpoint(), quick_endpoint()
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
@@ -60,11 +58,11 @@ def test_few_endpoints_get_their_deliveries_right_after_the_commit(
 
 
 def test_an_endpoint_created_later_in_the_transaction_gets_the_later_events() -> None:
-    first = make_endpoint()
+    first = quick_endpoint()
 
     with transaction.atomic():
         early = services.emit("order.created", {"n": 1})
-        second = make_endpoint()
+        second = quick_endpoint()
         late = services.emit("order.created", {"n": 2})
 
     endpoints_of = {
@@ -94,10 +92,9 @@ def _in_another_connection(call: Callable[[], Any]) -> Any:
 
 
 def test_an_endpoint_deleted_while_a_product_transaction_is_open_never_fails_its_commit() -> None:
-    doomed, kept = make_endpoint(), make_endpoint()
+    doomed, kept = quick_endpoint(), quick_endpoint()
     _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    client = api_client(plain)
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
@@ -127,7 +124,7 @@ def test_a_rolled_back_transaction_leaves_no_event_no_delivery_no_message(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    make_endpoint()
+    quick_endpoint()
 
     def emit_then_fail() -> None:
         with transaction.atomic():
@@ -146,7 +143,7 @@ def test_an_event_of_a_rolled_back_savepoint_gets_nothing_and_the_others_go_on(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    make_endpoint()
+    quick_endpoint()
 
     def emit_in_a_savepoint_then_fail() -> None:
         with transaction.atomic():
@@ -167,7 +164,7 @@ def test_an_event_already_fanned_out_elsewhere_gets_no_second_delivery(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    make_endpoint()
+    quick_endpoint()
     fanned_out_by_the_task: list[int] = []
 
     def fan_out_first(events: list[Event]) -> list[Any]:
@@ -189,7 +186,7 @@ def test_an_event_another_fan_out_holds_is_skipped_not_waited_for(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    make_endpoint()
+    quick_endpoint()
     locked, done = threading.Event(), threading.Event()
     left_over: list[Any] = []
 
@@ -225,7 +222,7 @@ def test_an_event_another_fan_out_holds_is_skipped_not_waited_for(
 
 
 def test_filters_decide_on_the_data_as_stored_not_as_the_product_changed_it_later() -> None:
-    paid_only = make_endpoint(filter={"data.status": {"$in": ["paid"]}})
+    paid_only = quick_endpoint(filter={"data.status": {"$in": ["paid"]}})
     data = {"status": "paid"}
 
     with transaction.atomic():
@@ -245,7 +242,7 @@ def test_more_endpoints_than_the_limit_go_through_the_fan_out_task(
     celery_worker: object, receiver: Receiver, settings: Any
 ) -> None:
     settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 2
-    endpoints = {make_endpoint(receiver.url).pk for _ in range(3)}
+    endpoints = {quick_endpoint(receiver.url).pk for _ in range(3)}
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1})
@@ -262,8 +259,8 @@ def test_more_endpoints_than_the_limit_go_through_the_fan_out_task(
 def test_another_tenant_with_many_endpoints_does_not_change_the_choice(settings: Any) -> None:
     settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 2
     for _ in range(3):
-        make_endpoint(tenant="big")
-    small = make_endpoint(tenant="small")
+        quick_endpoint(tenant="big")
+    small = quick_endpoint(tenant="small")
 
     with transaction.atomic():
         for_big = services.emit("order.created", {"n": 1}, tenant="big")
@@ -275,7 +272,7 @@ def test_another_tenant_with_many_endpoints_does_not_change_the_choice(settings:
 
 
 def test_events_with_an_ordering_key_go_through_the_fan_out_task() -> None:
-    make_endpoint(ordered_delivery=True)
+    quick_endpoint(ordered_delivery=True)
 
     with transaction.atomic():
         event = services.emit("order.created", {"n": 1}, ordering_key="order-1")
@@ -285,7 +282,7 @@ def test_events_with_an_ordering_key_go_through_the_fan_out_task() -> None:
 
 
 def test_only_the_first_events_of_a_transaction_are_fanned_out_by_its_process() -> None:
-    make_endpoint()
+    quick_endpoint()
     count = INLINE_EVENTS_PER_TRANSACTION + 5
 
     with transaction.atomic():
@@ -301,7 +298,7 @@ def test_a_suspended_endpoint_gets_a_held_delivery_and_no_message(
     redis_client: redis.Redis,
 ) -> None:
     redis_client.flushdb()
-    endpoint = make_endpoint()
+    endpoint = quick_endpoint()
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
 
     event = services.emit("order.created", {"n": 1})
@@ -313,9 +310,9 @@ def test_a_suspended_endpoint_gets_a_held_delivery_and_no_message(
 def test_a_lost_message_is_sent_again_by_the_sweeper(
     redis_client: redis.Redis, settings: Any
 ) -> None:
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     redis_client.flushdb()
-    make_endpoint()
+    quick_endpoint()
     event = services.emit("order.created", {"n": 1})
     redis_client.flushdb()  # the broker lost the delivery's message
 

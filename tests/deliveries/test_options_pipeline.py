@@ -16,7 +16,8 @@ from standardwebhooks.webhooks import Webhook
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointSigningKey, Event
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, settled, verify_v1_independently
+from tests.deliveries.helpers import settled, verify_v1_independently
+from tests.fixtures import make_endpoint
 from tests.receiver import ReceivedRequest, Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from datetime import timedelta
 from typing import Any, Self
 from unittest import mock
@@ -40,14 +40,15 @@ from deliveries.pipeline.owner import work as owner_work
 from deliveries.pipeline.owner import writing as owner_writing
 from deliveries.pipeline.owner.results import result_of as _result
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.deliveries.helpers import delivery_row, in_its_own_connection, owner_at_work
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def published_wakes() -> float:
-    return metrics.wakes_total.labels(result="published")._value.get()
+    return metrics.wakes_total.labels(result="dispatched")._value.get()
 
 
 def statuses(endpoint: Endpoint) -> set[str]:
@@ -670,35 +671,6 @@ def test_a_suspend_holds_every_waiting_row_and_a_resume_sends_them(
         timeout=30,
         what="every row delivered after the resume",
     )
-
-
-def delivery_row(endpoint: Endpoint, **fields: Any) -> Delivery:
-    """A delivery of a new event to the endpoint: pending and due now unless `fields` say
-    otherwise."""
-    event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
-    return Delivery.objects.create(
-        event=event, endpoint=endpoint, **{"next_attempt_at": Now(), **fields}
-    )
-
-
-def in_its_own_connection(target: Callable[[], object]) -> threading.Thread:
-    """A thread (not started) running `target` on a database connection of its own,
-    closed when it ends."""
-
-    def run() -> None:
-        try:
-            target()
-        finally:
-            connection.close()
-
-    return threading.Thread(target=run)
-
-
-def owner_at_work(endpoint: Endpoint) -> threading.Thread:
-    """The endpoint's owner working in a thread of its own (started)."""
-    worker = in_its_own_connection(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
-    worker.start()
-    return worker
 
 
 def _suspended_with_a_held_row(receiver: Receiver) -> Endpoint:

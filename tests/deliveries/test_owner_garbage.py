@@ -12,7 +12,7 @@ from django.db import transaction
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -27,14 +27,10 @@ from deliveries.pipeline.owner import results as owner_results
 from deliveries.pipeline.owner.results import WorkResult
 from deliveries.pipeline.wake import wake_book
 from tests.conftest import wait_until
+from tests.fixtures import new_endpoint
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _endpoint(url: str, **fields: Any) -> Endpoint:
-    endpoint, _ = services.endpoint_create(url=url, event_types=["*"], **fields)
-    return endpoint
 
 
 def _due_row(endpoint: Endpoint) -> Delivery:
@@ -121,7 +117,7 @@ def test_a_request_is_cut_before_the_lease_ends_when_the_renewal_is_blocked(
     # lease, and a second owner could send the same row again meanwhile.
     settings.WEBHOOKS_LEASE_SECONDS = 3
     with _silent_peer() as (url, opened, closed):
-        endpoint = _endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
+        endpoint = new_endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
         _due_row(endpoint)
         thread, _ = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
         wait_until(lambda: opened, timeout=10, what="the request to be open")
@@ -156,7 +152,7 @@ def test_a_request_is_cut_before_the_lease_ends_whatever_the_owner_waits_on(
         _silent_peer() as (url, opened, closed),
         mock.patch("deliveries.pipeline.owner.lease.owner_renew", slow_renew),
     ):
-        endpoint = _endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
+        endpoint = new_endpoint(url, connect_timeout_seconds=5, read_timeout_seconds=30)
         _due_row(endpoint)
         thread, _ = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
         wait_until(lambda: opened, timeout=10, what="the request to be open")
@@ -172,7 +168,7 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
 ) -> None:
     # A claim that disagrees with the look that counts due rows once made its owner take
     # the lease, claim nothing, release and look again without pause.
-    endpoint = _endpoint(receiver.url)
+    endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)
     takes = 0
     real_take = lease_rows.owner_take
@@ -202,7 +198,7 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
 def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
     # An error after the claim (its credentials: a database error, an undecryptable
     # secret) kept the claimed rows' permits for ever, until no owner could send.
-    endpoint = _endpoint(receiver.url)
+    endpoint = new_endpoint(receiver.url)
     for _ in range(3):
         _due_row(endpoint)
     before = lanes.open_requests()
@@ -223,7 +219,7 @@ def test_a_task_ends_on_time_however_often_its_look_finds_more(
     # Each take-back at the end of a turn started the turn's clock again, so a busy
     # endpoint's owner ran until the task's hard time limit killed it mid-request.
     settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 0.2
-    endpoint = _endpoint(receiver.url)
+    endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)
     stop = threading.Event()
 
@@ -254,7 +250,7 @@ def test_a_wake_that_finds_the_endpoint_held_comes_back_when_the_hold_ends(
 ) -> None:
     # The wake's mark ("due now") outlived the hold by a minute and folded every wake
     # meanwhile: the next send came up to ~75 s late.
-    endpoint = _endpoint(receiver.url)
+    endpoint = new_endpoint(receiver.url)
     delivery = _due_row(endpoint)
     lease_rows.owner_take(endpoint_id=endpoint.pk)
     EndpointOwner.objects.filter(endpoint=endpoint).update(
@@ -288,7 +284,7 @@ def test_a_fan_out_goes_on_when_an_endpoint_it_read_is_deleted_before_its_commit
     # every other endpoint's delivery of those events waited for the sweeper.
     from deliveries.pipeline import fanout
 
-    kept, gone = _endpoint(receiver.url), _endpoint(receiver.url)
+    kept, gone = new_endpoint(receiver.url), new_endpoint(receiver.url)
     event = Event.objects.create(type="order.created", data={}, occurred_at=timezone.now())
     real = fanout._deliveries_of
     deleted: list[bool] = []
@@ -318,7 +314,7 @@ def test_deleting_an_endpoint_while_deliveries_are_added_to_it_succeeds(
     # key and DELETE /api/v1/endpoints answered 500.
     from django.db.models import deletion
 
-    endpoint = _endpoint(receiver.url)
+    endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)
     real = deletion.Collector.delete
     added: list[bool] = []

@@ -34,23 +34,16 @@ from deliveries.models import (
 from deliveries.pipeline.owner import lanes
 from deliveries.signals import delivery_succeeded
 from tests.conftest import wait_until
+from tests.fixtures import FAST_POLICY, new_endpoint
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
 # Short timeouts and backoff, so that a test's retries come within its patience.
-FAST = {
-    "backoff_base_seconds": 0.05,
-    "backoff_max_seconds": 0.2,
-    "connect_timeout_seconds": 1.0,
-    "read_timeout_seconds": 2.0,
-}
-
-
-def make_endpoint(url: str, **fields: Any) -> Endpoint:
-    endpoint, _ = services.endpoint_create(url=url, **{"event_types": ["*"], **FAST, **fields})
-    return endpoint
+def fast_endpoint(url: str, **fields: Any) -> Endpoint:
+    return new_endpoint(url, **{**FAST_POLICY, **fields})
 
 
 def delivery_rows(endpoint: Endpoint, count: int) -> list[Delivery]:
@@ -141,7 +134,7 @@ def test_keyed_rows_held_while_ordered_are_sent_after_order_is_dropped_and_a_res
 ) -> None:
     # Item 1: the round claim took only rows without a key while the owner's look counted
     # keyed rows as due: it took the lease, claimed nothing and looked again, for ever.
-    endpoint = make_endpoint(receiver.url, ordered_delivery=True)
+    endpoint = fast_endpoint(receiver.url, ordered_delivery=True)
     services.endpoint_suspend(endpoint_id=endpoint.pk, reason="maintenance")
     for n in range(3):
         services.emit("order.created", {"n": n}, ordering_key="customer-1")
@@ -156,7 +149,7 @@ def test_a_keyed_dead_letter_retried_after_order_is_dropped_is_sent(
     celery_worker: object, receiver: Receiver
 ) -> None:
     # Item 1, the same through a retried dead letter.
-    endpoint = make_endpoint(receiver.url, ordered_delivery=True)
+    endpoint = fast_endpoint(receiver.url, ordered_delivery=True)
     receiver.script(401)  # a dead letter at once
     services.emit("order.created", {"n": 1}, ordering_key="customer-1")
     wait_until(lambda: count_in(endpoint, DeliveryStatus.DEAD_LETTERED) == 1, what="a dead letter")
@@ -177,10 +170,10 @@ def test_a_round_whose_secret_cannot_be_decrypted_gives_its_permits_back(
     # the claimed rows' permits of the process's cap on open requests for good.
     settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
     # Ordered: its round reads the secrets after the claim, with the rows' permits held.
-    broken = make_endpoint(receiver.url, ordered_delivery=True, max_in_flight=2)
+    broken = fast_endpoint(receiver.url, ordered_delivery=True, max_in_flight=2)
     EndpointSecret.objects.filter(endpoint=broken).update(encrypted_value="not a token")
     delivery_rows(broken, 2)
-    healthy = make_endpoint(receiver.url)
+    healthy = fast_endpoint(receiver.url)
     [waiting] = delivery_rows(healthy, 1)
     open_before = lanes.open_requests()
 
@@ -204,7 +197,7 @@ def test_a_task_s_outcomes_do_not_grow_with_every_delivery_it_sends(
 ) -> None:
     # Item 8: `WorkResult.outcomes` kept every delivery a task sent, for its whole life.
     settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 300.0  # all of them in one task
-    endpoint = make_endpoint(receiver.url, max_in_flight=20)
+    endpoint = fast_endpoint(receiver.url, max_in_flight=20)
     delivery_rows(endpoint, 500)
 
     result = services.endpoint_work(endpoint_id=endpoint.pk)
@@ -254,7 +247,7 @@ def test_an_owner_whose_rows_were_taken_over_reports_nothing_for_them(
     # Item 8: the recording's "rows still ours" check never ran, so an owner whose lease
     # ran out (its renewal blocked) reported the rows another owner had taken.
     settings.WEBHOOKS_LEASE_SECONDS = LEASE
-    endpoint = make_endpoint(receiver.url, read_timeout_seconds=20)
+    endpoint = fast_endpoint(receiver.url, read_timeout_seconds=20)
     [row] = delivery_rows(endpoint, 1)
     # Answered after the lease ran out: an owner that kept its request open past its
     # lease gets it.
@@ -428,13 +421,13 @@ def test_an_owner_blocked_past_its_lease_has_no_request_sent_twice_at_once(
     # Item 2: an owner whose recording (or its wait on the group commit) blocks stops
     # renewing its lease, and a second owner sends again a row whose request is still open.
     settings.WEBHOOKS_LEASE_SECONDS = SHORT_LEASE
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0
     peer = HoldingPeer(lambda nth: FIRST_HELD_SECONDS if nth == 0 else 0.0)
     with peer.running(), sweeping_in_background():
-        endpoint = make_endpoint(
+        endpoint = fast_endpoint(
             peer.url, event_types=["order.created"], max_in_flight=2, read_timeout_seconds=20
         )
-        other = make_endpoint(receiver.url, event_types=["invoice.paid"])
+        other = fast_endpoint(receiver.url, event_types=["invoice.paid"])
         first = services.emit("order.created", {"n": 1})
         wait_until(lambda: len(peer.arrived) == 1, what="the first request")
         locked = endpoint if blocked == "its endpoint's row" else other
@@ -467,7 +460,7 @@ def test_a_wake_that_came_while_the_endpoint_was_held_is_worked_once_the_hold_en
     # A request with no answer holds the endpoint (no request for about as long as one
     # takes); its owner, with nothing else to send, gives the endpoint back with that hold.
     settings.WEBHOOKS_DEFER_SECONDS = 6.0
-    endpoint = make_endpoint(
+    endpoint = fast_endpoint(
         receiver.url, connect_timeout_seconds=1, read_timeout_seconds=1, max_attempts=1
     )
     receiver.script(Reply(delay_seconds=3))
@@ -546,7 +539,7 @@ def test_an_owner_s_task_ends_within_its_turn_under_sustained_load(
     # that no claim can take (another transaction holds it), so the owner's every stop
     # finds work and takes the lease back, while a steady stream of rows comes in.
     settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 1.0
-    endpoint = make_endpoint(receiver.url, max_in_flight=10)
+    endpoint = fast_endpoint(receiver.url, max_in_flight=10)
     [locked] = delivery_rows(endpoint, 1)
     stop, held = threading.Event(), threading.Event()
 

@@ -16,14 +16,14 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 from pytest_django.fixtures import Settings
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
 from deliveries.pipeline import payloads
 from deliveries.pipeline.wire import render_body
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
+from tests.deliveries.helpers import verify_v1_independently
+from tests.fixtures import api_client, make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -154,8 +154,7 @@ def test_purge_deletes_the_stored_file_with_the_event(settings: Settings) -> Non
 def test_api_and_admin_show_offloaded_data(admin_user: Any) -> None:
     event = services.emit("order.created", LARGE)
     _, token = ApiToken.issue("tests")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    api = api_client(token)
     answer = api.get(f"/api/v1/events/{event.id}")
     assert answer.status_code == 200
     assert json.loads(answer.content)["data"] == LARGE

@@ -4,8 +4,6 @@ Each DESIGN.md invariant has a test here that fails without it; the rollback and
 worker-SIGKILL cases live in the fault-injection suite (tests/faults/).
 """
 
-import hashlib
-import hmac
 import json
 import time
 from datetime import timedelta
@@ -21,41 +19,17 @@ from deliveries.endpoints.headers import MASK
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, EndpointState, Event
 from deliveries.tasks import work_endpoint
 from tests.conftest import wait_until
+from tests.deliveries.helpers import settled, verify_v1_independently
+from tests.fixtures import make_endpoint
 from tests.helpers import sweeping_in_background
 from tests.receiver import Receiver, Reply
 from webhooks_core.crypto import encryption
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FAST_POLICY: dict[str, Any] = {
-    "backoff_base_seconds": 0.05,
-    "backoff_max_seconds": 0.2,
-    "connect_timeout_seconds": 1.0,
-    "read_timeout_seconds": 2.0,
-}
-
-
-def make_endpoint(receiver: Receiver, **fields: Any) -> tuple[Endpoint, str]:
-    options = {**FAST_POLICY, "event_types": ["*"], **fields}
-    return services.endpoint_create(url=receiver.url, **options)
-
 
 def delivery_of(event: Event) -> Delivery:
     return Delivery.objects.get(event=event)
-
-
-def settled(event: Event, status: str) -> bool:
-    return Delivery.objects.filter(event=event, status=status).exists()
-
-
-def verify_v1_independently(secret: str, headers: dict[str, str], body: bytes) -> bool:
-    """The recipe of docs/wire-format.md, from scratch: HMAC-SHA256(secret, "<t>.<body>")."""
-    parts = [p.split("=", 1) for p in headers["X-Webhook-Signature"].split(",")]
-    timestamp = next(v for k, v in parts if k == "t")
-    expected = hmac.new(
-        secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256
-    ).hexdigest()
-    return any(hmac.compare_digest(expected, v) for k, v in parts if k == "v1")
 
 
 def test_committed_event_is_delivered_signed_and_recorded(
@@ -325,7 +299,7 @@ def test_long_waits_stay_in_the_database_until_the_sweeper_wakes_them(
         what="the first attempt to fail",
     )
     delivery = delivery_of(event)
-    assert delivery.enqueued_at is None, "a long wait must not be a countdown message"
+    assert delivery.dispatched_at is None, "a long wait must not be a countdown message"
     time.sleep(1.0)
     assert len(receiver.requests) == 1, "nothing may send it but the sweeper"
 

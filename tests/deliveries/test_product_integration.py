@@ -15,13 +15,14 @@ from rest_framework.test import APIClient
 
 from deliveries import services, signals
 from deliveries.bindings import bind_signal
-from deliveries.models import ApiToken, Delivery, DeliveryStatus, Event
+from deliveries.models import Delivery, DeliveryStatus, Event
 from deliveries.pipeline import payloads
 from examples.demo_shop import services as shop
 from examples.demo_shop.models import Order
 from examples.demo_shop.webhook_events import ORDER_EXAMPLE
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, verify_v1_independently
+from tests.deliveries.helpers import verify_v1_independently
+from tests.fixtures import make_endpoint
 from tests.helpers import replay_one
 from tests.receiver import ReceivedRequest, Receiver, Reply
 
@@ -36,14 +37,6 @@ def in_a_failing_transaction(change: Any) -> None:
 
 def event_types_of(requests: list[ReceivedRequest]) -> list[str]:
     return [r.headers["X-Webhook-Event"] for r in requests]
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def post_json(client: APIClient, path: str, payload: Any) -> Any:

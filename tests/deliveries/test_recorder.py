@@ -18,7 +18,7 @@ from deliveries.pipeline.owner import claims, lease_rows
 from deliveries.pipeline.owner.outcomes import DeliveryOutcome
 from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round, record_rounds
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 from webhooks_core.retry_policy import Decision, Verdict
 

@@ -9,6 +9,7 @@ from pytest_django.fixtures import Settings
 from deliveries import services
 from deliveries.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 from deliveries.tasks import purge
+from tests.fixtures import new_endpoint
 from webhooks_project.celery import app as celery_app
 
 pytestmark = pytest.mark.django_db
@@ -16,8 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def endpoint() -> Endpoint:
-    endpoint, _ = services.endpoint_create(url="http://127.0.0.1:9/hook", event_types=["*"])
-    return endpoint
+    return new_endpoint("http://127.0.0.1:9/hook")
 
 
 def make_event(endpoint: Endpoint, *, age_days: float, status: str, attempts: int = 1) -> Event:

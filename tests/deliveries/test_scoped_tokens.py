@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, AuditEntry, Delivery, Endpoint, Event, PortalLink, Replay
+from tests.fixtures import api_client
 
 pytestmark = pytest.mark.django_db
 
@@ -24,23 +25,11 @@ ENDPOINT: dict[str, Any] = {
 }
 
 
-def client_for(plain: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
 @pytest.fixture
 def acme() -> APIClient:
     out = StringIO()
     call_command("create_api_token", "acme-integration", "--tenant", "acme", stdout=out)
-    return client_for(out.getvalue().strip())
-
-
-@pytest.fixture
-def operator() -> APIClient:
-    _, plain = ApiToken.issue("operator")
-    return client_for(plain)
+    return api_client(out.getvalue().strip())
 
 
 def send(client: APIClient, method: str, path: str, payload: Any = None) -> Any:
@@ -144,11 +133,11 @@ def test_the_receiving_side_is_403_for_a_scoped_token(acme: APIClient) -> None:
         assert send(acme, method, path, payload).status_code == 403, (method, path)
 
 
-def test_an_unscoped_token_keeps_its_reach(operator: APIClient, globex_objects: Any) -> None:
+def test_an_unscoped_token_keeps_its_reach(api: APIClient, globex_objects: Any) -> None:
     e = globex_objects["endpoint"]
-    assert operator.get(f"/api/v1/endpoints/{e.pk}").status_code == 200
-    assert operator.get("/api/v1/sources").status_code == 200
-    made = send(operator, "post", "/api/v1/portal-sessions", {"tenant": "globex"})
+    assert api.get(f"/api/v1/endpoints/{e.pk}").status_code == 200
+    assert api.get("/api/v1/sources").status_code == 200
+    made = send(api, "post", "/api/v1/portal-sessions", {"tenant": "globex"})
     assert made.status_code == 201
 
 

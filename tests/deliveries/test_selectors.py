@@ -8,8 +8,7 @@ from django.utils import timezone
 
 from deliveries import selectors
 from deliveries.models import DeliveryStatus, Endpoint, EndpointState
-
-from .portal.test_pages import delivery_to
+from tests.deliveries.portal.helpers import delivery_to
 
 pytestmark = pytest.mark.django_db
 

@@ -13,19 +13,9 @@ from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Attempt, Delivery, DeliveryStatus, Event
+from tests.fixtures import api_client
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(plain: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
-@pytest.fixture
-def api() -> APIClient:
-    return client_for(ApiToken.issue("operator")[1])
 
 
 def put(api: APIClient, tenant: str, payload: Any) -> Any:
@@ -85,7 +75,7 @@ def test_more_days_than_the_global_setting_is_refused(api: APIClient, settings: 
 
 
 def test_a_scoped_token_sets_its_own_tenant_only() -> None:
-    acme = client_for(ApiToken.issue("acme", tenant="acme")[1])
+    acme = api_client(ApiToken.issue("acme", tenant="acme")[1])
     assert put(acme, "acme", {"retention_days": 5}).status_code == 200
     assert put(acme, "globex", {"retention_days": 5}).status_code == 403
     assert acme.get("/api/v1/tenants/globex/settings").status_code == 403

@@ -16,11 +16,10 @@ from rest_framework.test import APIClient
 from deliveries import services
 from deliveries.bindings import bind_model
 from deliveries.endpoints.suspension import endpoint_suspend_automatically
-from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, Event, Replay
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event, Replay
 from tests.conftest import wait_until
-from tests.deliveries.admin.helpers import hours_ago
-from tests.deliveries.admin.test_admin import endpoint_form
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.deliveries.admin.helpers import endpoint_form, hours_ago
+from tests.fixtures import FAST_POLICY, new_endpoint
 from tests.observability.helpers import METRICS_TOKEN, scrape, value
 from tests.receiver import Receiver
 from webhooks_core import tenants
@@ -28,26 +27,12 @@ from webhooks_core import tenants
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
 def post_json(client: APIClient, path: str, payload: Any) -> Any:
     return client.post(path, data=json.dumps(payload), content_type="application/json")
 
 
 def endpoint(receiver: Receiver, tenant: str | None, path: str = "", **fields: Any) -> Endpoint:
-    created, _ = services.endpoint_create(
-        url=receiver.url + path,
-        event_types=["*"],
-        tenant=tenant,
-        **{**FAST_POLICY, **fields},
-    )
-    return created
+    return new_endpoint(receiver.url + path, tenant=tenant, **{**FAST_POLICY, **fields})
 
 
 def event_at(created_at: datetime, tenant: str | None) -> Event:

@@ -11,20 +11,12 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken, Endpoint
+from deliveries.models import Endpoint
 from webhooks_core.api.strict import StrictTypes
 
 pytestmark = pytest.mark.django_db
 
 ENDPOINT = {"url": "https://receiver.example.com/hooks", "event_types": ["invoice.paid"]}
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def send(api: APIClient, method: str, path: str, payload: Any) -> Any:

@@ -2,7 +2,6 @@
 and a handshake-aware receiver on 127.0.0.1 (tests/receiver.py answers OPTIONS)."""
 
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,12 +10,10 @@ from django.core import checks
 from django.db import transaction
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.endpoints import validation
 from deliveries.models import (
-    ApiToken,
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -25,11 +22,12 @@ from deliveries.models import (
     ValidationState,
 )
 from tests.conftest import wait_until
+from tests.deliveries.helpers import ORIGIN, consent, ok_without_consent
+from tests.fixtures import new_endpoint, operator_api
 from tests.receiver import ReceivedRequest, Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = "hooks.test.example"
 FAST: dict[str, Any] = {
     "backoff_base_seconds": 0.05,
     "backoff_max_seconds": 0.2,
@@ -43,30 +41,8 @@ def origin(settings: SettingsWrapper) -> None:
     settings.WEBHOOKS_VALIDATION_ORIGIN = ORIGIN
 
 
-def consent(allowed_origin: str = ORIGIN, rate: str = "*") -> Callable[[ReceivedRequest], Reply]:
-    def answer(request: ReceivedRequest) -> Reply:
-        return Reply(
-            200,
-            b"",
-            {
-                "WebHook-Allowed-Origin": allowed_origin,
-                "WebHook-Allowed-Rate": rate,
-                "Allow": "POST",
-            },
-        )
-
-    return answer
-
-
-def ok_without_consent(request: ReceivedRequest) -> Reply:
-    return Reply(200, b"ok", {"Allow": "POST, OPTIONS"})
-
-
-def make_endpoint(receiver: Receiver, **fields: Any) -> Endpoint:
-    endpoint, _ = services.endpoint_create(
-        url=receiver.url, event_types=["*"], validation="cloudevents", **{**FAST, **fields}
-    )
-    return endpoint
+def validating_endpoint(receiver: Receiver, **fields: Any) -> Endpoint:
+    return new_endpoint(receiver.url, validation="cloudevents", **{**FAST, **fields})
 
 
 def state_of(endpoint: Endpoint) -> str | None:
@@ -99,18 +75,11 @@ def delivery_waits(event: Event) -> Delivery:
     return delivery
 
 
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
-
-
 def test_a_consenting_target_gets_the_handshake_then_its_deliveries(
     celery_worker: object, receiver: Receiver
 ) -> None:
     receiver.options_handler = consent()
-    endpoint = make_endpoint(receiver, rate_limit_per_second=5)
+    endpoint = validating_endpoint(receiver, rate_limit_per_second=5)
 
     [options] = receiver.wait_for_options(1)
     assert options.headers["WebHook-Request-Origin"] == ORIGIN
@@ -126,7 +95,7 @@ def test_a_consenting_target_gets_the_handshake_then_its_deliveries(
     wait_until(
         lambda: Delivery.objects.filter(event=event, status=DeliveryStatus.SUCCEEDED).exists()
     )
-    data = api().get(f"/api/v1/endpoints/{endpoint.pk}").json()
+    data = operator_api().get(f"/api/v1/endpoints/{endpoint.pk}").json()
     assert data["validation"] == "cloudevents"
     assert data["validation_state"] == "validated"
     assert data["validation_allowed_rate"] is None
@@ -136,7 +105,7 @@ def test_a_200_without_the_header_is_no_consent_and_the_button_asks_again(
     celery_worker: object, receiver: Receiver
 ) -> None:
     receiver.options_handler = ok_without_consent
-    endpoint = make_endpoint(receiver)
+    endpoint = validating_endpoint(receiver)
     wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
     assert (
         "without WebHook-Allowed-Origin" in Endpoint.objects.get(pk=endpoint.pk).validation_reason
@@ -147,7 +116,7 @@ def test_a_200_without_the_header_is_no_consent_and_the_button_asks_again(
     assert receiver.requests == []  # never sent to a refused endpoint
 
     receiver.options_handler = consent(allowed_origin="*")
-    response = api().post(f"/api/v1/endpoints/{endpoint.pk}/validate")
+    response = operator_api().post(f"/api/v1/endpoints/{endpoint.pk}/validate")
     assert response.status_code == 202, response.content
     assert response.json()["validation_state"] == "pending"
 
@@ -162,7 +131,7 @@ def test_a_200_without_the_header_is_no_consent_and_the_button_asks_again(
 
 def test_a_refusing_target_is_never_sent_to(celery_worker: object, receiver: Receiver) -> None:
     receiver.options_handler = consent(allowed_origin="someone-else.example")
-    endpoint = make_endpoint(receiver)
+    endpoint = validating_endpoint(receiver)
     wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
     assert "someone-else.example" in Endpoint.objects.get(pk=endpoint.pk).validation_reason
 
@@ -184,7 +153,7 @@ def test_a_lower_granted_rate_becomes_the_endpoint_limit(
     celery_worker: object, receiver: Receiver
 ) -> None:
     receiver.options_handler = consent(rate="2")
-    endpoint = make_endpoint(receiver, rate_limit_per_second=10)
+    endpoint = validating_endpoint(receiver, rate_limit_per_second=10)
     [options] = receiver.wait_for_options(1)
     assert options.headers["WebHook-Request-Rate"] == "600"
     wait_until(lambda: state_of(endpoint) == ValidationState.VALIDATED, what="validated")
@@ -212,12 +181,12 @@ def test_a_lower_granted_rate_becomes_the_endpoint_limit(
 
 def test_a_url_change_asks_the_new_target(celery_worker: object, receiver: Receiver) -> None:
     receiver.options_handler = consent()
-    endpoint = make_endpoint(receiver)
+    endpoint = validating_endpoint(receiver)
     wait_until(lambda: state_of(endpoint) == ValidationState.VALIDATED, what="validated")
 
     with Receiver.running() as other:
         other.options_handler = ok_without_consent
-        response = api().patch(
+        response = operator_api().patch(
             f"/api/v1/endpoints/{endpoint.pk}",
             data=json.dumps({"url": other.url}),
             content_type="application/json",
@@ -245,7 +214,7 @@ def test_an_unanswered_handshake_is_tried_again_by_itself(
     settings.WEBHOOKS_VALIDATION_RETRY_SECONDS = 0.1
     receiver.options_handler = consent()
     with receiver.down():
-        endpoint = make_endpoint(receiver)
+        endpoint = validating_endpoint(receiver)
         wait_until(
             lambda: Endpoint.objects.get(pk=endpoint.pk).validation_tries == 1,
             what="one unanswered try",
@@ -266,7 +235,7 @@ def test_an_unanswered_handshake_is_tried_again_by_itself(
 
 
 def test_the_api_contract(celery_worker: object, receiver: Receiver) -> None:
-    client = api()
+    client = operator_api()
     created = client.post(
         "/api/v1/endpoints",
         data=json.dumps({"url": receiver.url, "event_types": ["*"]}),
@@ -316,7 +285,7 @@ def test_turning_the_handshake_off_sends_what_waited(
     celery_worker: object, receiver: Receiver
 ) -> None:
     receiver.options_handler = ok_without_consent
-    endpoint = make_endpoint(receiver)
+    endpoint = validating_endpoint(receiver)
     wait_until(lambda: state_of(endpoint) == ValidationState.REFUSED, what="refused")
     event = emit()
     delivery_waits(event)
@@ -351,7 +320,7 @@ def test_a_handshake_ends_by_its_deadline(celery_worker: object, receiver: Recei
         return Reply(200, b"", {"WebHook-Allowed-Origin": "*"}, delay_seconds=5.0)
 
     receiver.options_handler = slow
-    endpoint = make_endpoint(receiver, connect_timeout_seconds=0.5, read_timeout_seconds=0.5)
+    endpoint = validating_endpoint(receiver, connect_timeout_seconds=0.5, read_timeout_seconds=0.5)
     started = timezone.now()
     wait_until(
         lambda: Endpoint.objects.get(pk=endpoint.pk).validation_tries == 1,

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, Endpoint, ValidationState
 from tests.conftest import wait_until
 from tests.deliveries.portal.helpers import portal_client
+from tests.fixtures import api_client
 from tests.receiver import ReceivedRequest, Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,8 +38,7 @@ def test_thirty_asks_send_one_options_request(
     )
     assert len(receiver.options) == 1
     _, plain = ApiToken.issue("tests")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
+    api = api_client(plain)
     portal = portal_client("acme")
 
     api_answers: list[Any] = []

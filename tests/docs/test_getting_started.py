@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tests.conftest import wait_until
 from tests.docs.examples import examples, unmarked_blocks
+from tests.fixtures import free_port
 from tests.helpers import embedded_env, serve, status_if_answering, stop_process
-from tests.packaging.host import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "getting-started.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from deliveries.pipeline import payload_filters, rendering
-from tests.docs.test_wire_format_snippets import BODY, MSG_ID, python_verifier
+from tests.docs.wire_format import BODY, MSG_ID, python_verifier
 from webhooks_core.crypto import signing
 
 OPTIONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "sending" / "options.md"

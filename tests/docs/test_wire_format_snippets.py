@@ -7,34 +7,18 @@ printed there, through a small harness per language, on requests signed by
 A language whose toolchain is not installed is skipped.
 """
 
-import json
-import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.docs.wire_format import BODY, MSG_ID, python_verifier, snippets
 from webhooks_core.crypto import signing
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "wire-format.md"
-SNIPPET = re.compile(r"<!-- snippet: (?P<name>[\w-]+) -->\n```\w+\n(?P<code>.*?)\n```", re.S)
-
-# A body with non-ASCII characters, as our sender writes them (UTF-8, not escaped).
-BODY = json.dumps(
-    {"id": "5b0e8a52", "type": "invoice.paid", "data": {"customer": "Zoë Ça"}},
-    separators=(",", ":"),
-    ensure_ascii=False,
-).encode("utf-8")
-MSG_ID = "5b0e8a52-3c1f-4a5e-9d0e-2f7f1c9b8a11"
 OLD_SECRET = signing.generate_secret()
 NEW_SECRET = signing.generate_secret()
-
-
-def snippets() -> dict[str, str]:
-    return {m["name"]: m["code"] for m in SNIPPET.finditer(PAGE.read_text())}
 
 
 def cases() -> list[tuple[str, str, dict[str, str], bytes, bool]]:
@@ -90,14 +74,6 @@ def header_cases(kind: str) -> list[tuple[str, str, dict[str, str], bytes, bool]
         ("wrong key", PUBLIC_KEYS[0], signed([new]), BODY, False),
         ("stale", PUBLIC_KEYS[1], signed([new], timestamp=now - 3600), BODY, False),
     ]
-
-
-def python_verifier(name: str) -> Callable[..., bool]:
-    namespace: dict[str, object] = {}
-    exec(compile(snippets()[name], f"{PAGE.name}:{name}", "exec"), namespace)  # noqa: S102
-    verify = namespace["verify"]
-    assert callable(verify)
-    return verify
 
 
 def test_python_v1() -> None:

@@ -57,7 +57,7 @@ def wait_all_succeeded(expected: int, timeout: float, what: str) -> None:
         wait_until(lambda: succeeded.count() == expected, timeout=timeout, what=what)
     except AssertionError as timed_out:
         stuck = Delivery.objects.exclude(status=DeliveryStatus.SUCCEEDED).values(
-            "pk", "status", "attempts", "next_attempt_at", "enqueued_at", "lease_expires_at"
+            "pk", "status", "attempts", "next_attempt_at", "dispatched_at", "lease_expires_at"
         )
         raise AssertionError(
             f"{timed_out}; deliveries by status {dict(delivery_statuses())}; "

@@ -4,7 +4,6 @@ process, each pointed at the servers the test chooses through its environment.""
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from typing import Any
 import requests
 
 from tests.conftest import wait_until
+from tests.fixtures import free_port
 from tests.helpers import stop_process, worker_process
 
 DRIVER = [sys.executable, "-m", "tests.faults.driver"]
@@ -48,12 +48,6 @@ def driver_running(args: list[str], extra_env: dict[str, str]) -> Iterator[None]
         yield
     finally:
         stop_process(process)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager

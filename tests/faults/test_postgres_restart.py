@@ -77,7 +77,7 @@ def test_postgres_restarted_mid_run(receiver: Receiver) -> None:
             "WEBHOOKS_HEALTH_REDIS_URL": broker.url,
             "WEBHOOKS_LEASE_SECONDS": "2",
             "WEBHOOKS_FANOUT_GRACE_SECONDS": "1",
-            "WEBHOOKS_REQUEUE_GRACE_SECONDS": "1",
+            "WEBHOOKS_WAKE_GRACE_SECONDS": "1",
         }
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks", "-v", "0"],

@@ -111,7 +111,7 @@ def test_worker_killed_after_the_effect_before_processed_repeats_nothing(
 ) -> None:
     redis_client.flushdb()
     declare_queues()
-    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 1.0  # the sweeper runs in this process
+    settings.RECEIVERS_REDISPATCH_GRACE_SECONDS = 1.0  # the sweeper runs in this process
     marker = tmp_path / "effects.log"
     worker_env = {
         "RECEIVERS_HANDLER_MODULES": f"examples.payments.handlers,{effect_then_crash.__name__}",

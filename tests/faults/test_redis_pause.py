@@ -37,7 +37,7 @@ def test_a_redis_write_pause_mid_run_delays_no_delivery_past_a_minute(
             "CELERY_BROKER_URL": broker.url,
             "WEBHOOKS_HEALTH_REDIS_URL": broker.url,
             "WEBHOOKS_FANOUT_GRACE_SECONDS": "2",
-            "WEBHOOKS_REQUEUE_GRACE_SECONDS": "2",
+            "WEBHOOKS_WAKE_GRACE_SECONDS": "2",
         }
         client = redis.Redis.from_url(broker.url)
         with supervised_worker(env), driver_running(["sweep", "1.0"], env):

@@ -54,7 +54,7 @@ def test_redis_restarted_empty_mid_run_loses_nothing(
             "WEBHOOKS_HEALTH_REDIS_URL": broker.url,
             "WEBHOOKS_LEASE_SECONDS": "2",
             "WEBHOOKS_FANOUT_GRACE_SECONDS": "1",
-            "WEBHOOKS_REQUEUE_GRACE_SECONDS": "1",
+            "WEBHOOKS_WAKE_GRACE_SECONDS": "1",
         }
         started = time.monotonic()
         with supervised_worker(env) as worker_exits, driver_running(["sweep", "0.5"], env):

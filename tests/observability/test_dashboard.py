@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
@@ -15,23 +14,16 @@ from .dashboard_data import seed_dashboard
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client: Client) -> Client:
-    user = User.objects.create_superuser("ops", "ops@example.com", "pw-for-tests-only")
-    client.force_login(user)
-    return client
-
-
 def test_dashboard_needs_a_staff_login(client: Client) -> None:
     response = client.get("/admin/dashboard/")
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
 
 
-def test_dashboard_renders_charts_for_both_windows(staff_client: Client) -> None:
+def test_dashboard_renders_charts_for_both_windows(staff: Client) -> None:
     seed_dashboard()
     for key in WINDOWS:
-        response = staff_client.get(f"/admin/dashboard/?window={key}")
+        response = staff.get(f"/admin/dashboard/?window={key}")
         assert response.status_code == 200
         html = response.content.decode()
         for chart in (
@@ -49,14 +41,14 @@ def test_dashboard_renders_charts_for_both_windows(staff_client: Client) -> None
         assert "<script" not in html.split('id="content-main"')[1]  # server-side SVG only
 
 
-def test_dashboard_refuses_an_unknown_window(staff_client: Client) -> None:
-    response = staff_client.get("/admin/dashboard/?window=7d")
+def test_dashboard_refuses_an_unknown_window(staff: Client) -> None:
+    response = staff.get("/admin/dashboard/?window=7d")
     assert response.status_code == 400
     assert "window" in response.json()
 
 
-def test_admin_index_links_to_the_dashboard(staff_client: Client) -> None:
-    html = staff_client.get("/admin/").content.decode()
+def test_admin_index_links_to_the_dashboard(staff: Client) -> None:
+    html = staff.get("/admin/").content.decode()
     assert 'href="/admin/dashboard/"' in html
 
 

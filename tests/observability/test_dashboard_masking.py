@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 SECRET_URL = "https://hook-user:pa55word@flaky.example.org/webhooks?token=tok_live_42&team=ops"
 
 
-def staff(username: str, *permissions: str) -> Client:
+def staff_with(username: str, *permissions: str) -> Client:
     user = User.objects.create_user(username, password="pw-for-tests-only", is_staff=True)
     for codename in permissions:
         user.user_permissions.add(Permission.objects.get(codename=codename))
@@ -28,13 +28,13 @@ def test_staff_without_the_change_permission_see_masked_urls() -> None:
     seed_dashboard()
     Endpoint.objects.filter(url__contains="flaky.example.org").update(url=SECRET_URL)
 
-    viewer = staff("viewer", "view_endpoint").get("/admin/dashboard/").content.decode()
+    viewer = staff_with("viewer", "view_endpoint").get("/admin/dashboard/").content.decode()
     assert "flaky.example.org/webhooks" in viewer
     for secret in ("pa55word", "hook-user", "tok_live_42", "=ops"):
         assert secret not in viewer
     assert "token=***" in viewer
 
-    editor = staff("editor", "change_endpoint").get("/admin/dashboard/").content.decode()
+    editor = staff_with("editor", "change_endpoint").get("/admin/dashboard/").content.decode()
     assert "tok_live_42" in editor
     assert "pa55word" in editor
 

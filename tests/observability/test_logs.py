@@ -14,7 +14,8 @@ from deliveries.models import DeliveryStatus
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, settled
+from tests.deliveries.helpers import settled
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_project.logs import build_formatter

@@ -19,7 +19,7 @@ from deliveries.pipeline.wake import wake_endpoints
 from receivers import services as receiver_services
 from receivers.models import InboxEvent, InboxStatus
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver, Reply
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_core.crypto.signing import generate_secret

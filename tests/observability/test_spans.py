@@ -17,7 +17,8 @@ from examples.payments.models import Order
 from receivers import services as receiving
 from receivers.models import InboxEvent
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, settled
+from tests.deliveries.helpers import settled
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 from webhooks_core import tracing
 

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from rest_framework.test import APIClient
 
 from deliveries import services
 from deliveries.models import ApiToken, DeliveryStatus, Event
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import make_endpoint, settled
+from tests.deliveries.helpers import settled
+from tests.fixtures import api_client, make_endpoint
 from tests.receiver import Receiver
 from webhooks_core import tracing
 
@@ -96,8 +96,7 @@ def test_api_request_traceparent_reaches_the_receiver(
 ) -> None:
     make_endpoint(receiver)
     _, token = ApiToken.issue("tracing")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client = api_client(token)
 
     accepted = client.post(
         "/api/v1/events", {"type": "order.created", "data": {}}, format="json", HTTP_TRACEPARENT=TP

@@ -1,7 +1,6 @@
 """What the packaging tests share: building commands, waiting, a host's database."""
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -67,12 +66,6 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = WAIT_SECOND
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def query(database: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from tests.docs.examples import Example, examples, unmarked_blocks
-from tests.packaging.host import REPO, database_settings, free_port, query, run, wait_until
+from tests.fixtures import free_port
+from tests.packaging.host import REPO, database_settings, query, run, wait_until
 from tests.receiver import Receiver
 from webhooks_core.crypto import signing
 

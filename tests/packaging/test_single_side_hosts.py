@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.examples import examples
+from tests.fixtures import free_port
 from tests.helpers import call, status_if_answering
 from tests.packaging.host import (
     CELERY_PY,
@@ -24,7 +25,6 @@ from tests.packaging.host import (
     REPO,
     WAIT_SECONDS,
     database_settings,
-    free_port,
     query,
     run,
     wait_until,

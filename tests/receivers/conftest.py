@@ -1,29 +1,10 @@
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from receivers import services
-from receivers.models import Source
 from receivers.services import dispatch
-from webhooks_core.crypto.signing import generate_secret
-
-MakeSource = Callable[..., tuple[Source, str]]
-
-
-@pytest.fixture
-def make_source(db: None) -> MakeSource:
-    counter = iter(range(1, 10_000))
-
-    def make(scheme: str = "ours", secret: str | None = None, **fields: Any) -> tuple[Source, str]:
-        slug = fields.pop("slug", f"{scheme}-{next(counter)}")
-        if secret is None:
-            secret = generate_secret()
-        return services.source_create(slug=slug, scheme=scheme, secret=secret, **fields)
-
-    return make
 
 
 @pytest.fixture
@@ -32,7 +13,7 @@ def quick_retries(settings: SettingsWrapper) -> None:
     settings.RECEIVERS_BACKOFF_BASE_SECONDS = 0.05
     settings.RECEIVERS_BACKOFF_MAX_SECONDS = 0.2
     settings.RECEIVERS_MAX_ATTEMPTS = 3
-    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 0.0
+    settings.RECEIVERS_REDISPATCH_GRACE_SECONDS = 0.0
     settings.RECEIVERS_LEASE_SECONDS = 1.0
 
 

@@ -5,12 +5,14 @@ import hmac
 import json
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import stripe
+from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from receivers.models import InboxEvent, Source
 from webhooks_core.crypto import signing
 
 
@@ -77,3 +79,18 @@ def sign_github(
         "X-GitHub-Event": event,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
     }
+
+
+def row(source: Source, status: str, age_days: float = 0, **fields: Any) -> InboxEvent:
+    received = timezone.now() - timedelta(days=age_days)
+    return InboxEvent.objects.create(
+        source=source,
+        event_id=f"e{InboxEvent.objects.count()}",
+        type="t",
+        status=status,
+        raw_body=b"{}",
+        payload={},
+        received_at=received,
+        next_attempt_at=fields.pop("next_attempt_at", received),
+        **fields,
+    )

@@ -19,7 +19,8 @@ from receivers import schemes, services
 from receivers.models import InboxEvent, InboxStatus, SourceSecret
 from receivers.services import dispatch
 from tests.conftest import wait_until
-from tests.receivers.conftest import MakeSource, post
+from tests.fixtures import MakeSource
+from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_core.crypto import encryption
 from webhooks_core.crypto.signing import generate_secret

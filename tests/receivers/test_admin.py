@@ -1,24 +1,17 @@
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus, Source
-from tests.receivers.conftest import MakeSource, post
+from tests.fixtures import MakeSource
+from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_core.crypto.signing import generate_secret
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(client: Client) -> Client:
-    user = User.objects.create_superuser("admin", "a@example.com", "pw")
-    client.force_login(user)
-    return client
 
 
 def test_inbox_list_detail_and_retry_action(staff: Client, make_source: MakeSource) -> None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def admin_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
@@ -43,7 +43,7 @@ def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def test_deleting_a_source_with_unprocessed_events_in_a_browser(
-    live_server: Any, page: Any
+    live_server: Any, admin_page: Any
 ) -> None:
     User.objects.create_superuser("operator", "op@example.com", "correct horse")
     source, _ = services.source_create(slug="stripe-live", scheme="stripe", secret="whsec_abc")
@@ -58,25 +58,25 @@ def test_deleting_a_source_with_unprocessed_events_in_a_browser(
             received_at=now,
         )
 
-    page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "correct horse")
-    page.click('input[type="submit"]')
-    page.wait_for_selector("#site-name")
+    admin_page.goto(f"{live_server.url}/admin/login/")
+    admin_page.fill("#id_username", "operator")
+    admin_page.fill("#id_password", "correct horse")
+    admin_page.click('input[type="submit"]')
+    admin_page.wait_for_selector("#site-name")
 
-    page.goto(f"{live_server.url}/admin/receivers/source/{source.pk}/delete/")
-    listed = page.inner_text("#deleted-objects")
+    admin_page.goto(f"{live_server.url}/admin/receivers/source/{source.pk}/delete/")
+    listed = admin_page.inner_text("#deleted-objects")
     assert "2 inbox event(s), 1 of them not processed" in listed
     assert "[" not in listed  # a nested list, not a Python repr
-    page.screenshot(path=str(SCREENSHOTS / "source-delete.png"), full_page=True)
+    admin_page.screenshot(path=str(SCREENSHOTS / "source-delete.png"), full_page=True)
 
     # Without the box: refused, nothing deleted.
-    page.click('input[type="submit"][value^="Yes"]')
-    page.wait_for_selector("text=not yet processed")
+    admin_page.click('input[type="submit"][value^="Yes"]')
+    admin_page.wait_for_selector("text=not yet processed")
     assert Source.objects.filter(pk=source.pk).exists()
 
-    page.check("#id_force")
-    page.click('input[type="submit"][value^="Yes"]')
-    page.wait_for_selector("text=was deleted successfully")
+    admin_page.check("#id_force")
+    admin_page.click('input[type="submit"][value^="Yes"]')
+    admin_page.wait_for_selector("text=was deleted successfully")
     assert not Source.objects.filter(pk=source.pk).exists()
     assert not InboxEvent.objects.exists()

@@ -23,6 +23,7 @@ from receivers import services
 from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source, SourceSecret
 from tests.conftest import wait_until
+from tests.fixtures import api_client
 from tests.receivers.conftest import post
 from tests.receivers.helpers import (
     body_of,
@@ -39,19 +40,6 @@ Json = dict[str, Any]
 
 
 # --- fixtures and helpers ----------------------------------------------------------------
-
-
-@pytest.fixture
-def anon() -> APIClient:
-    return APIClient()
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 def body(response: Any) -> Any:
@@ -560,8 +548,7 @@ def test_openapi_schema_documents_the_receiving_api(api: APIClient) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_retry_through_the_api_gets_a_failed_event_processed(celery_worker: object) -> None:
     _, token = ApiToken.issue("worker-test")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client = api_client(token)
     source = Source.objects.create(slug="shop", scheme="ours")
     row = stored_event(source, type="test.api-retry", status=InboxStatus.FAILED, attempts=3)
     calls: list[str] = []

@@ -15,7 +15,6 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken
 from examples.providers.acme import AcmeScheme, sign
 from receivers import reconciliation, schemes, services
 from receivers.checks import check_schemes
@@ -126,14 +125,6 @@ def test_a_scheme_reconciles_by_itself(settings: SettingsWrapper) -> None:
 
 
 # --- sources of a host's scheme --------------------------------------------------------
-
-
-@pytest.fixture
-def api(db: None) -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
 
 
 @pytest.mark.django_db

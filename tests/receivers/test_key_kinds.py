@@ -12,12 +12,10 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken
 from receivers import schemes, services
 from receivers.models import InboxEvent, Source, SourceSecret
 from receivers.schemes.base import Headers, Scheme, SignedParts
@@ -29,20 +27,6 @@ pytestmark = pytest.mark.django_db
 
 HMAC_SCHEMES = ["ours", "stripe", "github"]
 _, PUBLIC = signing.generate_key_pair()
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
-@pytest.fixture
-def staff(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("admin", "a@example.com", "pw"))
-    return client
 
 
 @pytest.mark.parametrize("scheme", HMAC_SCHEMES)

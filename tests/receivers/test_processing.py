@@ -26,9 +26,10 @@ from receivers.handlers import inbox_handler, registry
 from receivers.models import InboxEvent, InboxStatus, Source
 from receivers.services import InboxOutcome, dispatch, lease_keeper
 from tests.conftest import wait_until
+from tests.fixtures import MakeSource
 from tests.helpers import declare_queues, sweeping_in_background, worker_process
 from tests.receivers import slow_handlers
-from tests.receivers.conftest import MakeSource, post
+from tests.receivers.conftest import post
 from tests.receivers.helpers import ours_event, sign_ours
 from webhooks_project.celery import app as celery_app
 
@@ -252,7 +253,7 @@ def services_arrival_claimed(source: Source, body: bytes, event_id: str) -> None
         payload=json.loads(body),
         received_at=now,
         next_attempt_at=now,
-        enqueued_at=now - timedelta(seconds=10),
+        dispatched_at=now - timedelta(seconds=10),
         lease_token=uuid.uuid4(),
         lease_expires_at=now - timedelta(seconds=1),
     )
@@ -338,7 +339,7 @@ def test_worker_sigkilled_mid_handler_processes_exactly_once_after_restart(
     redis_client.flushdb()
     declare_queues()  # the event is sent before the worker starts
     # The sweeper runs in this process; the lease is taken by the worker process.
-    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 1.0
+    settings.RECEIVERS_REDISPATCH_GRACE_SECONDS = 1.0
     marker = tmp_path / "handler-starts.log"
     worker_env = {
         "RECEIVERS_HANDLER_MODULES": f"examples.payments.handlers,{slow_handlers.__name__}",
@@ -426,7 +427,7 @@ def test_a_handler_longer_than_its_lease_runs_once_and_keeps_its_lease(
 ) -> None:
     settings.RECEIVERS_LEASE_SECONDS = 1.0
     settings.RECEIVERS_HANDLER_TIMEOUT_SECONDS = 60.0
-    settings.RECEIVERS_REQUEUE_GRACE_SECONDS = 0.0
+    settings.RECEIVERS_REDISPATCH_GRACE_SECONDS = 0.0
 
     @inbox_handler("test.long")
     def long(event: InboxEvent) -> None:
@@ -570,7 +571,7 @@ def test_a_batch_hands_on_the_rows_it_has_no_time_left_to_start(
             type="future.event",
             received_at=now,
             next_attempt_at=now,
-            enqueued_at=now,
+            dispatched_at=now,
         )
         for _ in range(3)
     ]

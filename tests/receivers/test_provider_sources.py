@@ -5,11 +5,9 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken
 from receivers.models import InboxEvent, Source
 from tests.receivers.providers import BY_NAME, PROVIDERS, Provider, Signed
 from webhooks_core.crypto import signing
@@ -19,21 +17,6 @@ pytestmark = pytest.mark.django_db
 API = "/api/v1"
 HMAC_SCHEMES = ["slack", "twilio", "shopify", "paddle", "square"]
 PUBLIC_URL = "https://hooks.example.com/inbound/provider"
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
-@pytest.fixture
-def staff(client: Client) -> Client:
-    user = User.objects.create_superuser("admin", "a@example.com", "pw")
-    client.force_login(user)
-    return client
 
 
 def create(api: APIClient, **fields: Any) -> Any:

@@ -3,12 +3,8 @@ guard at connect time and follow `next` links on the base URL's origin only; eac
 within its total deadline, as a delivery's does. Real HTTP servers on 127.0.0.1 (two
 ports: two origins), and the scripted raw peer for an answer that trickles."""
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 import requests
@@ -17,37 +13,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from receivers import reconciliation
 from receivers.reconciliation import ProviderURLRefused, provider_pages
 from tests import raw_peer
-
-
-class PagesServer:
-    """Answers every GET with the next scripted JSON page; records what it was sent."""
-
-    def __init__(self) -> None:
-        self.pages: list[dict[str, Any]] = []
-        self.seen: list[tuple[str, str]] = []  # (path, Authorization)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.seen.append((self.path, self.headers.get("Authorization", "")))
-                page = server.pages.pop(0) if server.pages else {"results": []}
-                raw = json.dumps(page).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.receiver import PagesServer
 
 
 @pytest.fixture

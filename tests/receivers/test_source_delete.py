@@ -15,7 +15,6 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken
 from examples.payments.models import Order, Payment
 from examples.providers import acme
 from receivers import services
@@ -26,15 +25,7 @@ from tests.receivers.helpers import body_of, ours_event, sign_ours
 API = "/api/v1"
 
 
-@pytest.fixture
-def api(db: None) -> APIClient:
-    _, token = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
-def make_source(slug: str = "shop") -> tuple[Source, str]:
+def shop_source(slug: str = "shop") -> tuple[Source, str]:
     return services.source_create(slug=slug, scheme="ours")
 
 
@@ -56,8 +47,8 @@ def stored(source: Source, status: str) -> InboxEvent:
 
 @pytest.mark.django_db
 def test_delete_removes_the_source_its_secrets_and_finished_inbox_rows(api: APIClient) -> None:
-    source, _ = make_source()
-    other, _ = make_source("other")
+    source, _ = shop_source()
+    other, _ = shop_source("other")
     for status in (InboxStatus.PROCESSED, InboxStatus.IGNORED):
         stored(source, status)
     kept = stored(other, InboxStatus.RECEIVED)
@@ -82,7 +73,7 @@ def test_delete_removes_the_source_its_secrets_and_finished_inbox_rows(api: APIC
 def test_unprocessed_inbox_rows_refuse_the_delete_unless_forced(
     api: APIClient, status: str
 ) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     stored(source, InboxStatus.PROCESSED)
     pending = stored(source, status)
 
@@ -107,7 +98,7 @@ def test_unprocessed_inbox_rows_refuse_the_delete_unless_forced(
 def test_a_bad_force_or_unknown_parameter_is_400_and_deletes_nothing(
     api: APIClient, query: str
 ) -> None:
-    make_source()
+    shop_source()
     response = api.delete(f"{API}/sources/shop?{query}")
     if query == "x=1":
         # Unknown query parameters are ignored, as on every list of this API.
@@ -119,7 +110,7 @@ def test_a_bad_force_or_unknown_parameter_is_400_and_deletes_nothing(
 
 @pytest.mark.django_db
 def test_a_body_is_refused(api: APIClient) -> None:
-    make_source()
+    shop_source()
     response = api.delete(
         f"{API}/sources/shop", data=json.dumps({"force": True}), content_type="application/json"
     )
@@ -129,7 +120,7 @@ def test_a_body_is_refused(api: APIClient) -> None:
 
 @pytest.mark.django_db
 def test_delete_names_the_source_by_slug_and_get_still_takes_the_id(api: APIClient) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     assert api.get(f"{API}/sources/{source.pk}").json()["slug"] == "shop"
     assert api.get(f"{API}/sources/shop").json()["id"] == source.pk
     assert api.delete(f"{API}/sources/{source.pk}").status_code == 404
@@ -139,8 +130,8 @@ def test_delete_names_the_source_by_slug_and_get_still_takes_the_id(api: APIClie
 
 @pytest.mark.django_db
 def test_a_slug_of_digits_wins_over_an_id(api: APIClient) -> None:
-    first, _ = make_source("first")
-    digits, _ = make_source(str(first.pk))
+    first, _ = shop_source("first")
+    digits, _ = shop_source(str(first.pk))
     assert api.get(f"{API}/sources/{first.pk}").json()["id"] == digits.pk
     assert api.delete(f"{API}/sources/{first.pk}").status_code == 204
     assert Source.objects.filter(pk=first.pk).exists()
@@ -149,14 +140,14 @@ def test_a_slug_of_digits_wins_over_an_id(api: APIClient) -> None:
 
 @pytest.mark.django_db
 def test_without_a_token_it_is_401(api: APIClient) -> None:
-    make_source()
+    shop_source()
     assert APIClient().delete(f"{API}/sources/shop").status_code == 401
     assert Source.objects.filter(slug="shop").exists()
 
 
 @pytest.mark.django_db
 def test_host_rows_protecting_the_source_refuse_the_delete(api: APIClient) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     order = Order.objects.create(reference="ord_1", amount=100, currency="EUR")
     Payment.objects.create(
         source=source, provider_payment_id="pay_1", order=order, amount=100, currency="EUR"
@@ -207,7 +198,7 @@ def test_a_request_arriving_during_the_delete_stores_nothing(
         source, _ = services.source_create(slug="shop", scheme="acme", secret=secret)
         build = acme_batch
     else:
-        source, secret = make_source()
+        source, secret = shop_source()
         build = ours_request
     deleted, commit = threading.Event(), threading.Event()
     problems: list[BaseException] = []
@@ -269,7 +260,7 @@ def delete_url(source: Source) -> str:
 def test_the_admin_confirms_with_counts_and_deletes_through_the_service(
     admin_client: Any,
 ) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     for _ in range(3):
         stored(source, InboxStatus.PROCESSED)
 
@@ -288,7 +279,7 @@ def test_the_admin_confirms_with_counts_and_deletes_through_the_service(
 
 @pytest.mark.django_db
 def test_the_admin_needs_the_box_ticked_for_unprocessed_events(admin_client: Any) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     stored(source, InboxStatus.FAILED)
 
     page = " ".join(admin_client.get(delete_url(source)).content.decode().split())
@@ -307,7 +298,7 @@ def test_the_admin_needs_the_box_ticked_for_unprocessed_events(admin_client: Any
 
 @pytest.mark.django_db
 def test_the_admin_shows_the_host_rows_that_protect_the_source(admin_client: Any) -> None:
-    source, _ = make_source()
+    source, _ = shop_source()
     order = Order.objects.create(reference="ord_1", amount=100, currency="EUR")
     Payment.objects.create(
         source=source, provider_payment_id="pay_1", order=order, amount=100, currency="EUR"
@@ -320,6 +311,6 @@ def test_the_admin_shows_the_host_rows_that_protect_the_source(admin_client: Any
 
 @pytest.mark.django_db
 def test_the_admin_has_no_bulk_delete_of_sources(admin_client: Any) -> None:
-    make_source()
+    shop_source()
     page = admin_client.get("/admin/receivers/source/")
     assert b"delete_selected" not in page.content

@@ -11,7 +11,7 @@ from django.test import Client
 from receivers import services
 from receivers.models import Source
 from receivers.reconciliation import provider_pages
-from tests.receivers.test_reconciliation_guard import PagesServer
+from tests.receiver import PagesServer
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from receivers import services
 from receivers.models import InboxEvent, InboxStatus
-from tests.receivers.conftest import MakeSource, post
+from tests.fixtures import MakeSource
+from tests.receivers.conftest import post
 from tests.receivers.helpers import (
     body_of,
     ours_event,

@@ -20,6 +20,7 @@ from deliveries import tasks as deliveries_tasks
 from deliveries.models import ApiToken
 from receivers import conf as receivers_conf
 from receivers import tasks as receivers_tasks
+from tests.fixtures import api_client
 from webhooks_core import checks, conf
 from webhooks_core.runtime import tasking
 from webhooks_project.celery import app as project_app
@@ -212,8 +213,7 @@ def test_host_rest_framework_settings_do_not_change_the_api() -> None:
             assert response["Content-Type"] == "application/json"
             assert response["WWW-Authenticate"].startswith("Bearer")
         _, token = ApiToken.issue("library")
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        client = api_client(token)
         for _ in range(2):
             client.post(
                 "/api/v1/endpoints",

@@ -9,7 +9,6 @@ the server is still running.
 
 import json
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,18 +16,13 @@ import time
 from pathlib import Path
 
 from tests.conftest import wait_until
+from tests.fixtures import free_port
 from tests.helpers import call, embedded_env, serve, status_if_answering, stop_process
 from tests.receiver import Receiver
 from webhooks_core.crypto import signing
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = re.compile(r"user 'admin', password '([^']+)' \(generated")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_generated_password_reaches_a_redirected_stdout(tmp_path: Path) -> None:

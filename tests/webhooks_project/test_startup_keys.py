@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import requests
 import yaml
 
 from tests.conftest import wait_until
+from tests.fixtures import free_port
 from tests.helpers import stop_process
 from webhooks_core.crypto.encryption import generate_key
 from webhooks_project.keys import INSECURE_DEFAULT_SECRET_KEY
@@ -80,12 +80,6 @@ def procfile(name: str) -> str:
         if process.strip() == name:
             return command.strip()
     raise AssertionError(f"the Procfile has no {name} process")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 STARTS = {

@@ -2,7 +2,7 @@
 
 A row is claimable when it waits and is due, or when it is busy but its lease ran out (its
 worker died); claiming sets a fresh token, so only the claimant's updates (``WHERE
-lease_token = <token>``) land. ``enqueued_at`` says when a task message was last sent, so
+lease_token = <token>``) land. ``dispatched_at`` says when a task message was last sent, so
 the sweepers re-send only rows whose message may be lost.
 """
 
@@ -24,7 +24,7 @@ class LeasedJob(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # When a task message was last sent for this row; NULL means none is out, so the
     # sweeper dispatches the row as soon as it is due.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
 

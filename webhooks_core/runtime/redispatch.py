@@ -19,10 +19,11 @@ def redispatch_in_batches(
     max_batches: int,
     deadline: float | None = None,
 ) -> int:
-    """Mark matching rows dispatched now (``enqueued_at``) and dispatch their messages, in batches.
+    """Mark matching rows dispatched now (``dispatched_at``) and dispatch their messages, in
+    batches.
 
     Each batch is taken with ``SELECT ... FOR UPDATE SKIP LOCKED`` (a no-op on SQLite), so
-    two sweepers never take the same row; its ``enqueued_at`` is set before its messages
+    two sweepers never take the same row; its ``dispatched_at`` is set before its messages
     are sent, after commit. Stops after ``max_batches``, at the first short batch, or once
     ``deadline`` (a ``time.monotonic()`` value) has passed. Returns how many rows it sent.
     """
@@ -37,7 +38,7 @@ def redispatch_in_batches(
             )
             if not ids:
                 break
-            queryset.filter(pk__in=ids).update(enqueued_at=timezone.now())
+            queryset.filter(pk__in=ids).update(dispatched_at=timezone.now())
             transaction.on_commit(lambda ids=ids: dispatch(ids), robust=True)  # type: ignore[misc]
         total += len(ids)
         if len(ids) < batch_size or (deadline is not None and time.monotonic() > deadline):

@@ -6,10 +6,12 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.models import Group, User
+from django.test import Client
 from django.utils import timezone
 
-from deliveries import services
-from deliveries.models import Endpoint, Event
+from deliveries.models import (
+    Event,
+)
 
 GROUPS_MIGRATION = "deliveries.migrations.0002_operator_groups"
 
@@ -37,11 +39,39 @@ def event_at(type_: str, created_at: datetime, **data: Any) -> Event:
     return event
 
 
-def endpoint(url: str = "https://receiver.example.com/hook", **fields: Any) -> Endpoint:
-    options: dict[str, Any] = {"event_types": ["*"], **fields}
-    created, _ = services.endpoint_create(url=url, **options)
-    return created
-
-
 def hours_ago(hours: float) -> datetime:
     return timezone.now() - timedelta(hours=hours)
+
+
+ADMIN = "/admin/deliveries"
+
+
+def act(
+    client: Client, model: str, action: str, pks: list[Any], query: str = "", **extra: Any
+) -> Any:
+    data = {"action": action, "_selected_action": [str(pk) for pk in pks], **extra}
+    return client.post(f"{ADMIN}/{model}/{query}", data, follow=True)
+
+
+def endpoint_form(**overrides: str) -> dict[str, str]:
+    """The add/change form as a browser posts it (the circuit inline is read-only)."""
+    return {
+        "url": "https://admin-added.example.com/hook",
+        "description": "",
+        "owner_email": "",
+        "event_types": '["invoice.*"]',
+        "custom_headers": "{}",
+        "secret_headers": "",
+        "version_pins": "{}",
+        "max_attempts": "12",
+        "backoff_base_seconds": "10",
+        "backoff_max_seconds": "900",
+        "retry_window_seconds": "86400",
+        "connect_timeout_seconds": "3",
+        "read_timeout_seconds": "10",
+        "circuit_transitions-TOTAL_FORMS": "0",
+        "circuit_transitions-INITIAL_FORMS": "0",
+        "circuit_transitions-MIN_NUM_FORMS": "0",
+        "circuit_transitions-MAX_NUM_FORMS": "0",
+        **overrides,
+    }

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -29,39 +28,16 @@ from deliveries.models import (
     Replay,
     hash_api_token,
 )
-from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago, staff_in
+from tests.deliveries.admin.helpers import (
+    ADMIN,
+    act,
+    endpoint_form,
+    event_at,
+    hours_ago,
+)
+from tests.fixtures import new_endpoint
 
 pytestmark = pytest.mark.django_db
-
-ADMIN = "/admin/deliveries"
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def viewer() -> Client:
-    return client_for(staff_in("viewers"))
-
-
-@pytest.fixture
-def operator() -> Client:
-    return client_for(staff_in("operators"))
-
-
-@pytest.fixture
-def superuser() -> Client:
-    return client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
-
-
-def act(
-    client: Client, model: str, action: str, pks: list[Any], query: str = "", **extra: Any
-) -> Any:
-    data = {"action": action, "_selected_action": [str(pk) for pk in pks], **extra}
-    return client.post(f"{ADMIN}/{model}/{query}", data, follow=True)
 
 
 def dead_letter(ep: Endpoint, type_: str = "invoice.paid") -> Delivery:
@@ -81,7 +57,7 @@ def dead_letter(ep: Endpoint, type_: str = "invoice.paid") -> Delivery:
 
 
 def test_viewers_see_everything_but_cannot_act(viewer: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     dead = dead_letter(ep)
 
     listing = viewer.get(f"{ADMIN}/endpoint/")
@@ -114,7 +90,7 @@ def test_viewers_see_everything_but_cannot_act(viewer: Client) -> None:
 
 
 def test_operators_act_and_every_action_is_in_the_admin_log(operator: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     dead = dead_letter(ep)
 
     act(operator, "endpoint", "suspend_endpoints", [ep.pk])
@@ -146,7 +122,7 @@ def test_operators_act_and_every_action_is_in_the_admin_log(operator: Client) ->
 
 
 def test_resume_asks_what_to_do_with_the_held_backlog(operator: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     services.endpoint_suspend(endpoint_id=ep.pk, reason="test")
     event = event_at("invoice.paid", hours_ago(1))
     Delivery.objects.create(event=event, endpoint=ep, status=DeliveryStatus.HELD)
@@ -160,7 +136,7 @@ def test_resume_asks_what_to_do_with_the_held_backlog(operator: Client) -> None:
 
 
 def test_rotate_secret_shows_the_new_secret_once_and_logs_no_secret(operator: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     form = act(operator, "endpoint", "rotate_secret", [ep.pk]).content.decode()
     assert 'name="grace_seconds"' in form
     response = act(
@@ -186,7 +162,7 @@ def test_rotate_secret_shows_the_new_secret_once_and_logs_no_secret(operator: Cl
 
 
 def test_reveal_secret_needs_its_permission_and_is_logged(superuser: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     secret = ep.secrets.get().value
     confirm = superuser.get(f"{ADMIN}/endpoint/{ep.pk}/reveal-secret/")
     assert confirm.status_code == 200
@@ -202,7 +178,7 @@ def test_reveal_secret_needs_its_permission_and_is_logged(superuser: Client) -> 
 
 
 def _endpoint_with_history(n: int) -> Endpoint:
-    ep = endpoint(f"https://r{n}.example.com/hook")
+    ep = new_endpoint(f"https://r{n}.example.com/hook")
     now = timezone.now()
     for i, status in enumerate([200, 200, 500, None]):
         event = event_at("invoice.paid", hours_ago(1))
@@ -256,7 +232,7 @@ def test_endpoint_list_stats_without_n_plus_one(
 
 
 def test_dead_letter_queue_shows_dead_letters_by_default_with_filters(superuser: Client) -> None:
-    a, b = endpoint("https://a.example.com/hook"), endpoint("https://b.example.com/hook")
+    a, b = new_endpoint("https://a.example.com/hook"), new_endpoint("https://b.example.com/hook")
     dead_a = dead_letter(a, "invoice.paid")
     dead_b = dead_letter(b, "order.created")
     ok = Delivery.objects.create(
@@ -288,7 +264,7 @@ def test_dead_letter_queue_shows_dead_letters_by_default_with_filters(superuser:
 
 
 def test_retry_refuses_deliveries_of_a_suspended_endpoint(superuser: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     dead = dead_letter(ep)
     services.endpoint_suspend(endpoint_id=ep.pk, reason="test")
     response = act(superuser, "deadletter", "retry_now", [dead.pk])
@@ -301,7 +277,7 @@ def test_retry_refuses_deliveries_of_a_suspended_endpoint(superuser: Client) -> 
 def test_events_search_by_id_type_and_time_and_show_the_attempt_timeline(
     superuser: Client,
 ) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     delivery = dead_letter(ep, "invoice.paid")
     Attempt.objects.create(
         delivery=delivery,
@@ -335,7 +311,7 @@ def test_events_search_by_id_type_and_time_and_show_the_attempt_timeline(
 
 
 def test_replay_console_previews_then_confirms(operator: Client) -> None:
-    endpoint(event_types=["invoice.*"])
+    new_endpoint(event_types=["invoice.*"])
     for hours in (1.5, 1.0):
         event_at("invoice.paid", hours_ago(hours))
     form = {
@@ -369,30 +345,6 @@ def test_replay_console_previews_then_confirms(operator: Client) -> None:
 
 
 # --- the admin's forms go through the services; secrets on their own page ----------------
-
-
-def endpoint_form(**overrides: str) -> dict[str, str]:
-    """The add/change form as a browser posts it (the circuit inline is read-only)."""
-    return {
-        "url": "https://admin-added.example.com/hook",
-        "description": "",
-        "owner_email": "",
-        "event_types": '["invoice.*"]',
-        "custom_headers": "{}",
-        "secret_headers": "",
-        "version_pins": "{}",
-        "max_attempts": "12",
-        "backoff_base_seconds": "10",
-        "backoff_max_seconds": "900",
-        "retry_window_seconds": "86400",
-        "connect_timeout_seconds": "3",
-        "read_timeout_seconds": "10",
-        "circuit_transitions-TOTAL_FORMS": "0",
-        "circuit_transitions-INITIAL_FORMS": "0",
-        "circuit_transitions-MIN_NUM_FORMS": "0",
-        "circuit_transitions-MAX_NUM_FORMS": "0",
-        **overrides,
-    }
 
 
 def test_admin_add_endpoint_creates_its_secret_and_pins_shown_once(superuser: Client) -> None:
@@ -430,7 +382,7 @@ def test_admin_endpoint_forms_keep_the_services_rules(
     assert problem in response.content.decode()
     assert not Endpoint.objects.exists()
 
-    ep = endpoint("https://kept.example.com/hook", custom_headers={"X-Tenant": "acme"})
+    ep = new_endpoint("https://kept.example.com/hook", custom_headers={"X-Tenant": "acme"})
     before = Endpoint.objects.values().get(pk=ep.pk)
     response = superuser.post(
         f"{ADMIN}/endpoint/{ep.pk}/change/",
@@ -446,7 +398,7 @@ def test_admin_endpoint_forms_keep_the_services_rules(
 def test_admin_change_endpoint_masks_credential_headers_and_keeps_them(
     superuser: Client, viewer: Client
 ) -> None:
-    ep = endpoint(custom_headers={"X-Api-Key": "k-123", "X-Tenant": "acme"})
+    ep = new_endpoint(custom_headers={"X-Api-Key": "k-123", "X-Tenant": "acme"})
     change = superuser.get(f"{ADMIN}/endpoint/{ep.pk}/change/").content.decode()
     assert "k-123" not in change
     assert "&lt;redacted&gt;" in change
@@ -485,7 +437,7 @@ def test_admin_api_token_is_shown_on_its_page_never_in_a_message(superuser: Clie
 
 
 def test_admin_retry_now_leaves_a_succeeded_delivery_alone(superuser: Client) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     done = Delivery.objects.create(
         event=event_at("invoice.paid", hours_ago(1)),
         endpoint=ep,
@@ -502,7 +454,7 @@ def test_admin_retry_now_leaves_a_succeeded_delivery_alone(superuser: Client) ->
 def test_endpoint_views_that_take_secrets_hide_them_from_error_reports(
     superuser: Client,
 ) -> None:
-    ep = endpoint()
+    ep = new_endpoint()
     response = superuser.post(f"{ADMIN}/endpoint/{ep.pk}/change/", endpoint_form(url=""))
     assert response.status_code == 200
     assert response.context["request"].sensitive_post_parameters == (

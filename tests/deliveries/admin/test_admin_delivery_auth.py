@@ -4,21 +4,15 @@ credentials, mutual TLS); the secrets are write-only and the services' rules app
 import logging
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from deliveries.models import Endpoint
-from tests.deliveries.admin.test_admin import ADMIN, client_for, endpoint_form
+from tests.deliveries.admin.helpers import ADMIN, endpoint_form
 from tests.deliveries.auth_peers import PKI
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "adm1n-client-secret"
-
-
-@pytest.fixture
-def superuser() -> Client:
-    return client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
 
 
 def oauth2_fields(**overrides: str) -> dict[str, str]:

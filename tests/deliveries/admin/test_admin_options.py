@@ -6,12 +6,10 @@ from django.test import Client
 
 from deliveries import services
 from deliveries.models import Endpoint, EndpointSigningKey
-from tests.deliveries.admin.helpers import endpoint
-from tests.deliveries.admin.test_admin import ADMIN, act, endpoint_form, operator, superuser
+from tests.deliveries.admin.helpers import ADMIN, act, endpoint_form
+from tests.fixtures import new_endpoint
 
 pytestmark = pytest.mark.django_db
-
-__all__ = ["operator", "superuser"]  # fixtures
 
 
 def test_admin_add_with_a_filter_and_v1a(superuser: Client) -> None:
@@ -57,7 +55,7 @@ def test_admin_refuses_bad_options_and_writes_nothing(
     assert response.status_code == 200
     assert problem in response.content.decode()
     assert not Endpoint.objects.exists()
-    ep = endpoint("https://kept.example.com/hook")
+    ep = new_endpoint("https://kept.example.com/hook")
     response = superuser.post(
         f"{ADMIN}/endpoint/{ep.pk}/change/",
         endpoint_form(url="https://kept.example.com/hook", event_types='["*"]', **overrides),
@@ -70,7 +68,7 @@ def test_admin_rotates_key_pairs_of_v1a_endpoints_only(operator: Client) -> None
     signed, _ = services.endpoint_create(
         url="https://v1a.example.com/hook", event_types=["*"], signature_scheme="v1a"
     )
-    plain = endpoint("https://v1.example.com/hook")
+    plain = new_endpoint("https://v1.example.com/hook")
     before = services.endpoint_public_key(endpoint=signed)
 
     response = act(operator, "endpoint", "rotate_signing_key", [signed.pk, plain.pk])

@@ -5,10 +5,6 @@ Screenshots land in var/screenshots/; with UPDATE_DOCS_SCREENSHOTS=1 the ones th
 console page shows (docs/operations/admin.md) are also copied to docs/screenshots/.
 """
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,64 +13,16 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, EndpointState, Replay, ReplayStatus
+from tests.browser import require_chromium
 from tests.conftest import wait_until
+from tests.deliveries.admin.browser import run_action, shot
 from tests.deliveries.admin.helpers import event_at, hours_ago
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[3] / "var" / "screenshots"
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
-DOCUMENTED = {"dead-letter-queue", "event-timeline", "replay-preview", "resume-choice", "endpoints"}
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
-    # are synchronous all the same.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1900, "height": 900},
-        )
-        context.set_default_timeout(20_000)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-
-
-def shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    if name in DOCUMENTED and os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
-        shutil.copyfile(SCREENSHOTS / f"{name}.png", DOCS_SCREENSHOTS / f"{name}.png")
-
-
-def run_action(page: Any, action: str, row_value: str) -> None:
-    page.check(f'input[name="_selected_action"][value="{row_value}"]')
-    page.select_option('select[name="action"]', action)
-    page.click('button[name="index"]')
 
 
 def local(when: Any) -> str:

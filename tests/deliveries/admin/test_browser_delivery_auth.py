@@ -8,15 +8,18 @@ import pytest
 from django.contrib.auth.models import User
 
 from deliveries import services
-from tests.deliveries.admin.test_browser import page, shot  # noqa: F401  (fixture)
+from tests.browser import require_chromium
+from tests.deliveries.admin.browser import shot
 from tests.deliveries.auth_peers import PKI
+
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "br0wser-client-secret"
 
 
-def test_the_endpoint_form_shows_the_auth_fields_and_no_secret(live_server: Any, page: Any) -> None:  # noqa: F811
+def test_the_endpoint_form_shows_the_auth_fields_and_no_secret(live_server: Any, page: Any) -> None:
     User.objects.create_superuser("operator", "op@example.com", "correct horse")
     pki = PKI.create()
     issued = pki.issue("sender", client=True)

@@ -9,15 +9,18 @@ from django.utils import timezone
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus
+from tests.browser import require_chromium
+from tests.deliveries.admin.browser import shot
 from tests.deliveries.admin.helpers import event_at, hours_ago, staff_in
-from tests.deliveries.admin.test_browser import page, shot  # noqa: F401  (fixture)
+
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRETS = ("qu3ry-s3cret", "t0ken-url-s3cret")
 
 
-def test_a_view_only_user_reads_every_url_masked(live_server: Any, page: Any) -> None:  # noqa: F811
+def test_a_view_only_user_reads_every_url_masked(live_server: Any, page: Any) -> None:
     endpoint, _ = services.endpoint_create(
         url="https://1.1.1.1/hook?token=qu3ry-s3cret&team=billing",
         event_types=["invoice.*"],

@@ -13,7 +13,6 @@ from deliveries import services
 from deliveries.models import (
     Delivery,
     DeliveryStatus,
-    Endpoint,
     EndpointState,
     Event,
     Replay,
@@ -22,17 +21,13 @@ from deliveries.models import (
 from deliveries.operator.replay import ReplayFilters
 from tests.conftest import wait_until
 from tests.deliveries.admin.helpers import event_at, hours_ago
-from tests.deliveries.test_pipeline import FAST_POLICY, verify_v1_independently
+from tests.deliveries.helpers import verify_v1_independently
+from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ADMIN = "/admin/deliveries"
-
-
-def make_endpoint(receiver: Receiver, url: str = "", **fields: Any) -> tuple[Endpoint, str]:
-    options = {**FAST_POLICY, "event_types": ["*"], **fields}
-    return services.endpoint_create(url=url or receiver.url, **options)
 
 
 @pytest.fixture

@@ -14,21 +14,14 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, Delivery, DeliveryStatus, Replay, ReplayStatus
+from deliveries.models import Delivery, DeliveryStatus, Replay, ReplayStatus
 from deliveries.operator.replay import ReplayFilters, replays_resume_stalled
-from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago
+from tests.deliveries.admin.helpers import event_at, hours_ago
+from tests.fixtures import new_endpoint
 
 pytestmark = pytest.mark.django_db
 
 API = "/api/v1/replays"
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def post(api: APIClient, payload: Any) -> Any:
@@ -38,8 +31,8 @@ def post(api: APIClient, payload: Any) -> Any:
 @pytest.fixture
 def world() -> dict[str, Any]:
     """Two endpoints, events inside and outside a two-hour range."""
-    invoices = endpoint("https://a.example.com/hook", event_types=["invoice.*"])
-    everything = endpoint("https://b.example.com/hook", event_types=["*"])
+    invoices = new_endpoint("https://a.example.com/hook", event_types=["invoice.*"])
+    everything = new_endpoint("https://b.example.com/hook", event_types=["*"])
     inside = [
         event_at("invoice.paid", hours_ago(1.5)),
         event_at("invoice.voided", hours_ago(1.0)),
@@ -101,7 +94,7 @@ def test_suspended_endpoint_gets_held_replays_and_stalled_replays_resume(
     replay, _ = services.replay_create(
         filters=range_filters(endpoint_ids=(world["invoices"].pk,)), requested_via="test"
     )
-    settings.WEBHOOKS_REQUEUE_GRACE_SECONDS = 0
+    settings.WEBHOOKS_WAKE_GRACE_SECONDS = 0
     Replay.objects.filter(pk=replay.pk).update(updated_at=hours_ago(1))
     assert replays_resume_stalled() == 1  # (its message goes to the broker; we run it here)
     services.replay_run_inline(replay_id=replay.pk)

@@ -8,14 +8,16 @@ from django.contrib.auth.models import User
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, ValidationState
+from tests.browser import require_chromium
 from tests.conftest import wait_until
-from tests.deliveries.admin.test_browser import page, run_action, shot
-from tests.deliveries.test_pipeline import FAST_POLICY
-from tests.deliveries.test_validation import ORIGIN, consent
+from tests.deliveries.admin.browser import run_action, shot
+from tests.deliveries.helpers import ORIGIN, consent
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
+require_chromium()
+
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["page"]  # the fixture, imported for this module's tests
 
 
 def test_an_operator_sees_the_state_and_asks_again(

@@ -5,11 +5,11 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 from django.utils import timezone
 
 from deliveries.models import Attempt, Delivery, DeliveryStatus
-from tests.deliveries.admin.helpers import endpoint, event_at, hours_ago, staff_in
+from tests.deliveries.admin.helpers import event_at, hours_ago, staff_in
+from tests.fixtures import logged_in, new_endpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -17,14 +17,8 @@ ADMIN = "/admin/deliveries"
 SECRETS = ("url-s3cret-token", "token-url-s3cret-key")
 
 
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def made() -> tuple[str, int]:
-    ep = endpoint(
+    ep = new_endpoint(
         "https://receiver.example.com/hook?token=url-s3cret-token",
         auth={
             "type": "oauth2_client_credentials",
@@ -61,7 +55,7 @@ def pages(pk: str, delivery: int) -> list[str]:
 
 def test_view_only_staff_see_urls_masked() -> None:
     pk, delivery = made()
-    viewer = client_for(staff_in("viewers"))
+    viewer = logged_in(staff_in("viewers"))
     for path in pages(pk, delivery):
         page = viewer.get(path)
         assert page.status_code == 200, path
@@ -77,7 +71,7 @@ def test_view_only_staff_see_urls_masked() -> None:
 
 def test_who_may_change_the_endpoint_sees_it_whole() -> None:
     pk, _ = made()
-    operator = client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
+    operator = logged_in(User.objects.create_superuser("root", "root@example.com", "pw"))
     change = operator.get(f"{ADMIN}/endpoint/{pk}/change/").content.decode()
     assert re.search(r'value="https://receiver\.example\.com/hook\?token=url-s3cret-token"', change)
     assert "token-url-s3cret-key" in change
@@ -85,11 +79,11 @@ def test_who_may_change_the_endpoint_sees_it_whole() -> None:
 
 def test_view_only_staff_cannot_spell_a_masked_value_out_by_searching() -> None:
     pk, delivery = made()
-    viewer = client_for(staff_in("viewers"))
+    viewer = logged_in(staff_in("viewers"))
     for path in ("endpoint", "delivery", "deadletter"):
         found = viewer.get(f"{ADMIN}/{path}/", {"q": "url-s3cret"}).content.decode()
         assert f"/{pk}/change/" not in found, path
         assert f"/{path}/{delivery}/change/" not in found, path
-    operator = client_for(User.objects.create_superuser("root", "root@example.com", "pw"))
+    operator = logged_in(User.objects.create_superuser("root", "root@example.com", "pw"))
     found = operator.get(f"{ADMIN}/endpoint/", {"q": "url-s3cret"}).content.decode()
     assert f"/{pk}/change/" in found

@@ -18,7 +18,6 @@ from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
 from deliveries.models import (
-    ApiToken,
     Attempt,
     Delivery,
     DeliveryStatus,
@@ -44,12 +43,6 @@ def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield base
 
 
-@pytest.fixture
-def operator() -> str:
-    _, plain = ApiToken.issue("tests")
-    return plain
-
-
 def http(
     url: str,
     key: str | None,
@@ -70,10 +63,10 @@ def http(
         return error.code, json.loads(error.read() or b"null"), dict(error.headers)
 
 
-def create_poll_endpoint(web: str, operator: str) -> dict[str, Any]:
+def create_poll_endpoint(web: str, token: str) -> dict[str, Any]:
     status, created, _ = http(
         f"{web}/api/v1/endpoints",
-        operator,
+        token,
         "POST",
         {"mode": "poll", "event_types": ["invoice.paid"]},
     )
@@ -124,15 +117,15 @@ def verified(message: dict[str, Any], secret: str) -> None:
 
 
 def test_a_polling_endpoint_is_read_with_its_key_and_each_message_verifies(
-    web: str, operator: str
+    web: str, token: str
 ) -> None:
-    created = create_poll_endpoint(web, operator)
+    created = create_poll_endpoint(web, token)
     endpoint_id, key = created["id"], created["poll_key"]
     assert created["mode"] == "poll"
     assert created["url"] == ""
     assert key.startswith("whpoll_")
     assert endpoint_id in created["poll_url"]
-    status, shown, _ = http(f"{web}/api/v1/endpoints/{endpoint_id}", operator)
+    status, shown, _ = http(f"{web}/api/v1/endpoints/{endpoint_id}", token)
     assert status == 200
     assert "poll_key" not in shown
     assert shown["poll_url"] == created["poll_url"]
@@ -160,13 +153,13 @@ def test_a_polling_endpoint_is_read_with_its_key_and_each_message_verifies(
     assert sorted(PollRecord.objects.values_list("count", flat=True)) == [1, 2]
 
 
-def test_errors_are_json_and_never_500(web: str, operator: str) -> None:
-    created = create_poll_endpoint(web, operator)
-    other = create_poll_endpoint(web, operator)
+def test_errors_are_json_and_never_500(web: str, token: str) -> None:
+    created = create_poll_endpoint(web, token)
+    other = create_poll_endpoint(web, token)
     url, key = created["poll_url"], created["poll_key"]
     assert http(url, None)[0] == 401
     assert http(url, "whpoll_unknown")[0] == 401
-    status, body, _ = http(url, operator)
+    status, body, _ = http(url, token)
     assert status == 403
     assert "poll key" in body["detail"]
     assert http(other["poll_url"], key)[0] == 404
@@ -196,7 +189,7 @@ def test_errors_are_json_and_never_500(web: str, operator: str) -> None:
 
     # A rotated key stops working at once.
     status, rotated, _ = http(
-        f"{web}/api/v1/endpoints/{created['id']}/rotate-poll-key", operator, "POST"
+        f"{web}/api/v1/endpoints/{created['id']}/rotate-poll-key", token, "POST"
     )
     assert status == 200
     assert rotated["poll_key"] != key
@@ -204,8 +197,8 @@ def test_errors_are_json_and_never_500(web: str, operator: str) -> None:
     assert http(url, rotated["poll_key"])[0] == 200
 
 
-def test_a_long_poll_answers_within_a_second_of_the_commit(web: str, operator: str) -> None:
-    created = create_poll_endpoint(web, operator)
+def test_a_long_poll_answers_within_a_second_of_the_commit(web: str, token: str) -> None:
+    created = create_poll_endpoint(web, token)
     url, key = created["poll_url"], created["poll_key"]
     started = time.monotonic()
     status, empty, _ = http(f"{url}?wait=1", key)
@@ -229,9 +222,9 @@ def test_a_long_poll_answers_within_a_second_of_the_commit(web: str, operator: s
     assert answer["at"] - committed_at < 1.0
 
 
-def test_long_polls_are_bounded_per_key(tmp_path: Path, operator: str) -> None:
+def test_long_polls_are_bounded_per_key(tmp_path: Path, token: str) -> None:
     with procfile_web(tmp_path, WEBHOOKS_POLL_MAX_WAITS_PER_KEY="2", **WEB_ENV) as (base, _):
-        created = create_poll_endpoint(base, operator)
+        created = create_poll_endpoint(base, token)
         url, key = created["poll_url"], created["poll_key"]
 
         def holder() -> None:
@@ -256,8 +249,8 @@ def test_long_polls_are_bounded_per_key(tmp_path: Path, operator: str) -> None:
             thread.join(20)
 
 
-def test_a_consumer_group_of_three_with_expiring_leases(web: str, operator: str) -> None:
-    created = create_poll_endpoint(web, operator)
+def test_a_consumer_group_of_three_with_expiring_leases(web: str, token: str) -> None:
+    created = create_poll_endpoint(web, token)
     url, key, lease = created["poll_url"], created["poll_key"], 2.0
     ids = emit(24)
     delivered(created["id"], 24)
@@ -320,10 +313,10 @@ def test_a_consumer_group_of_three_with_expiring_leases(web: str, operator: str)
     assert consumer.committed_id == last.pk
 
 
-def test_a_push_endpoint_gets_a_catch_up_key(web: str, operator: str) -> None:
+def test_a_push_endpoint_gets_a_catch_up_key(web: str, token: str) -> None:
     status, created, _ = http(
         f"{web}/api/v1/endpoints",
-        operator,
+        token,
         "POST",
         {"url": "http://127.0.0.1:9/hook", "event_types": ["invoice.paid"]},
     )
@@ -334,7 +327,7 @@ def test_a_push_endpoint_gets_a_catch_up_key(web: str, operator: str) -> None:
     ids = emit(2)
     delivered(created["id"], 2)
     status, rotated, _ = http(
-        f"{web}/api/v1/endpoints/{created['id']}/rotate-poll-key", operator, "POST"
+        f"{web}/api/v1/endpoints/{created['id']}/rotate-poll-key", token, "POST"
     )
     assert status == 200
     assert created["id"] in rotated["poll_url"]
@@ -346,7 +339,7 @@ def test_a_push_endpoint_gets_a_catch_up_key(web: str, operator: str) -> None:
     assert Event.objects.filter(pk__in=ids).count() == 2
 
 
-def test_a_hundred_long_polls_cost_the_web_process_nothing(tmp_path: Path, operator: str) -> None:
+def test_a_hundred_long_polls_cost_the_web_process_nothing(tmp_path: Path, token: str) -> None:
     """100 consumers long-polling one web process (one gevent worker): other requests are
     answered as fast as before, and every waiter gets the message when it comes."""
     bounds = {
@@ -354,14 +347,14 @@ def test_a_hundred_long_polls_cost_the_web_process_nothing(tmp_path: Path, opera
         "WEBHOOKS_POLL_MAX_WAITS_PER_PROCESS": "100",
     }
     with procfile_web(tmp_path, **bounds, **WEB_ENV) as (base, _):
-        created = create_poll_endpoint(base, operator)
+        created = create_poll_endpoint(base, token)
         url, key = created["poll_url"], created["poll_key"]
 
         def median_latency() -> float:
             took = []
             for _ in range(21):
                 started = time.monotonic()
-                status, _, _ = http(f"{base}/api/v1/endpoints/{created['id']}", operator)
+                status, _, _ = http(f"{base}/api/v1/endpoints/{created['id']}", token)
                 assert status == 200
                 took.append(time.monotonic() - started)
             return sorted(took)[10]

@@ -12,7 +12,8 @@ from typing import Any
 from standardwebhooks.webhooks import Webhook
 
 from tests.conftest import wait_until
-from tests.helpers import call, embedded_env, free_port, serve, status_if_answering, stop_process
+from tests.fixtures import free_port
+from tests.helpers import call, embedded_env, serve, status_if_answering, stop_process
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -3,18 +3,10 @@
 import pytest
 from rest_framework.test import APIClient
 
-from deliveries.models import ApiToken, Endpoint
+from deliveries.models import Endpoint
 from deliveries.polling import keys
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def test_a_polling_endpoint_is_created_with_its_key_shown_once(api: APIClient) -> None:

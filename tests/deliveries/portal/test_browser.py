@@ -6,75 +6,22 @@ also copied to docs/screenshots/ (the documentation shows them), so a test run l
 checkout as it was.
 """
 
-import json
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, Delivery, DeliveryStatus, Endpoint, PortalLink
+from deliveries.models import Delivery, DeliveryStatus, Endpoint, PortalLink
+from tests.browser import require_chromium
 from tests.conftest import wait_until
-from tests.deliveries.admin.test_browser import CHROMIUM, CHROMIUM_FLAGS
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.deliveries.portal.browser import new_page, portal_link, shot
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
-ROOT = Path(__file__).resolve().parents[3]
-SCREENSHOTS = ROOT / "var" / "screenshots"
-DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+require_chromium()
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def new_page(browser: Any) -> Any:
-    """A fresh browser context: its own cookies, like another person's browser."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(20_000)
-    return context.new_page()
-
-
-def shot(page: Any, name: str, *, full_page: bool = True) -> None:
-    page.screenshot(path=str(SCREENSHOTS / f"portal-{name}.png"), full_page=full_page)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
-        shutil.copyfile(SCREENSHOTS / f"portal-{name}.png", DOCS_SCREENSHOTS / f"portal-{name}.png")
-
-
-def portal_link(live_server: Any, tenant: str) -> str:
-    """The link the product asks for over the API, aimed at the live server."""
-    _, plain = ApiToken.issue(f"product for {tenant}")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    response = api.post(
-        "/api/v1/portal-sessions",
-        data=json.dumps({"tenant": tenant, "expires_in": 900}),
-        content_type="application/json",
-    )
-    assert response.status_code == 201, response.content
-    url: str = response.json()["url"]
-    return url.replace("http://testserver", live_server.url)
 
 
 def test_a_tenant_manages_its_webhooks_in_a_real_browser(

@@ -6,53 +6,27 @@ import re
 from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from deliveries import services
 from deliveries.models import (
     Attempt,
     Delivery,
     DeliveryStatus,
     Endpoint,
     EndpointState,
-    Event,
 )
 from deliveries.portal.views import PAGE_SIZE
 from tests.conftest import wait_until
-from tests.deliveries.test_pipeline import FAST_POLICY
+from tests.deliveries.portal.helpers import delivery_to, endpoint_of, text
+from tests.fixtures import FAST_POLICY
 from tests.receiver import Receiver
 
 from .helpers import portal_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def endpoint_of(
-    tenant: str | None, url: str = "https://hooks.example.com/x", **kw: Any
-) -> Endpoint:
-    created, _ = services.endpoint_create(
-        url=url, event_types=["*"], tenant=tenant, description=f"{tenant} hook", **kw
-    )
-    return created
-
-
-def delivery_to(endpoint: Endpoint, status: str = DeliveryStatus.DEAD_LETTERED) -> Delivery:
-    event = Event.objects.create(
-        type="invoice.paid",
-        data={},
-        occurred_at=timezone.now(),
-        fanned_out_at=timezone.now(),
-        tenant=endpoint.tenant,
-    )
-    return Delivery.objects.create(event=event, endpoint=endpoint, status=status, attempts=3)
-
-
-def text(response: Any) -> str:
-    return str(response.content.decode())
 
 
 def csrf_of(page: str) -> str:

@@ -15,15 +15,15 @@ from django.test import Client
 from deliveries import services
 from deliveries.endpoints.suspension import endpoint_suspend_automatically
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event, StateSetBy
+from tests.deliveries.portal.helpers import delivery_to, endpoint_of, text
 from tests.receiver import Receiver
 
 from .helpers import portal_client
-from .test_pages import delivery_to, endpoint_of, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def operator(username: str = "alice.ops") -> Client:
+def operator_client(username: str = "alice.ops") -> Client:
     User.objects.create_superuser(username, f"{username}@example.com", "pw")
     client = Client()
     client.login(username=username, password="pw")
@@ -45,7 +45,7 @@ def state_of(endpoint: Endpoint) -> tuple[str, str]:
 
 def test_an_operators_suspension_stays_and_the_why_names_nobody() -> None:
     ours = endpoint_of("acme")
-    admin_action(operator("alice.ops"), "suspend_endpoints", ours)
+    admin_action(operator_client("alice.ops"), "suspend_endpoints", ours)
     assert state_of(ours) == (EndpointState.SUSPENDED, StateSetBy.OPERATOR)
 
     tenant = portal_client("acme")

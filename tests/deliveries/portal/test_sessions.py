@@ -17,20 +17,12 @@ from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
 from deliveries import services
-from deliveries.models import ApiToken, PortalLink
+from deliveries.models import PortalLink
 from deliveries.portal import access
 
 from .helpers import link_path, portal_client
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api() -> APIClient:
-    _, plain = ApiToken.issue("product")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {plain}")
-    return client
 
 
 def create(api: APIClient, payload: Any) -> Any:

@@ -7,13 +7,15 @@ import pytest
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, ValidationState
+from tests.browser import require_chromium
 from tests.conftest import wait_until
-from tests.deliveries.portal.test_browser import browser, new_page, portal_link, shot
-from tests.deliveries.test_validation import ORIGIN, consent, ok_without_consent
+from tests.deliveries.helpers import ORIGIN, consent, ok_without_consent
+from tests.deliveries.portal.browser import new_page, portal_link, shot
 from tests.receiver import Receiver
 
+require_chromium()
+
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["browser"]  # the fixture, imported for this module's tests
 
 
 def test_a_tenant_sees_the_consent_and_asks_again(

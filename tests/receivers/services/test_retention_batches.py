@@ -7,8 +7,8 @@ from pytest_django.fixtures import Settings
 
 from receivers import conf, services
 from receivers.models import InboxEvent, InboxStatus
-from tests.receivers.conftest import MakeSource
-from tests.receivers.services.test_sweeper import row
+from tests.fixtures import MakeSource
+from tests.receivers.helpers import row
 
 
 def statements(queries: CaptureQueriesContext, verb: str) -> int:

@@ -1,57 +1,42 @@
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from receivers import services
-from receivers.models import InboxEvent, InboxStatus, Source
-from tests.receivers.conftest import MakeSource
+from receivers.models import InboxEvent, InboxStatus
+from tests.fixtures import MakeSource
+from tests.receivers.helpers import row
 
 pytestmark = pytest.mark.django_db
 
 
-def row(source: Source, status: str, age_days: float = 0, **fields: Any) -> InboxEvent:
-    received = timezone.now() - timedelta(days=age_days)
-    return InboxEvent.objects.create(
-        source=source,
-        event_id=f"e{InboxEvent.objects.count()}",
-        type="t",
-        status=status,
-        raw_body=b"{}",
-        payload={},
-        received_at=received,
-        next_attempt_at=fields.pop("next_attempt_at", received),
-        **fields,
-    )
-
-
 def test_due_rows_without_a_message_are_dispatched_once(make_source: MakeSource) -> None:
     source, _ = make_source()
-    lost = row(source, InboxStatus.RECEIVED, enqueued_at=None)
-    in_flight = row(source, InboxStatus.RECEIVED, enqueued_at=timezone.now())
+    lost = row(source, InboxStatus.RECEIVED, dispatched_at=None)
+    in_flight = row(source, InboxStatus.RECEIVED, dispatched_at=timezone.now())
     later = row(
         source,
         InboxStatus.RETRYING,
-        enqueued_at=None,
+        dispatched_at=None,
         next_attempt_at=timezone.now() + timedelta(hours=1),
     )
 
     assert services.inbox_sweep().due == 1
     lost.refresh_from_db()
-    assert lost.enqueued_at is not None
+    assert lost.dispatched_at is not None
     assert services.inbox_sweep().due == 0  # marked: not sent again within the grace
     for untouched in (in_flight, later):
-        enqueued_at = untouched.enqueued_at
+        dispatched_at = untouched.dispatched_at
         untouched.refresh_from_db()
-        assert untouched.enqueued_at == enqueued_at
+        assert untouched.dispatched_at == dispatched_at
 
 
 def test_expired_leases_are_dispatched_again(make_source: MakeSource) -> None:
     source, _ = make_source()
     past = timezone.now() - timedelta(minutes=10)
-    row(source, InboxStatus.PROCESSING, lease_expires_at=past, enqueued_at=past)
+    row(source, InboxStatus.PROCESSING, lease_expires_at=past, dispatched_at=past)
     row(source, InboxStatus.PROCESSING, lease_expires_at=timezone.now() + timedelta(minutes=5))
     assert services.inbox_sweep().leases_expired == 1
 
@@ -63,7 +48,7 @@ def test_retention(make_source: MakeSource, settings: Settings) -> None:
     fresh = row(source, InboxStatus.PROCESSED, age_days=1)
     old = row(source, InboxStatus.PROCESSED, age_days=40)
     old_failed = row(source, InboxStatus.FAILED, age_days=100)
-    old_pending = row(source, InboxStatus.RETRYING, age_days=40, enqueued_at=timezone.now())
+    old_pending = row(source, InboxStatus.RETRYING, age_days=40, dispatched_at=timezone.now())
     ancient = row(source, InboxStatus.IGNORED, age_days=100)
 
     purged, deleted = services.inbox_apply_retention()
