@@ -83,6 +83,15 @@ class DeliverySettings(View):
         "through the fan-out task.",
         parse=int,
     )
+    ordering_fan_out_wait_seconds = Setting(
+        "WEBHOOKS_ORDERING_FAN_OUT_WAIT_SECONDS",
+        300.0,
+        "An event with an ordering key is not fanned out (and, on an ordered endpoint, not "
+        "sent) while an earlier event of its key and tenant waits for its own fan-out, for at "
+        "most this long after that earlier event was created: one whose fan-out keeps "
+        "failing then no longer holds its key back (the later events go without it; it "
+        "follows if its fan-out ever succeeds).",
+    )
     wake_grace_seconds = Setting(
         "WEBHOOKS_WAKE_GRACE_SECONDS",
         120.0,

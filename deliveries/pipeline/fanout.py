@@ -1,7 +1,10 @@
 """Fan-out: one Delivery row per endpoint subscribed to an event."""
 
 import copy
+import functools
 import json
+import logging
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -19,7 +22,7 @@ from deliveries.endpoints import operational_events
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointMode, EndpointState, Event
 from deliveries.pipeline import ordering, payloads, subscriptions
 from deliveries.pipeline.emit_batch import emit_batch
-from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE
+from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE, dispatch_fan_outs
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.polling import waiters
 from webhooks_core import tracing
@@ -31,6 +34,8 @@ from webhooks_core.db.sql import sql_cursor, tried_again
 INLINE_EVENTS_PER_TRANSACTION = 20
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def new_delivery(*, event_id: Any, endpoint: Endpoint, now: datetime, **fields: Any) -> Delivery:
@@ -188,29 +193,63 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
     delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
     were created.
     """
-    return _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+    try:
+        return _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+    except Exception:
+        if len(event_ids) < 2:
+            raise
+        # One event whose fan-out fails must not hold back the others of its message (the
+        # sweeper sends the oldest waiting events together, again and again): each alone,
+        # then the first error.
+        logger.exception("fanning out a batch of events failed; fanning out each alone")
+    created, error = 0, None
+    for event_id in event_ids:
+        try:
+            created += _retried_if_an_endpoint_went(functools.partial(_fan_out, [event_id], False))
+        except Exception as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return created
 
 
 def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
     now = timezone.now()
+    # Read first, write after: a keyed event waits while an earlier one of its key is
+    # still waiting for its fan-out, and that is decided before this transaction's first
+    # write or row lock gives it its id (the feed's position; see the design page).
+    events = list(
+        Event.objects.filter(pk__in=list(event_ids), fanned_out_at__isnull=True).order_by(
+            "created_at", "pk"
+        )
+    )
+    if top_up:
+        # The message waited in a backlog: take other events still waiting for their
+        # fan-out along (their own messages will find them done).
+        room = FAN_OUT_BATCH_SIZE - len(events)
+        events += list(
+            Event.objects.filter(fanned_out_at__isnull=True)
+            .exclude(pk__in=[event.pk for event in events])
+            .order_by("created_at", "pk")[: max(room, 0)]
+        )
+        events.sort(key=ordering.position)
+    held = ordering.held_back(events)
+    events = [event for event in events if event.pk not in held]
+    if not events:
+        return 0
     with transaction.atomic():
-        # Locked: of two fan-outs of an event, one does it. An event another fan-out holds
-        # is skipped, not waited for: that one does it (or, if it fails, the sweeper), and
-        # this thread goes on with other work instead of queueing behind its lock.
-        events = list(_waiting_locked(event_ids).order_by("created_at"))
-        if top_up:
-            # The message waited in a backlog: take other events still waiting for their
-            # fan-out along (their own messages will find them done).
-            room = FAN_OUT_BATCH_SIZE - len(events)
-            events += list(
-                Event.objects.select_for_update(skip_locked=True)
-                .filter(fanned_out_at__isnull=True)
-                .exclude(pk__in=[event.pk for event in events])
-                .order_by("created_at")[: max(room, 0)]
-            )
-        if not events:
-            return 0
+        # Locked and marked: of two fan-outs of an event, one does it. An event another
+        # fan-out holds is skipped, not waited for: that one does it (or, if it fails, the
+        # sweeper), and this thread goes on with other work instead of queueing behind it.
+        taken = _mark_fanned_out([event.pk for event in events], now)
+        # A keyed event whose earlier one (of this batch) was not taken waits for it, and
+        # its message is sent again after this commit.
+        behind = ordering.behind_one_not_taken(events, taken)
+        if behind:
+            Event.objects.filter(pk__in=behind).update(fanned_out_at=None)
+        events = [event for event in events if event.pk in taken and event.pk not in behind]
         endpoints = _endpoints_by_tenant({event.tenant for event in events})
+        # In position order: a key's rows of one fan-out get ascending ids.
         deliveries = [
             delivery
             for event in events
@@ -219,9 +258,8 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
         # No conflicts are possible: an event's normal deliveries are only ever created in
         # the transaction that sets its `fanned_out_at`, and its row is locked here.
         Delivery.objects.bulk_create(deliveries)
-        fanned_out = [event.pk for event in events]
-        Event.objects.filter(pk__in=fanned_out).update(fanned_out_at=now)
         woken = _due_now(deliveries)
+        keyed = [event for event in events if event.ordering_key]
         keys = list(dict.fromkeys(event.ordering_key for event in events if event.ordering_key))
 
         def wake() -> None:
@@ -231,9 +269,36 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
                 others |= ordering.endpoints_with_next_due(ordering_key=key)
             wake_endpoints(woken | others)
 
+        def follow() -> None:
+            _follow([*ordering.waiting_after(keyed, limit=FAN_OUT_BATCH_SIZE), *behind])
+
         transaction.on_commit(wake, robust=True)
+        if keyed or behind:
+            transaction.on_commit(follow, robust=True)
         _notify_readers_on_commit(deliveries)
     return len(deliveries)
+
+
+_following = threading.local()
+
+
+def _follow(later: list[Any]) -> None:
+    """After a fan-out's commit, fan out the events of its keys that wait behind it (it
+    may have held them back, or another fan-out it was ahead of did): at once, not at the
+    sweeper's next look. Here, in this process, with no message (most are on their way
+    with messages of their own, which then find them done); one level deep, then by a
+    message, so a key's steady stream never nests fan-outs."""
+    later = list(dict.fromkeys(later))
+    if not later:
+        return
+    if getattr(_following, "active", False):
+        dispatch_fan_outs(later)
+        return
+    _following.active = True
+    try:
+        events_fan_out(event_ids=later)
+    finally:
+        _following.active = False
 
 
 def _notify_readers_on_commit(deliveries: list[Delivery]) -> None:

@@ -11,6 +11,11 @@ delivery succeeds, or an operator cancels a dead letter, the next one of its key
 endpoint's owner claims the next head (woken by ``endpoints_with_next_due`` when another
 process changed the line); the sweeper is only the safety net.
 
+Fan-out keeps the same order for every endpoint (a polling endpoint's feed orders rows by
+the fan-out transaction's id): a keyed event is not fanned out while an earlier one of its
+key and tenant still waits for its fan-out (``held_back``, read before the fan-out's first
+write), for at most ``WEBHOOKS_ORDERING_FAN_OUT_WAIT_SECONDS`` after that one's creation.
+
 The trade-off: an earlier event that keeps failing holds its key back for its whole retry
 cycle (up to ``max_attempts`` / ``retry_window_seconds``); while the endpoint is suspended
 its held deliveries hold their keys; and a **dead-lettered** delivery blocks its key until
@@ -22,12 +27,14 @@ Changing ``ordered_delivery`` affects events fanned out afterwards.
 """
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 from django.db.models.lookups import IsNull
 
+from deliveries import conf
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, Event
 
 # Deliveries that keep the later events of their key waiting.
@@ -74,13 +81,96 @@ def claimable_in_order() -> Q:
         Event.objects.filter(pk=OuterRef(OuterRef("event_id"))).order_by().values("tenant")
     )
     earlier_not_fanned_out = Event.objects.filter(
+        _still_holds_its_key(),
         Q(tenant=tenant) | (Q(tenant__isnull=True) & Q(IsNull(tenant, True))),
         ordering_key=OuterRef("ordering_key"),
         created_at__lte=OuterRef("ordering_position"),
-        fanned_out_at__isnull=True,
     )
     heads = Q(~Exists(earlier_unfinished)) & Q(~Exists(another_in_flight))
     return Q(ordering_key__isnull=True) | (heads & Q(~Exists(earlier_not_fanned_out)))
+
+
+def _still_holds_its_key() -> Q:
+    """An event waiting for its fan-out holds the later events of its key, for at most
+    `WEBHOOKS_ORDERING_FAN_OUT_WAIT_SECONDS` after its creation (by the database's clock):
+    one whose fan-out keeps failing must not hold its key forever."""
+    wait = timedelta(seconds=conf.get().ordering_fan_out_wait_seconds)
+    return Q(fanned_out_at__isnull=True, created_at__gt=Now() - wait)
+
+
+def position(event: Event) -> tuple[Any, Any]:
+    """An event's place in its key's line: its creation time, then its id."""
+    return (event.created_at, event.pk)
+
+
+def held_back(events: list[Event]) -> set[Any]:
+    """The keyed events among `events` (waiting for their fan-out) that an earlier event of
+    their key and tenant, not among them and still waiting for its own fan-out, holds back.
+
+    Read only, and asked before the fan-out's first write: see the design page (pull
+    delivery) for why that keeps a key's rows in the feed's order."""
+    keyed = [event.pk for event in events if event.ordering_key]
+    if not keyed:
+        return set()
+    earlier = Event.objects.filter(
+        _still_holds_its_key(),
+        Q(created_at__lt=OuterRef("created_at"))
+        | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")),
+        Q(tenant=OuterRef("tenant"))
+        | (Q(tenant__isnull=True) & Q(IsNull(OuterRef("tenant"), True))),
+        ordering_key=OuterRef("ordering_key"),
+    ).exclude(pk__in=[event.pk for event in events])
+    rows = Event.objects.filter(pk__in=keyed).filter(Exists(earlier))
+    return set(rows.values_list("pk", flat=True))
+
+
+def behind_one_not_taken(events: list[Event], taken: set[Any]) -> set[Any]:
+    """Of `events` (in position order), the keyed ones taken whose key and tenant has an
+    earlier one among them that was not taken (another fan-out holds it, or did it while
+    this one read): they wait for it."""
+    stopped: set[tuple[Any, Any]] = set()
+    behind = set()
+    for event in events:
+        if not event.ordering_key:
+            continue
+        scope = (event.tenant, event.ordering_key)
+        if event.pk not in taken:
+            stopped.add(scope)
+        elif scope in stopped:
+            behind.add(event.pk)
+    return behind
+
+
+def waiting_after(events: list[Event], *, limit: int) -> list[Any]:
+    """The events still waiting for their fan-out that come after these keyed ones in
+    their key and tenant's line (the ones they held back), oldest first, at most `limit`."""
+    last: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+    for event in events:
+        if event.ordering_key:
+            scope = (event.tenant, event.ordering_key)
+            last[scope] = max(last.get(scope, position(event)), position(event))
+    if not last:
+        return []
+    rows = (
+        Event.objects.filter(
+            fanned_out_at__isnull=True,
+            ordering_key__in={key for _, key in last},
+            created_at__gte=min(at for at, _ in last.values()),
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", "tenant", "ordering_key", "created_at")
+    )
+    after = [
+        pk
+        for pk, tenant, key, created_at in rows[:WAITING_READ]
+        if (tenant, key) in last and (created_at, pk) > last[(tenant, key)]
+    ]
+    return after[:limit]
+
+
+# The most waiting events of the keys `waiting_after` reads (other keys' or tenants' with
+# the same key strings among them); any it misses are the sweeper's.
+WAITING_READ = 1000
 
 
 def next_in_line(*, ordering_key: str, endpoint_ids: Iterable[Any] | None = None) -> list[int]:
