@@ -35,12 +35,13 @@ def wake_endpoints(
     mark older than that many seconds past its due time is taken as a lost message (the
     sweeper's case)."""
     book = wake_book()
+    wanted = list(dict.fromkeys(str(e) for e in endpoint_ids))
+    try:
+        marked = book.mark_many(wanted, countdown, MARK_SECONDS, stale_after) if wanted else []
+    except redis.RedisError:
+        marked = [True] * len(wanted)  # the marks only save messages; the database keeps the truth
     dispatched: list[str] = []
-    for endpoint_id in dict.fromkeys(str(e) for e in endpoint_ids):
-        try:
-            fresh = book.mark(endpoint_id, countdown, MARK_SECONDS, stale_after)
-        except redis.RedisError:
-            fresh = True  # the marks only save messages; the database keeps the truth
+    for endpoint_id, fresh in zip(wanted, marked, strict=True):
         metrics.wakes_total.labels(result="dispatched" if fresh else "folded").inc()
         if fresh:
             dispatched.append(endpoint_id)
