@@ -1,8 +1,9 @@
 """Reads on the receiving hot path, kept to one statement per request.
 
 ``source_for_request`` loads an enabled source and its unexpired secrets in one query. It
-runs on every request and nothing of it is cached, so a disabled source, a new secret or
-an expired one counts at once, in every process. (Decrypting a secret is cheap beside the
+runs once per request (the body buffering's look-up is the view's: ``kept_source``) and
+nothing of it is cached across requests, so a disabled source, a new secret or an expired
+one counts at once, in every process. (Decrypting a secret is cheap beside the
 request: not worth a cache of plaintext secrets.)
 """
 

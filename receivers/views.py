@@ -24,10 +24,9 @@ from typing import Any
 from django.core.exceptions import DisallowedHost
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from receivers import schemes, selectors, services
+from receivers import kept_source, schemes, selectors, services
 from receivers.metrics import RequestOutcome, count_request, observe_delivery_lag
 from receivers.models import Source
 from webhooks_core import tracing
@@ -86,7 +85,7 @@ def _receive(request: HttpRequest, slug: str) -> HttpResponse:
         return HttpResponseNotAllowed(["POST", "HEAD"])
     found: selectors.SourceForRequest | None = None
     try:
-        found = selectors.source_for_request(slug=slug, now=timezone.now())
+        found = kept_source.kept_or_looked_up(request.META, slug)
         if found is None:
             raise Reject(404, RequestOutcome.NOT_FOUND, "unknown source")
         outcome, response = _accept(request, found)

@@ -115,7 +115,7 @@ def body_allowed(environ: dict[str, Any], most: int) -> int:
         from receivers.views import receive
 
         if view is receive:
-            return _source_limit(str(match.kwargs.get("slug", "")))
+            return _source_limit(environ, str(match.kwargs.get("slug", "")))
         view_class = getattr(view, "cls", None)
         from rest_framework.views import APIView
 
@@ -140,11 +140,12 @@ def _shared_while_the_body_comes(connection: Any) -> bool:
     return getattr(connection, "pool", None) is not None or is_module_patched("threading")
 
 
-def _source_limit(slug: str) -> int:
-    from receivers.models import Source
+def _source_limit(environ: dict[str, Any], slug: str) -> int:
+    from receivers import kept_source
 
-    limit = Source.objects.filter(slug=slug, enabled=True).values_list("max_body_bytes", flat=True)
-    return int(next(iter(limit), 0) or 0)
+    # The view's own look-up, kept for it (receivers/kept_source.py).
+    found = kept_source.look_up(environ, slug)
+    return int(found.source.max_body_bytes or 0) if found is not None else 0
 
 
 def _authenticated(environ: dict[str, Any], view_class: type[Any]) -> bool:
