@@ -82,9 +82,24 @@ def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]])
     receiving = external.get("receiving")
     if receiving is not None:
         trivial = numbers(find(receiving, "trivial", "requests/s"))
-        accepted = numbers(find(receiving, "receiver", "requests/s"))
-        p99 = numbers(find(receiving, "receiver", "p99"))
-        if trivial and accepted:
+        accepted = numbers(find(receiving, "receiver (", "requests/s"))
+        p99 = numbers(find(receiving, "receiver (", "p99"))
+        writing = numbers(find(receiving, "writing view", "requests/s"))
+        writing_p99 = numbers(find(receiving, "writing view", "p99"))
+        if writing and accepted and trivial:
+            # The writing view is the anchor; the trivial view a second reference.
+            share = accepted[0] / writing[0] if writing[0] else 0.0
+            rows.append(
+                Row(
+                    f"receiver, {args.receiving_events} signed events: req/s "
+                    "(writing view; trivial view)",
+                    f"{accepted[0]:.0f} ({writing[0]:.0f}; {trivial[0]:.0f})",
+                    "",
+                    f"{share:.2f} of writing view (>= 0.50)",
+                    share >= 0.5,
+                )
+            )
+        elif trivial and accepted:
             share = accepted[0] / trivial[0] if trivial[0] else 0.0
             rows.append(
                 Row(
@@ -100,6 +115,23 @@ def external_rows(args: argparse.Namespace, external: dict[str, dict[str, str]])
         if p99:
             rows.append(
                 Row("receiver: latency p99 (ms)", f"{p99[-1]:.1f}", "", "<= 50 ms", p99[-1] <= 50)
+            )
+        if writing_p99:
+            rows.append(Row("writing view: latency p99 (ms)", f"{writing_p99[-1]:.1f}"))
+        burst = find(receiving, "burst:", "5xx")
+        if burst:
+            rate = numbers(find(receiving, "burst of", "requests/s"))
+            p99_burst = numbers(find(receiving, "burst of", "p99"))
+            rows.append(
+                Row(
+                    f"receiver, burst of {getattr(args, 'receiving_burst', '?')} signed events "
+                    "from 32 connections: req/s, p99 ms; 5xx / connections refused",
+                    f"{rate[0] if rate else 0:.0f}, {p99_burst[-1] if p99_burst else 0:.0f}; "
+                    + burst.split(" (")[0],
+                    "",
+                    "0 / 0",
+                    numbers(burst.split(" (")[0]) == [0, 0],
+                )
             )
         lost = find(receiving, "lost")
         if lost:

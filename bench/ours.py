@@ -9,24 +9,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.common import (
     BROKER_URL,
     ENV,
     QUEUES,
-    free_port,
     process,
     recreate_database,
     run_paced,
-    wait_for_port,
 )
-
-if TYPE_CHECKING:
-    import requests
 
 EVENT_TYPE = "bench.load"
 # The product's defaults (deliveries/models.py), which --retry-scale shrinks for the bench.
@@ -58,6 +52,12 @@ class OurSystem:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+        from django.db import connection
+
+        from bench.anchor import create_table
+
+        with connection.cursor() as cursor:
+            create_table(cursor)
         redis.Redis.from_url(BROKER_URL).flushdb()
 
     def subscribe(self, url: str) -> None:
@@ -253,134 +253,14 @@ class OurSystem:
             yield worker.pid
 
 
-@dataclass
-class ApiIngest:
-    """Events/s the API accepted, beside requests/s a trivial Django view answered in the
-    same server with the same clients, and each event's acceptance → arrival seconds."""
-
-    rate: float
-    trivial_rate: float
-    waits: list[float]
-
-
-def api_accept_rate(
-    count: int, clients: int = 4, system: OurSystem | None = None, receiver: Any = None
-) -> ApiIngest:
-    """Events/s our HTTP API accepts (POST /api/v1/events) from `clients` threads, served as
-    the Procfile's `web` line serves it (gunicorn, 2 gevent workers), beside a trivial
-    Django view (`bench.urls`) in the same server. Django must be set up (an `OurSystem`
-    exists). With a `system` and a `receiver` (a `bench.scenarios.Receiver`), the events
-    go to one endpoint there with a worker running, and the seconds from each event's
-    acceptance to its arrival are returned too: waits for the endpoint's in-flight slots
-    show there."""
-
-    from bench.scenarios import wait_arrivals
-
-    if system is None or receiver is None:
-        return _api_rate(count, clients, {})
-    path = "/ours/api"
-    system.subscribe(receiver.url + path)
-    accepted: dict[str, float] = {}
-
-    def settle(warm_up: set[str]) -> None:
-        wait_arrivals(receiver, path, warm_up, timeout=60)
-
-    with system.worker():
-        ingest = _api_rate(count, clients, accepted, settle)
-        arrived = wait_arrivals(receiver, path, set(accepted), timeout=300)
-    ingest.waits = sorted(min(times) - accepted[ref] for ref, times in arrived.items())
-    return ingest
-
-
-# The Procfile's `web` line, on 127.0.0.1 (and the bench's trivial view beside the API).
-WEB_COMMAND = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi", "--workers", "2"]
-WEB_COMMAND += ["--worker-class", "gevent", "--worker-connections", "1000", "--keep-alive", "5"]
-WEB_COMMAND += ["--log-level", "warning"]
-WEB_ENV = {"DJANGO_SETTINGS_MODULE": "bench.settings"}
-
-
-def _api_rate(
-    count: int,
-    clients: int,
-    accepted: dict[str, float],
-    settle: Callable[[set[str]], None] | None = None,
-) -> ApiIngest:
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
-
-    from deliveries.models import ApiToken
-
-    _, token = ApiToken.issue("bench")
-    port = free_port()
-    command = [*WEB_COMMAND, "--bind", f"127.0.0.1:{port}"]
-    local = threading.local()
-
-    def session() -> requests.Session:
-        # One kept-alive connection per client thread (a Session is not shared).
-        if not hasattr(local, "session"):
-            local.session = requests.Session()
-            local.session.headers["Authorization"] = f"Bearer {token}"
-        return local.session
-
-    with process(command, extra_env=WEB_ENV):
-        wait_for_port(port)
-        url = f"http://127.0.0.1:{port}/api/v1/events"
-        trivial_url = f"http://127.0.0.1:{port}/bench/noop"
-
-        def post_event(n: int) -> str:
-            answer = session().post(url, json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10)
-            answer.raise_for_status()
-            event_id = str(answer.json()["id"])
-            if n >= 0:
-                accepted[event_id] = time.time()
-            return event_id
-
-        def trivial(n: int) -> None:
-            session().post(trivial_url, json={"n": n}, timeout=10).raise_for_status()
-
-        with ThreadPoolExecutor(max_workers=clients) as pool:
-            # Warm-up, not timed: the first requests of each gunicorn worker import and
-            # connect, and the first deliveries open the worker's connections (a cold
-            # process's start-up would otherwise be the run's p99).
-            list(pool.map(trivial, range(50 * clients)))
-            warm_up = set(pool.map(post_event, [-1] * 4 * clients))
-            if settle is not None:
-                settle(warm_up)
-            started = time.perf_counter()
-            list(pool.map(trivial, range(4 * count)))
-            trivial_rate = 4 * count / (time.perf_counter() - started)
-            started = time.perf_counter()
-            list(pool.map(post_event, range(count)))
-            rate = count / (time.perf_counter() - started)
-        return ApiIngest(rate, trivial_rate, [])
-
-
-@contextlib.contextmanager
-def api_session(name: str) -> Iterator[tuple["requests.Session", str]]:
-    """The Procfile's `web` line (gunicorn, 2 gevent workers) serving our API on 127.0.0.1,
-    and a `requests.Session` holding a new API token: yields (session, the API's base URL).
-    Django must be set up (an `OurSystem` exists)."""
-    import requests
-
-    from deliveries.models import ApiToken
-
-    _, token = ApiToken.issue(name)
-    port = free_port()
-    command = [*WEB_COMMAND, "--bind", f"127.0.0.1:{port}"]
-    with process(command, extra_env=WEB_ENV), requests.Session() as api:
-        wait_for_port(port)
-        api.headers["Authorization"] = f"Bearer {token}"
-        yield api, f"http://127.0.0.1:{port}/api/v1"
-
-
 @contextlib.contextmanager
 def api_poster() -> Iterator[Callable[[int], tuple[float, dict[str, float]]]]:
     """`api_session`'s server, and one client that POSTs events to `/api/v1/events` one per
     request, one after another, as a product emitting events one at a time would. Yields
     `post(count)`, which returns when the first POST started and each event's id with the
     time it was accepted."""
+    from bench.api_ingest import api_session
+
     with api_session("bench-slow-api") as (api, base):
         url = f"{base}/events"
         # Both workers' first requests (imports, connections) are not the run's.

@@ -57,6 +57,7 @@ class BurstResult:
     statuses: dict[int, int] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)
     resends: int = 0
+    refused: int = 0
     seconds: float = 0.0
 
     @property
@@ -70,6 +71,7 @@ class BurstResult:
         for outcome, n in other.outcomes.items():
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + n
         self.resends += other.resends
+        self.refused += other.refused
         self.seconds += other.seconds
 
 
@@ -128,7 +130,9 @@ async def burst(port: int, requests_: Sequence[bytes], connections: int) -> Burs
                         writer.close()
                         reader = writer = None
                     break
-                except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
+                except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+                    if isinstance(exc, ConnectionRefusedError):
+                        result.refused += 1
                     if writer is not None:
                         writer.close()
                     reader = writer = None
@@ -204,12 +208,19 @@ def main() -> None:
     parser.add_argument("--noop-requests", type=int, default=10_000, help="baseline requests")
     parser.add_argument("--connections", type=int, default=16, help="client connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
+    parser.add_argument(
+        "--worker-class", default="gevent", help="gunicorn's, as the Procfile's web [gevent]"
+    )
+    parser.add_argument("--threads", type=int, default=4, help="threads per gthread worker")
+    parser.add_argument("--burst", type=int, default=20_000, help="signed events of the burst")
+    parser.add_argument("--burst-connections", type=int, default=32, help="the burst's clients")
     parser.add_argument("--rounds", type=int, default=5, help="baseline/receiver alternations")
     parser.add_argument("--timeout", type=float, default=600.0, help="limit for each burst")
     args = parser.parse_args()
     if not 1 <= args.events <= 100_000 or not 1 <= args.noop_requests <= 100_000:
         parser.error("--events and --noop-requests must be between 1 and 100000")
+    if not 0 <= args.burst <= 100_000 or not 1 <= args.burst_connections <= 1000:
+        parser.error("--burst must be between 0 and 100000, --burst-connections 1 to 1000")
     if not 1 <= args.rounds <= min(args.events, args.noop_requests, 100):
         parser.error("--rounds must be between 1 and 100, and at most the number of requests")
 
@@ -226,6 +237,14 @@ def main() -> None:
     from receivers.models import InboxEvent
 
     call_command("migrate", verbosity=0)
+    from django.db import connection
+
+    from bench.anchor import create_table
+    from webhooks_core.models import ApiToken
+
+    with connection.cursor() as cursor:
+        create_table(cursor)
+    _, token = ApiToken.issue("bench-receiving")
     broker = redis.Redis.from_url(BROKER_URL)
     broker.flushdb()
     # A generous window: the burst is signed before it is sent, and a slow run must not
@@ -237,43 +256,71 @@ def main() -> None:
     results = Results()
     web_cmd = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
     web_cmd += ["--bind", f"127.0.0.1:{port}", "--workers", str(args.workers)]
-    web_cmd += ["--threads", str(args.threads), "--log-level", "warning"]
+    if args.worker_class == "gthread":
+        web_cmd += ["--threads", str(args.threads)]
+        server = f"{args.workers} workers x {args.threads} threads"
+    else:
+        # As the Procfile's `web` line.
+        web_cmd += ["--worker-class", args.worker_class, "--worker-connections", "1000"]
+        web_cmd += ["--keep-alive", "5"]
+        server = f"{args.workers} {args.worker_class} workers"
+    web_cmd += ["--log-level", "warning"]
     print(
         f"bench.receiving: {args.events} signed events, {args.noop_requests} baseline requests, "
-        f"{args.rounds} rounds, {args.connections} connections, gunicorn {args.workers} "
-        f"workers x {args.threads} threads on 127.0.0.1:{port}",
+        f"{args.rounds} rounds, {args.connections} connections, gunicorn {server} on "
+        f"127.0.0.1:{port}; then a burst of {args.burst} from {args.burst_connections}",
         flush=True,
     )
     noop_body = b'{"id":"noop","type":"bench.noop","data":{"text":"' + b"x" * 200 + b'"}}'
     noop = [raw_request(port, "/bench/noop", noop_body, {})]
+    # The writing view: the same body, the API's bearer token, one row inserted and committed.
+    write = [raw_request(port, "/bench/write", noop_body, {"Authorization": f"Bearer {token}"})]
     burst_requests, sent_ids = signed_requests(port, SLUG, secret, args.events, "bench.burst")
+    big_burst, big_ids = signed_requests(port, SLUG, secret, args.burst, "bench.burst")
     warmup, _ = signed_requests(port, WARMUP_SLUG, warmup_secret, 200, "bench.warmup")
 
-    def run(requests_: Sequence[bytes]) -> BurstResult:
-        return asyncio.run(asyncio.wait_for(burst(port, requests_, args.connections), args.timeout))
+    def run(requests_: Sequence[bytes], connections: int = args.connections) -> BurstResult:
+        return asyncio.run(asyncio.wait_for(burst(port, requests_, connections), args.timeout))
 
     with process(web_cmd, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}):
         wait_for_port(port)
         run(noop * 200)  # warm-up: connections, imports, database connections
+        run(write * 200)
         run(warmup)
-        trivial, receiver = BurstResult(), BurstResult()
+        trivial, anchor, receiver = BurstResult(), BurstResult(), BurstResult()
         for n in range(args.rounds):
-            trivial.add(run(noop * len(_share(range(args.noop_requests), n, args.rounds))))
+            share = len(_share(range(args.noop_requests), n, args.rounds))
+            trivial.add(run(noop * share))
+            anchor.add(run(write * share))
             receiver.add(run(_share(burst_requests, n, args.rounds)))
         summarize(results, "trivial Django view", trivial)
+        summarize(results, "writing view (bearer token + insert + commit)", anchor)
         summarize(results, "receiver (verify + insert + commit)", receiver)
-        ratio = receiver.rate / trivial.rate if trivial.rate else 0.0
+        ratio = receiver.rate / anchor.rate if anchor.rate else 0.0
         p99 = percentile(receiver.latencies_ms, 99)
         met = ratio >= TARGET_RATIO and p99 <= TARGET_P99_MS
         results.add(
-            "receiver / trivial view requests/s",
+            "receiver / writing view requests/s",
             f"{ratio:.0%} (target >= {TARGET_RATIO:.0%} and p99 <= {TARGET_P99_MS:.0f} ms: "
-            f"{'met' if met else 'not met'})",
+            f"{'met' if met else 'not met'}); of the trivial view "
+            f"{receiver.rate / trivial.rate if trivial.rate else 0.0:.0%}",
         )
+        big = BurstResult()
+        if args.burst:
+            big = run(big_burst, args.burst_connections)
+            summarize(results, f"burst of {args.burst} from {args.burst_connections}", big)
+            errors = sum(n for code, n in big.statuses.items() if code >= 500)
+            results.add(
+                "burst: 5xx / connections refused",
+                f"{errors} / {big.refused} (target 0 / 0: "
+                f"{'met' if errors == 0 and big.refused == 0 else 'not met'})",
+            )
 
     stored = InboxEvent.objects.filter(source=source)
     stored_ids = list(stored.values_list("event_id", flat=True))
     unique = set(stored_ids)
+    if args.burst:
+        sent_ids += big_ids
     results.add(
         "inbox rows / unique ids / events sent",
         f"{len(stored_ids)} / {len(unique)} / {len(sent_ids)}",
@@ -286,7 +333,7 @@ def main() -> None:
     broker.flushdb()  # the processing messages no worker consumed
     print()
     print(results.table())
-    ok = lost == 0 and duplicated == 0 and set(receiver.statuses) == {200}
+    ok = lost == 0 and duplicated == 0 and set(receiver.statuses) | set(big.statuses) <= {200}
     if not ok:
         print("\nFAILED: the inbox does not hold every event exactly once", file=sys.stderr)
         sys.exit(1)

@@ -306,7 +306,7 @@ def soak(
     what the database holds after it."""
     from django.db import connections, transaction
 
-    from bench.ours import api_session
+    from bench.api_ingest import api_session
     from deliveries import services
 
     seconds, log = minutes * 60, workdir / "soak-delivery.log"

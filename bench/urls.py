@@ -1,10 +1,12 @@
-"""The project's URLs plus ``/bench/noop``: a trivial Django view to compare the receiver
-with, behind the same server, middleware and settings."""
+"""The project's URLs plus ``/bench/noop``, a trivial Django view, and ``/bench/write``, the
+writing view (`bench.anchor`): the references the ingest doors are compared with, behind
+the same server, middleware and settings."""
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
+from bench.anchor import write
 from webhooks_project.urls import urlpatterns as project_urlpatterns
 
 
@@ -14,4 +16,8 @@ def noop(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
-urlpatterns = [path("bench/noop", noop, name="bench-noop"), *project_urlpatterns]
+urlpatterns = [
+    path("bench/noop", noop, name="bench-noop"),
+    path("bench/write", write, name="bench-write"),
+    *project_urlpatterns,
+]

@@ -1,0 +1,200 @@
+"""The API door of `python -m bench` (scenario `api`): `POST /api/v1/events` beside the
+writing view (`bench.anchor`) and a trivial view, in the same server, from the same clients.
+
+The server is the Procfile's `web` line (gunicorn, gevent workers) on 127.0.0.1, started
+once per number of web workers (1 and 2); each is measured from 4 and from 16 client
+threads, one kept-alive connection each, one event per request. The three kinds of request
+alternate in rounds, so that a change of load on a shared machine weighs on all alike: the
+ratios are the figures to compare between runs. With a delivery worker running and one
+endpoint subscribed, every accepted event is fanned out and delivered as in production;
+the seconds from each `202` to its arrival are kept for the first configuration.
+"""
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.common import free_port, percentile, process, wait_for_port
+
+if TYPE_CHECKING:
+    import requests
+
+    from bench.ours import OurSystem
+
+EVENT_TYPE = "bench.load"
+# (web workers, client threads): the first is the configuration whose arrivals are timed.
+CONFIGURATIONS = ((2, 4), (2, 16), (1, 4), (1, 16))
+ROUNDS = 3
+TARGET_SHARE = 0.5  # of the writing view's requests/s
+TARGET_P99_FACTOR = 2.0  # of the writing view's p99
+
+WEB_ENV = {"DJANGO_SETTINGS_MODULE": "bench.settings"}
+
+
+def web_command(workers: int = 2) -> list[str]:
+    """The Procfile's `web` line, on 127.0.0.1 once bound."""
+    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
+    command += ["--workers", str(workers), "--worker-class", "gevent"]
+    command += ["--worker-connections", "1000", "--keep-alive", "5", "--log-level", "warning"]
+    return command
+
+
+@dataclass
+class Timed:
+    """Requests/s and each request's seconds, summed over rounds."""
+
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile(self.latencies, 99) * 1000 if self.latencies else 0.0
+
+
+@dataclass
+class DoorRun:
+    workers: int
+    clients: int
+    api: Timed
+    anchor: Timed
+    trivial: Timed
+
+    @property
+    def share(self) -> float:
+        return self.api.rate / self.anchor.rate if self.anchor.rate else 0.0
+
+    @property
+    def met(self) -> bool:
+        return (
+            self.share >= TARGET_SHARE and self.api.p99_ms <= TARGET_P99_FACTOR * self.anchor.p99_ms
+        )
+
+
+@dataclass
+class ApiIngest:
+    """Each configuration's figures, and each timed event's acceptance → arrival seconds."""
+
+    runs: list[DoorRun]
+    waits: list[float]
+
+
+def api_accept_rate(
+    count: int,
+    system: "OurSystem",
+    receiver: Any,
+    configurations: tuple[tuple[int, int], ...] = CONFIGURATIONS,
+) -> ApiIngest:
+    """`count` events per configuration, to one endpoint at `receiver` (a
+    `bench.scenarios.Receiver`) with our worker running."""
+    from bench.scenarios import wait_arrivals
+
+    path = "/ours/api"
+    system.subscribe(receiver.url + path)
+    runs: list[DoorRun] = []
+    waits: list[float] = []
+    with system.worker():
+        for index, (workers, clients) in enumerate(configurations):
+            accepted: dict[str, float] = {}
+            print(f"  api: {workers} web workers, {clients} clients", flush=True)
+            runs.append(_run(count, workers, clients, accepted, wait_arrivals, receiver, path))
+            arrived = wait_arrivals(receiver, path, set(accepted), timeout=300)
+            if index == 0:
+                waits = sorted(min(times) - accepted[ref] for ref, times in arrived.items())
+    return ApiIngest(runs, waits)
+
+
+def _run(
+    count: int,
+    workers: int,
+    clients: int,
+    accepted: dict[str, float],
+    wait_arrivals: Callable[..., Any],
+    receiver: Any,
+    path: str,
+) -> DoorRun:
+    import requests
+
+    from deliveries.models import ApiToken
+
+    _, token = ApiToken.issue("bench")
+    port = free_port()
+    local = threading.local()
+
+    def session() -> "requests.Session":
+        # One kept-alive connection per client thread (a Session is not shared).
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+            local.session.headers["Authorization"] = f"Bearer {token}"
+        return local.session
+
+    with process([*web_command(workers), "--bind", f"127.0.0.1:{port}"], extra_env=WEB_ENV):
+        wait_for_port(port)
+        base = f"http://127.0.0.1:{port}"
+        kept: dict[str, Timed] = {"api": Timed(), "anchor": Timed(), "trivial": Timed()}
+
+        def timed(kind: str, send: Callable[[int], None]) -> Callable[[int], None]:
+            def call(n: int) -> None:
+                started = time.perf_counter()
+                send(n)
+                kept[kind].latencies.append(time.perf_counter() - started)
+
+            return call
+
+        def post_event(n: int) -> None:
+            answer = session().post(
+                f"{base}/api/v1/events", json={"type": EVENT_TYPE, "data": {"n": n}}, timeout=10
+            )
+            answer.raise_for_status()
+            if n >= 0:
+                accepted[str(answer.json()["id"])] = time.time()
+
+        def anchor(n: int) -> None:
+            answer = session().post(f"{base}/bench/write", json={"n": n}, timeout=30)
+            answer.raise_for_status()
+
+        def trivial(n: int) -> None:
+            session().post(f"{base}/bench/noop", json={"n": n}, timeout=30).raise_for_status()
+
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            # Warm-up, not timed: each worker's first requests import and connect.
+            list(pool.map(trivial, range(50 * clients)))
+            list(pool.map(anchor, range(10 * clients)))
+            list(pool.map(post_event, [-1] * 10 * clients))
+            for r in range(ROUNDS):
+                share = count * (r + 1) // ROUNDS - count * r // ROUNDS
+                for kind, send in (("trivial", trivial), ("anchor", anchor), ("api", post_event)):
+                    size = share * (4 if kind == "trivial" else 1)
+                    started = time.perf_counter()
+                    list(pool.map(timed(kind, send), range(size)))
+                    kept[kind].seconds += time.perf_counter() - started
+        with contextlib.suppress(Exception):
+            # Let this configuration's deliveries drain before the next is measured.
+            wait_arrivals(receiver, path, set(accepted), timeout=120)
+    return DoorRun(workers, clients, kept["api"], kept["anchor"], kept["trivial"])
+
+
+@contextlib.contextmanager
+def api_session(name: str) -> Iterator[tuple["requests.Session", str]]:
+    """The Procfile's `web` line (gunicorn, 2 gevent workers) serving our API on 127.0.0.1,
+    and a `requests.Session` holding a new API token: yields (session, the API's base URL).
+    Django must be set up (an `OurSystem` exists)."""
+    import requests
+
+    from deliveries.models import ApiToken
+
+    _, token = ApiToken.issue(name)
+    port = free_port()
+    command = [*web_command(), "--bind", f"127.0.0.1:{port}"]
+    with process(command, extra_env=WEB_ENV), requests.Session() as api:
+        wait_for_port(port)
+        api.headers["Authorization"] = f"Bearer {token}"
+        yield api, f"http://127.0.0.1:{port}/api/v1"
