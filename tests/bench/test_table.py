@@ -110,3 +110,37 @@ def test_the_ordered_endpoints_row_holds_its_messages_to_the_target_and_its_orde
     assert row(1.6).met is False  # more than 1.5 task messages a delivery
     assert row(1.2, in_order=False).met is False
     assert row(1.2, arrived=59).met is False
+
+
+def test_the_receiver_is_judged_against_the_writing_view_and_its_burst_by_5xx_and_refusals() -> (
+    None
+):
+    args = argparse.Namespace(**FULL)
+    receiving = {
+        "trivial Django view: requests/s": "2631",
+        "writing view (bearer token + insert + commit): requests/s": "1000",
+        "writing view (bearer token + insert + commit): latency p50 / p99 (ms)": "5.0 / 20.5",
+        "receiver (verify + insert + commit): requests/s": "600",
+        "receiver (verify + insert + commit): latency p50 / p99 (ms)": "9.9 / 43.8",
+        "burst of 20000 from 32: requests/s": "550",
+        "burst of 20000 from 32: latency p50 / p99 (ms)": "30.0 / 120.0",
+        "burst: 5xx / connections refused": "0 / 0 (target 0 / 0: met)",
+        "lost / duplicated": "0 / 0",
+    }
+
+    rows = {row.measure: row for row in external_rows(args, {"receiving": receiving})}
+
+    receiver = rows["receiver, 10000 signed events: req/s (writing view; trivial view)"]
+    assert receiver.ours == "600 (1000; 2631)"
+    assert receiver.met is True
+    assert rows["writing view: latency p99 (ms)"].ours == "20.5"
+    [burst] = [row for name, row in rows.items() if name.startswith("receiver, burst of 20000")]
+    assert burst.ours == "550, 120; 0 / 0"
+    assert burst.met is True
+    receiving["burst: 5xx / connections refused"] = "3 / 0 (target 0 / 0: not met)"
+    rows = {row.measure: row for row in external_rows(args, {"receiving": receiving})}
+    [burst] = [row for name, row in rows.items() if name.startswith("receiver, burst of 20000")]
+    assert burst.met is False
+    receiving["receiver (verify + insert + commit): requests/s"] = "400"
+    rows = {row.measure: row for row in external_rows(args, {"receiving": receiving})}
+    assert rows["receiver, 10000 signed events: req/s (writing view; trivial view)"].met is False
