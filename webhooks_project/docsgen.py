@@ -148,7 +148,8 @@ OTHER_VARIABLES: dict[str, tuple[str, str]] = {
 # Variables the Procfile reads (`${NAME:-default}`).
 PROCFILE_VARIABLES: dict[str, str] = {
     "PORT": "Port of the `web` process.",
-    "WEB_CONCURRENCY": "gunicorn worker processes (4 threads each).",
+    "WEB_CONCURRENCY": "gunicorn gevent worker processes of `web` (2): one core each at most, so "
+    "the cores the web tier has ([scaling](operations/deployment.md#queues-and-scaling)).",
     "CELERY_CONCURRENCY": "Threads of the `worker` process.",
     "DELIVERY_CONCURRENCY": "Tasks the gevent `delivery` process runs at once.",
     "DELIVERY_BROKER_SOCKET_TIMEOUT": "`CELERY_BROKER_SOCKET_TIMEOUT` of the `delivery` process (30).",
