@@ -1,3 +1,4 @@
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -5,6 +6,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from receivers.services import dispatch
+from tests.receiver import PagesServer
 
 
 @pytest.fixture
@@ -32,3 +34,18 @@ def _previous_messages_sent() -> None:
     """The view's processing messages go out from a thread; the ones of the test before
     are sent before this test's worker fixture empties the broker, not into this test."""
     dispatch.flush_pending()
+
+
+# A provider's API pages, and a server that is not the provider (reconciliation).
+@pytest.fixture
+def provider() -> Iterator[PagesServer]:
+    server = PagesServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[PagesServer]:
+    server = PagesServer()
+    yield server
+    server.close()

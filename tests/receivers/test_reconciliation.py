@@ -4,7 +4,6 @@ within its total deadline, as a delivery's does. Real HTTP servers on 127.0.0.1 
 ports: two origins), and the scripted raw peer for an answer that trickles."""
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import requests
@@ -14,20 +13,6 @@ from receivers import reconciliation
 from receivers.reconciliation import ProviderURLRefused, provider_pages
 from tests import raw_peer
 from tests.receiver import PagesServer
-
-
-@pytest.fixture
-def provider() -> Iterator[PagesServer]:
-    server = PagesServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def elsewhere() -> Iterator[PagesServer]:
-    server = PagesServer()
-    yield server
-    server.close()
 
 
 def test_next_links_are_followed_on_the_same_origin_only(

@@ -58,6 +58,7 @@ def act(
 def endpoint_form(**overrides: str) -> dict[str, str]:
     """The add/change form as a browser posts it (the circuit inline is read-only)."""
     return {
+        "mode": "push",
         "url": "https://admin-added.example.com/hook",
         "description": "",
         "owner_email": "",

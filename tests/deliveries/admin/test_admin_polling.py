@@ -14,35 +14,11 @@ from deliveries.endpoints.principals import OPERATOR
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, PollRecord
 from deliveries.polling import keys
 from deliveries.polling import services as polling
+from tests.deliveries.admin.helpers import endpoint_form
 from tests.deliveries.helpers import available_rows
 
 ADMIN = "/admin/deliveries"
 KEY = re.compile(r"whpoll_[A-Za-z0-9_-]+")
-
-
-def endpoint_form(**overrides: str) -> dict[str, str]:
-    """The add form as a browser posts it (the circuit inline is read-only)."""
-    return {
-        "mode": "push",
-        "url": "https://admin-added.example.com/hook",
-        "description": "",
-        "owner_email": "",
-        "event_types": '["invoice.*"]',
-        "custom_headers": "{}",
-        "secret_headers": "",
-        "version_pins": "{}",
-        "max_attempts": "12",
-        "backoff_base_seconds": "10",
-        "backoff_max_seconds": "900",
-        "retry_window_seconds": "86400",
-        "connect_timeout_seconds": "3",
-        "read_timeout_seconds": "10",
-        "circuit_transitions-TOTAL_FORMS": "0",
-        "circuit_transitions-INITIAL_FORMS": "0",
-        "circuit_transitions-MIN_NUM_FORMS": "0",
-        "circuit_transitions-MAX_NUM_FORMS": "0",
-        **overrides,
-    }
 
 
 def poll_endpoint(**fields: Any) -> Endpoint:

@@ -2,8 +2,6 @@
 of `api_base_url` to another origin (scheme, host or port), in the service, so the admin
 and every other caller get the rule; the admin says so."""
 
-from collections.abc import Iterator
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -14,20 +12,6 @@ from receivers.reconciliation import provider_pages
 from tests.receiver import PagesServer
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def provider() -> Iterator[PagesServer]:
-    server = PagesServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def elsewhere() -> Iterator[PagesServer]:
-    server = PagesServer()
-    yield server
-    server.close()
 
 
 def next_reconciliation(source: Source) -> None:
