@@ -1,6 +1,5 @@
 """Celery tasks of the sending side: thin wrappers that take ids and call services."""
 
-import time
 from dataclasses import asdict
 from typing import Any
 
@@ -16,17 +15,11 @@ from webhooks_core.runtime.tasking import (
     webhook_task,
 )
 
-# A message that started this much after it was due waited in a backlog.
-LATE_SECONDS = 0.05
-
-
-def _late(due: float | None) -> bool:
-    return due is not None and time.time() - due > LATE_SECONDS
-
 
 @webhook_task("deliveries.tasks.fan_out_events", queue=QUEUE_FANOUT)
-def fan_out_events(event_ids: list[str], due: float | None = None) -> int:
-    return services.events_fan_out(event_ids=event_ids, top_up=_late(due))
+def fan_out_events(event_ids: list[str]) -> int:
+    """These events and the others waiting (see `fanout_mark`); returns deliveries created."""
+    return services.events_fan_out(event_ids=event_ids, top_up=True)
 
 
 # An owner's turn (WEBHOOKS_DELIVERY_TURN_SECONDS) plus its last requests (connect + read

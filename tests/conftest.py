@@ -165,6 +165,14 @@ def celery_worker(
 
 
 @pytest.fixture
+def inline_fan_out(settings: SettingsWrapper) -> None:
+    """Events fanned out by the emitting process right after their commit (not the default:
+    `WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`), for a test that runs no worker and needs an
+    event's deliveries at once."""
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 10
+
+
+@pytest.fixture
 def fast_sweeps(settings: SettingsWrapper) -> None:
     """Short grace periods so the sweeper acts within a test's patience."""
     settings.WEBHOOKS_WAKE_GRACE_SECONDS = 1.0

@@ -185,11 +185,10 @@ def _emit(
             return existing
     payloads.offload_if_large(event)
     if idempotency_key is None:
-        # No unique key can clash, so no savepoint: one INSERT in the caller's transaction
-        # (or in a transaction of its own outside one).
-        with transaction.atomic(savepoint=False):
-            event_insert(event)
-            announce_event_emitted(event)
+        # No unique key can clash, so no savepoint: one INSERT in the caller's transaction,
+        # or outside one an INSERT that commits by itself (no BEGIN and COMMIT to wait for).
+        event_insert(event)
+        announce_event_emitted(event)
         return event
     try:
         # A savepoint, so a lost race on the idempotency key does not break the caller's

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from deliveries.pipeline.messages import dispatch_fan_outs
+from deliveries.pipeline import fanout_mark
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class EmitBatch:
                 logger.exception("fanning events out after their commit failed")
                 later += [event.pk for event in self.inline_events]
         if later:
-            dispatch_fan_outs(later)
+            fanout_mark.dispatch(later)
 
 
 def emit_batch() -> EmitBatch:

@@ -5,9 +5,10 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -20,8 +21,8 @@ from deliveries import conf
 from deliveries.breaker.shared import circuit_reopens_at
 from deliveries.endpoints import operational_events
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointMode, EndpointState, Event
-from deliveries.pipeline import ordering, payloads, subscriptions
-from deliveries.pipeline.emit_batch import emit_batch
+from deliveries.pipeline import fanout_mark, ordering, payloads, subscriptions
+from deliveries.pipeline.emit_batch import EmitBatch, emit_batch
 from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE, dispatch_fan_outs
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.polling import waiters
@@ -73,7 +74,20 @@ def event_insert(event: Event) -> None:
     commit and the fan-out, the sweeper does it.
     """
     event.save(force_insert=True)
-    batch = emit_batch()
+    if not transaction.get_connection().in_atomic_block:
+        # Committed by its own INSERT: its fan-out is seen to now, as a commit's would be
+        # (robustly: the event is stored whatever happens here; the sweeper has it).
+        alone = EmitBatch()
+        _add(alone, event)
+        try:
+            alone.flush()
+        except Exception:
+            logger.exception("seeing to a committed event's fan-out failed")
+        return
+    _add(emit_batch(), event)
+
+
+def _add(batch: EmitBatch, event: Event) -> None:
     inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
     if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
         batch.inline_events.append(_as_stored(event))
@@ -188,13 +202,14 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
 
     All the events go in one transaction, so a product transaction that emitted many
     events costs a few statements, and each endpoint gets one wake for all of them.
-    With `top_up` (the message waited in a backlog) other events waiting for their
-    fan-out come along. Endpoints that are suspended get a held delivery, so resuming them
-    delivers what they missed; disabled endpoints get nothing. Returns how many deliveries
-    were created.
+    With `top_up` (a fan-out message) the other events still waiting for their fan-out,
+    created in the last `WEBHOOKS_FANOUT_GRACE_SECONDS` (older ones are the sweeper's),
+    come along, and the fan-out stays on while more keep coming (`_stay_on`). Endpoints
+    that are suspended get a held delivery, so resuming them delivers what they missed;
+    disabled endpoints get nothing. Returns how many deliveries were created.
     """
     try:
-        return _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+        created, _, after = _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
     except Exception:
         if len(event_ids) < 2:
             raise
@@ -202,10 +217,62 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
         # sweeper sends the oldest waiting events together, again and again): each alone,
         # then the first error.
         logger.exception("fanning out a batch of events failed; fanning out each alone")
+        created, after = _fan_out_each(event_ids), None
+    if top_up:
+        created += _stay_on(after)
+    return created
+
+
+# A fan-out message stays on while events keep coming, for at most this long; it looks
+# again this often when it found none, and stops after so many looks in a row found none.
+STAY_ON_SECONDS = 5.0
+LOOK_AGAIN_SECONDS = 0.005
+LOOKS_WITHOUT_EVENTS = 4
+# One look takes at most this many pages of waiting events.
+TOP_UP_PAGES = 10
+
+
+def _stay_on(after: "Position | None") -> int:
+    """Fan out what keeps coming, then clear the fan-out's mark and take what came
+    meanwhile: a commit whose mark was already set (`fanout_mark.dispatch`) sent no
+    message, and is seen by this last look, which comes after the clear."""
+    created, looks, ends = 0, 0, time.monotonic() + STAY_ON_SECONDS
+    while looks < LOOKS_WITHOUT_EVENTS and time.monotonic() < ends:
+        more, taken = _look(after)
+        created, after = created + more, None
+        if taken:
+            looks = 0
+        else:
+            looks += 1
+            time.sleep(LOOK_AGAIN_SECONDS)
+    fanout_mark.clear()
+    more, _ = _look(None)
+    return created + more
+
+
+def _look(after: "Position | None") -> tuple[int, int]:
+    """Fan out the waiting events, a page per transaction; returns the deliveries created
+    and the events taken."""
+    created = taken = 0
+    for _ in range(TOP_UP_PAGES):
+        more, took, after = _retried_if_an_endpoint_went(
+            functools.partial(_fan_out, [], True, after=after)
+        )
+        created, taken = created + more, taken + took
+        if after is None:
+            return created, taken
+    dispatch_fan_outs([])  # still more: another message goes on with them
+    return created, taken
+
+
+def _fan_out_each(event_ids: Collection[UUID | str]) -> int:
     created, error = 0, None
     for event_id in event_ids:
         try:
-            created += _retried_if_an_endpoint_went(functools.partial(_fan_out, [event_id], False))
+            done, _, _ = _retried_if_an_endpoint_went(
+                functools.partial(_fan_out, [event_id], False)
+            )
+            created += done
         except Exception as exc:
             error = error or exc
     if error is not None:
@@ -213,7 +280,14 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
     return created
 
 
-def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
+Position = tuple[datetime, UUID]
+
+
+def _fan_out(
+    event_ids: Collection[UUID | str], top_up: bool, after: Position | None = None
+) -> tuple[int, int, Position | None]:
+    """One transaction's fan-out; returns how many deliveries it created, how many events
+    it took and, when its top-up filled a page, the position to go on from."""
     now = timezone.now()
     # Read first, write after: a keyed event waits while an earlier one of its key is
     # still waiting for its fan-out, and that is decided before this transaction's first
@@ -223,20 +297,18 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
             "created_at", "pk"
         )
     )
-    if top_up:
-        # The message waited in a backlog: take other events still waiting for their
-        # fan-out along (their own messages will find them done).
-        room = FAN_OUT_BATCH_SIZE - len(events)
-        events += list(
-            Event.objects.filter(fanned_out_at__isnull=True)
-            .exclude(pk__in=[event.pk for event in events])
-            .order_by("created_at", "pk")[: max(room, 0)]
-        )
+    resume: Position | None = None
+    room = FAN_OUT_BATCH_SIZE - len(events)
+    if top_up and room > 0:
+        page = list(_waiting(now, exclude=[event.pk for event in events], after=after)[:room])
+        if len(page) == room:
+            resume = ordering.position(page[-1])
+        events += page
         events.sort(key=ordering.position)
     held = ordering.held_back(events)
     events = [event for event in events if event.pk not in held]
     if not events:
-        return 0
+        return 0, 0, resume
     with transaction.atomic():
         # Locked and marked: of two fan-outs of an event, one does it. An event another
         # fan-out holds is skipped, not waited for: that one does it (or, if it fails, the
@@ -276,7 +348,19 @@ def _fan_out(event_ids: Collection[UUID | str], top_up: bool) -> int:
         if keyed or behind:
             transaction.on_commit(follow, robust=True)
         _notify_readers_on_commit(deliveries)
-    return len(deliveries)
+    return len(deliveries), len(events), resume
+
+
+def _waiting(now: datetime, *, exclude: list[UUID], after: Position | None) -> QuerySet[Event]:
+    """The events waiting for their fan-out, created in the last grace period, in position
+    order (after `after`)."""
+    grace = timedelta(seconds=conf.get().fanout_grace_seconds)
+    waiting = Event.objects.filter(fanned_out_at__isnull=True, created_at__gte=now - grace)
+    if after is not None:
+        waiting = waiting.filter(
+            Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1])
+        )
+    return waiting.exclude(pk__in=exclude).order_by("created_at", "pk")
 
 
 _following = threading.local()

@@ -11,6 +11,7 @@ The marks are an optimisation of the message count, never a guarantee: the datab
 what is due, the owner's lease who sends it. On a Redis error the caller dispatches anyway.
 """
 
+import math
 import threading
 import time
 from functools import lru_cache
@@ -19,6 +20,8 @@ from typing import Protocol
 import redis
 
 KEY_PREFIX = "webhooks:wake:"
+# The fan-out's mark (`deliveries.pipeline.fanout_call`): a fan-out message is out.
+FAN_OUT_KEY = "webhooks:fan-out"
 WORKING = 0.0
 
 # KEYS[1] the mark; ARGV[1] seconds from now the wake is for, ARGV[2] how long the mark
@@ -72,6 +75,14 @@ class WakeBook(Protocol):
         """The mark as a Unix time (0: an owner works), or None."""
         ...
 
+    def mark_fan_out(self, ttl: float) -> bool:
+        """Note that a fan-out message is out; True when none was (the caller dispatches)."""
+        ...
+
+    def clear_fan_out(self) -> None:
+        """A fan-out is about to read the waiting events: the next commit dispatches."""
+        ...
+
 
 class RedisWakeBook:
     def __init__(self, url: str) -> None:
@@ -86,12 +97,22 @@ class RedisWakeBook:
     def mark_many(
         self, endpoints: list[str], in_seconds: float, ttl: float, stale_after: float
     ) -> list[bool]:
-        # One pipeline: an event fanned out to ten endpoints costs one round trip, not ten
-        # (plus redis-py's check that the script is loaded).
+        # One pipeline: an event fanned out to ten endpoints costs one round trip, not ten.
+        # By the script's hash (EVALSHA), not redis-py's pipelined scripts, which ask
+        # Redis whether the script is loaded first: a second round trip on every wake.
+        keys = [KEY_PREFIX + endpoint for endpoint in endpoints]
         args = [max(in_seconds, 0.0), ttl, stale_after]
+        try:
+            return self._mark_all(keys, args)
+        except redis.exceptions.NoScriptError:
+            # Not loaded yet, or Redis restarted (or its scripts were flushed): none ran.
+            self._mark.sha = self.client.script_load(MARK)
+            return self._mark_all(keys, args)
+
+    def _mark_all(self, keys: list[str], args: list[float]) -> list[bool]:
         with self.client.pipeline(transaction=False) as pipe:
-            for endpoint in endpoints:
-                self._mark(keys=[KEY_PREFIX + endpoint], args=args, client=pipe)
+            for key in keys:
+                pipe.evalsha(self._mark.sha, 1, key, *args)
             return [bool(fresh) for fresh in pipe.execute()]
 
     def working(self, endpoint: str, ttl: float) -> None:
@@ -103,6 +124,12 @@ class RedisWakeBook:
     def due_at(self, endpoint: str) -> float | None:
         value = self.client.get(KEY_PREFIX + endpoint)
         return None if value is None else float(value)
+
+    def mark_fan_out(self, ttl: float) -> bool:
+        return bool(self.client.set(FAN_OUT_KEY, b"1", nx=True, px=math.ceil(ttl * 1000)))
+
+    def clear_fan_out(self) -> None:
+        self.client.delete(FAN_OUT_KEY)
 
 
 class LocalWakeBook:
@@ -147,6 +174,17 @@ class LocalWakeBook:
     def due_at(self, endpoint: str) -> float | None:
         with self._lock:
             return self._current(endpoint, time.time())
+
+    def mark_fan_out(self, ttl: float) -> bool:
+        now = time.time()
+        with self._lock:
+            if self._current(FAN_OUT_KEY, now) is not None:
+                return False
+            self._marks[FAN_OUT_KEY] = (now, now + ttl)
+            return True
+
+    def clear_fan_out(self) -> None:
+        self.clear(FAN_OUT_KEY)
 
 
 @lru_cache(maxsize=4)

@@ -63,6 +63,7 @@ def web(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("inline_fan_out")  # no worker: the test process fans out
 def test_the_consumers_read_a_backlog_and_long_poll_through_the_web_process(
     web: str,
 ) -> None:

@@ -31,7 +31,8 @@ from tests.helpers import procfile_web, stop_process
 from tests.services import require_binary
 from webhooks_core.crypto import signing
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Events are fanned out by the emitting process (no worker runs here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "sending" / "polling.md"

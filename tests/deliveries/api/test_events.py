@@ -192,6 +192,7 @@ def test_post_event_deeply_nested_but_parseable_data(api: APIClient) -> None:
     assert Event.objects.get().data == data
 
 
+@pytest.mark.usefixtures("inline_fan_out")
 def test_get_event_shows_its_deliveries(
     api: APIClient, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -35,7 +35,12 @@ from tests.conftest import wait_until
 from webhooks_core.crypto import encryption
 from webhooks_core.egress import deadlines
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs("rabbitmq", "nats")]
+# Events are fanned out by the emitting process (no worker runs here).
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.needs("rabbitmq", "nats"),
+    pytest.mark.usefixtures("inline_fan_out"),
+]
 
 API = "/api/v1"
 AMQP = "127.0.0.1:5672"

@@ -88,6 +88,7 @@ def resolver_that_blocks(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator
         release.set()
 
 
+@pytest.mark.usefixtures("inline_fan_out")  # the emitting process reads the endpoints
 def test_an_emit_is_not_held_by_the_endpoint_s_row_held_for_no_key_update(
     receiver: Receiver,
 ) -> None:
@@ -110,6 +111,7 @@ def test_an_emit_is_not_held_by_the_endpoint_s_row_held_for_no_key_update(
         assert Delivery.objects.filter(event_id=made, endpoint=endpoint).exists()
 
 
+@pytest.mark.usefixtures("inline_fan_out")  # the emitting process reads the endpoints
 def test_an_emit_is_not_held_by_an_update_resolving_a_new_url(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

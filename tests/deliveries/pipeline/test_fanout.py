@@ -22,7 +22,8 @@ from tests.fixtures import api_client, new_endpoint
 from tests.receiver import Receiver
 from webhooks_core.runtime.tasking import QUEUE_DELIVERY, QUEUE_FANOUT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Written for events fanned out by the emitting process (no worker runs here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
 
 class RolledBack(Exception):

@@ -1,11 +1,19 @@
 """`WakeBook.mark_many`: the marks of many endpoints in one exchange (a Redis pipeline),
 with the same answers as one `mark` each."""
 
+import functools
 import uuid
 
 import redis
 
-from deliveries.pipeline.wake_marks import KEY_PREFIX, LocalWakeBook, RedisWakeBook
+from deliveries.pipeline.wake_marks import (
+    FAN_OUT_KEY,
+    KEY_PREFIX,
+    LocalWakeBook,
+    RedisWakeBook,
+    WakeBook,
+)
+from tests.conftest import wait_until
 
 
 def test_mark_many_answers_as_one_mark_each(redis_client: redis.Redis) -> None:
@@ -22,3 +30,38 @@ def test_mark_many_answers_as_one_mark_each(redis_client: redis.Redis) -> None:
         assert each.mark_many([fresh, marked], 0.0, 60.0, -1.0) == [True, False]
         assert each.mark_many([marked], 0.0, 60.0, -1.0) == [False]
     redis_client.delete(KEY_PREFIX + fresh, KEY_PREFIX + marked)
+
+
+def _book(redis_client: redis.Redis) -> RedisWakeBook:
+    url = redis_client.connection_pool.connection_kwargs
+    return RedisWakeBook(
+        f"redis://{url.get('host', '127.0.0.1')}:{url.get('port', 6379)}/{url.get('db', 0)}"
+    )
+
+
+def test_mark_many_loads_its_script_again_after_redis_forgot_it(redis_client: redis.Redis) -> None:
+    book = _book(redis_client)
+    endpoint = str(uuid.uuid4())
+    redis_client.script_flush()  # as after a restart of Redis
+    assert book.mark_many([endpoint], 0.0, 60.0, -1.0) == [True]
+    assert book.mark_many([endpoint], 0.0, 60.0, -1.0) == [False]
+    redis_client.delete(KEY_PREFIX + endpoint)
+
+
+def test_the_fan_out_mark_is_taken_once_until_cleared(redis_client: redis.Redis) -> None:
+    redis_client.delete(FAN_OUT_KEY)
+    for book in (_book(redis_client), LocalWakeBook()):
+        assert book.mark_fan_out(10.0) is True, "no message out: this commit dispatches"
+        assert book.mark_fan_out(10.0) is False, "one is out: it will see this commit"
+        book.clear_fan_out()
+        assert book.mark_fan_out(10.0) is True
+        book.clear_fan_out()
+
+
+def test_the_fan_out_mark_expires(redis_client: redis.Redis) -> None:
+    redis_client.delete(FAN_OUT_KEY)
+    books: list[WakeBook] = [_book(redis_client), LocalWakeBook()]
+    for book in books:
+        assert book.mark_fan_out(0.05) is True
+        wait_until(functools.partial(book.mark_fan_out, 0.05), timeout=5, what="the mark to expire")
+        book.clear_fan_out()

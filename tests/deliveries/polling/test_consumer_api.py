@@ -34,7 +34,8 @@ from tests.deliveries.polling.helpers import (
 )
 from tests.helpers import procfile_web
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Events are fanned out by the emitting process (no worker runs here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
 
 @pytest.fixture(scope="module")

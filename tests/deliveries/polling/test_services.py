@@ -48,6 +48,7 @@ def test_a_polling_endpoints_deliveries_are_available_whatever_its_state() -> No
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("inline_fan_out")
 def test_fan_out_gives_a_polling_endpoint_what_its_filters_match() -> None:
     endpoint = _poll_endpoint()
     services.emit("invoice.paid", {"invoice": "in_1", "amount": 1})

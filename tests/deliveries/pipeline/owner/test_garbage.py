@@ -15,7 +15,8 @@ from deliveries.models import Delivery, DeliveryStatus
 from tests.fixtures import make_endpoint
 from tests.receiver import Receiver
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Written for events fanned out by the emitting process (no worker runs here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
 
 def emit_some(count: int) -> None:

@@ -44,7 +44,8 @@ from tests.deliveries.helpers import delivery_row, in_its_own_connection, owner_
 from tests.fixtures import make_endpoint
 from tests.receiver import Receiver, Reply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Written for events fanned out by the emitting process (no worker runs here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
 
 def published_wakes() -> float:

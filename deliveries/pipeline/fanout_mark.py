@@ -1,0 +1,53 @@
+"""The fan-out's mark: one fan-out message out for the events committed one by one.
+
+A product that emits one event per transaction would otherwise send a message per event
+and have its fan-out done one event per transaction. Instead, a commit that finds a
+fan-out message already out (the mark) sends none. That message's task fans out every
+event waiting and stays on while more keep coming (`fanout._stay_on`); before it stops it
+clears the mark and looks once more, so an event whose commit found the mark set is seen
+by that last look (its commit came before the clear). A commit after the clear sets the
+mark again and sends the next message. Under a steady stream one task takes the events
+committed while its last transaction ran, in one transaction.
+
+Like the wake marks, the mark only saves messages: it expires (a lost message is
+forgotten), a Redis error dispatches anyway, and the sweeper fans out any event still
+waiting after `WEBHOOKS_FANOUT_GRACE_SECONDS`.
+"""
+
+import contextlib
+from collections.abc import Collection
+from uuid import UUID
+
+import redis
+
+from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE, dispatch_fan_outs
+from deliveries.pipeline.wake import wake_book
+
+# Longer than a fan-out task stays on (`fanout.STAY_ON_SECONDS`) after a usual wait in the
+# queue; a mark outliving its message (lost, or its clear failed) holds later events back
+# for at most this long.
+MARK_SECONDS = 10.0
+
+
+def dispatch(event_ids: Collection[UUID | str]) -> None:
+    """After a commit: see that these events are fanned out, by a message of their own
+    unless one already out will find them (more than a message's worth always go)."""
+    if len(event_ids) <= FAN_OUT_BATCH_SIZE:
+        try:
+            if not wake_book().mark_fan_out(MARK_SECONDS):
+                return
+        except redis.RedisError:
+            pass  # dispatch: the mark only saves messages
+    try:
+        dispatch_fan_outs(event_ids)
+    except Exception:
+        clear()  # no message went: the next commit must not count on one
+        raise
+
+
+def clear() -> None:
+    """A fan-out is about to look at the waiting events for the last time: a commit from
+    now on dispatches."""
+    # On an error the mark expires; the sweeper fans out what waited meanwhile.
+    with contextlib.suppress(redis.RedisError):
+        wake_book().clear_fan_out()

@@ -1,0 +1,159 @@
+"""The fan-out's mark (`deliveries/pipeline/fanout_mark.py`) and the fan-out task that
+stays on (`fanout.events_fan_out` with `top_up`): one message out for the events
+committed one by one, none of them left behind."""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from django.db import connection, transaction
+from django.utils import timezone
+
+from deliveries import services
+from deliveries.models import Delivery, Event
+from deliveries.pipeline import fanout, fanout_mark
+from deliveries.tasks import fan_out_events
+from tests.conftest import wait_until
+from tests.fixtures import new_endpoint
+from webhooks_core.runtime.tasking import QUEUE_FANOUT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def queued(redis_client: redis.Redis) -> int:
+    return int(redis_client.llen(QUEUE_FANOUT))
+
+
+def test_a_commit_sends_a_message_only_when_none_is_out(redis_client: redis.Redis) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+
+    with transaction.atomic():
+        first = services.emit("order.created", {"n": 1})
+    assert queued(redis_client) == 1, "no message was out: this commit sends one"
+    with transaction.atomic():
+        second = services.emit("order.created", {"n": 2})
+    assert queued(redis_client) == 1, "one is out, and it will find this event"
+    assert not Delivery.objects.exists()
+
+    # The message's task: it takes both, then clears the mark.
+    fan_out_events([str(first.pk)])
+    assert set(Delivery.objects.values_list("event_id", flat=True)) == {first.pk, second.pk}
+
+    with transaction.atomic():
+        services.emit("order.created", {"n": 3})
+    assert queued(redis_client) == 2, "the mark was cleared: the next commit sends one"
+
+
+def test_an_event_whose_commit_found_the_mark_is_seen_by_the_task_s_last_look(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the protocol is for: a commit finds the mark set while the task is making
+    its last look. The task clears the mark before that look, so the commit either comes
+    before the clear (the look sees it) or after it (it sends a message of its own)."""
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    with transaction.atomic():
+        first = services.emit("order.created", {"n": 1})
+    committed: list[Event] = []
+    clear = fanout_mark.clear
+
+    def a_commit_lands_just_before_the_clear() -> None:
+        if not committed:
+            with transaction.atomic():
+                committed.append(services.emit("order.created", {"n": 2}))
+            assert queued(redis_client) == 1, "the mark was still set: no message"
+        clear()
+
+    monkeypatch.setattr(fanout_mark, "clear", a_commit_lands_just_before_the_clear)
+    fan_out_events([str(first.pk)])
+
+    assert set(Delivery.objects.values_list("event_id", flat=True)) == {
+        first.pk,
+        committed[0].pk,
+    }
+
+
+def test_a_steady_stream_of_commits_shares_few_messages(
+    celery_worker: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_endpoint("http://127.0.0.1:9/hook")
+    sent: list[int] = []
+    dispatch_fan_outs = fanout_mark.dispatch_fan_outs
+
+    def counted(event_ids: Any) -> None:
+        sent.append(len(event_ids))
+        dispatch_fan_outs(event_ids)
+
+    monkeypatch.setattr(fanout_mark, "dispatch_fan_outs", counted)
+    events = []
+    for n in range(60):
+        with transaction.atomic():
+            events.append(services.emit("order.created", {"n": n}))
+
+    wait_until(lambda: Delivery.objects.count() == len(events), what="every event to be fanned out")
+    assert Event.objects.filter(fanned_out_at__isnull=True).count() == 0
+    assert len(sent) < len(events) / 2, f"{len(sent)} messages for {len(events)} commits"
+
+
+def test_one_message_takes_every_page_of_waiting_events(redis_client: redis.Redis) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    count = 2 * fanout.FAN_OUT_BATCH_SIZE + 50
+    with transaction.atomic():
+        for n in range(count):
+            services.emit("order.created", {"n": n})
+
+    fan_out_events([])
+
+    assert Delivery.objects.count() == count
+    assert not Event.objects.filter(fanned_out_at__isnull=True).exists()
+
+
+def test_events_older_than_the_grace_are_left_to_the_sweeper(
+    redis_client: redis.Redis, settings: Any
+) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    old = services.emit("order.created", {"n": 1})
+    Event.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+
+    fan_out_events([])
+    assert not Delivery.objects.exists(), "the task's look is for the last grace period"
+
+    assert services.sweep().events_fanned_out == 1
+
+
+def test_outside_a_transaction_an_event_is_one_insert(redis_client: redis.Redis) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    statements: list[tuple[str, bool]] = []
+
+    def noted(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        statements.append((sql.split()[0], context["connection"].get_autocommit()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(noted):
+        event = services.emit("order.created", {"n": 1})
+
+    assert statements == [("INSERT", True)], "one statement, committed by itself"
+    assert Event.objects.filter(pk=event.pk).exists()
+    assert queued(redis_client) == 1, "and its fan-out is seen to"
+
+
+def test_a_failed_dispatch_clears_the_mark(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redis_client.flushdb()
+
+    def broker_down(event_ids: Any) -> None:
+        raise redis.ConnectionError("broker down")
+
+    monkeypatch.setattr(fanout_mark, "dispatch_fan_outs", broker_down)
+    with pytest.raises(redis.ConnectionError):
+        fanout_mark.dispatch(["x"])
+    monkeypatch.undo()
+
+    fanout_mark.dispatch(["y"])
+    assert queued(redis_client) == 1, "no message went, so the next commit sends one"
