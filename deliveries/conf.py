@@ -75,14 +75,15 @@ class DeliverySettings(View):
     )
     inline_fan_out_max_endpoints = Setting(
         "WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS",
-        0,
+        1,
         "An event whose tenant has at most this many endpoints is fanned out by the emitting "
         "process right after its transaction commits, without the fan-out task (the first 20 "
         "events of a transaction; the rest, and events with an ordering key, go to the "
-        "task): one broker hop less before the first attempt, paid for by the emitting "
-        "process after each commit (a read of the endpoints, a short transaction, the "
-        "wakes). 0: always the fan-out task, which takes the events of many commits in one "
-        "transaction and leaves the emitting process one Redis round trip per commit.",
+        "task): one hop less before the first attempt, paid for by the emitting process "
+        "after each commit (a read of the endpoints, a short transaction, the wakes), which "
+        "grows with the endpoints. Other events cost the emitting process one Redis round "
+        "trip: the fan-out task takes the events of many commits in one transaction. 0: "
+        "always the fan-out task.",
         parse=int,
     )
     ordering_fan_out_wait_seconds = Setting(

@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 class EmitBatch:
     """What one product transaction emitted, seen to by one flush after its commit: the
     events fanned out right there, in this process (few endpoints), and the others left
-    to the fan-out task (one message per 100)."""
+    to the fan-out task (a message only when none is out: `fanout_mark`)."""
 
     # The events themselves (as inserted: the fan-out needs no read of them), and the
     # ids of the others.
@@ -41,8 +41,8 @@ class EmitBatch:
 def emit_batch() -> EmitBatch:
     """The current transaction's batch, flushed once it commits.
 
-    A product transaction that emits many events sends a few broker messages, not one per
-    event (dispatching dominates the cost of `emit`). The batch lives on the connection for
+    A product transaction that emits many events sends at most a few broker messages, not
+    one per event (dispatching dominates the cost of `emit`). The batch lives on the connection for
     as long as its flush is still registered; a rolled-back savepoint drops the flush
     (Django discards its on-commit callbacks), and the next event starts a new batch. If
     the broker is down at commit nothing is lost: the sweeper fans the events out and

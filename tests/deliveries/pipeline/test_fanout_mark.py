@@ -21,6 +21,13 @@ from webhooks_core.runtime.tasking import QUEUE_FANOUT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def through_the_task(settings: Any) -> None:
+    """Every event goes through the fan-out task (one endpoint would be fanned out by the
+    emitting process by default)."""
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 0
+
+
 def queued(redis_client: redis.Redis) -> int:
     return int(redis_client.llen(QUEUE_FANOUT))
 
