@@ -237,15 +237,19 @@ def _stay_on(after: "Position | None") -> int:
     meanwhile: a commit whose mark was already set (`fanout_mark.dispatch`) sent no
     message, and is seen by this last look, which comes after the clear."""
     created, looks, ends = 0, 0, time.monotonic() + STAY_ON_SECONDS
-    while looks < LOOKS_WITHOUT_EVENTS and time.monotonic() < ends:
-        more, taken = _look(after)
-        created, after = created + more, None
-        if taken:
-            looks = 0
-        else:
-            looks += 1
-            time.sleep(LOOK_AGAIN_SECONDS)
-    fanout_mark.clear()
+    try:
+        while looks < LOOKS_WITHOUT_EVENTS and time.monotonic() < ends:
+            more, taken = _look(after)
+            created, after = created + more, None
+            if taken:
+                looks = 0
+            else:
+                looks += 1
+                time.sleep(LOOK_AGAIN_SECONDS)
+    finally:
+        # Failing too: the next commit then sends a message at once, not after the mark's
+        # expiry (and the sweeper has what this task failed to fan out).
+        fanout_mark.clear()
     more, _ = _look(None)
     return created + more
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import redis
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from deliveries import services
@@ -164,3 +164,25 @@ def test_a_failed_dispatch_clears_the_mark(
 
     fanout_mark.dispatch(["y"])
     assert queued(redis_client) == 1, "no message went, so the next commit sends one"
+
+
+def test_a_task_that_fails_clears_the_mark(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    with transaction.atomic():
+        first = services.emit("order.created", {"n": 1})
+    assert queued(redis_client) == 1
+
+    def database_gone(after: Any) -> tuple[int, int]:
+        raise DatabaseError("the database went away")
+
+    monkeypatch.setattr(fanout, "_look", database_gone)
+    with pytest.raises(DatabaseError):
+        fan_out_events([str(first.pk)])
+    monkeypatch.undo()
+
+    with transaction.atomic():
+        services.emit("order.created", {"n": 2})
+    assert queued(redis_client) == 2, "the mark was cleared: this commit sends a message"
