@@ -75,7 +75,7 @@ class DeliverySettings(View):
     )
     inline_fan_out_max_endpoints = Setting(
         "WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS",
-        1,
+        5,
         "An event whose tenant has at most this many endpoints is fanned out by the emitting "
         "process right after its transaction commits, without the fan-out task (the first 20 "
         "events of a transaction; the rest, and events with an ordering key, go to the "

@@ -167,7 +167,7 @@ def celery_worker(
 @pytest.fixture
 def inline_fan_out(settings: SettingsWrapper) -> None:
     """Events of tenants with up to 10 endpoints fanned out by the emitting process right
-    after their commit (by default only those of tenants with one endpoint:
+    after their commit (by default only those of tenants with up to 5:
     `WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`), for a test that runs no worker and needs an
     event's deliveries at once."""
     settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 10

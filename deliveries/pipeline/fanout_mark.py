@@ -20,9 +20,13 @@ from uuid import UUID
 
 import redis
 
-from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE, dispatch_fan_outs
+from deliveries.pipeline.messages import dispatch_fan_outs
 from deliveries.pipeline.wake import wake_book
 
+# A commit of at most this many events relies on a fan-out message already out; a larger
+# one sends its own, so that large transactions are fanned out side by side, by as many
+# tasks as the workers run.
+SHARED_MAX_EVENTS = 20
 # Longer than a fan-out task stays on (`fanout.STAY_ON_SECONDS`) after a usual wait in the
 # queue; a mark outliving its message (lost, or its clear failed) holds later events back
 # for at most this long.
@@ -31,8 +35,8 @@ MARK_SECONDS = 10.0
 
 def dispatch(event_ids: Collection[UUID | str]) -> None:
     """After a commit: see that these events are fanned out, by a message of their own
-    unless one already out will find them (more than a message's worth always go)."""
-    if len(event_ids) <= FAN_OUT_BATCH_SIZE:
+    unless one already out will find them (more than `SHARED_MAX_EVENTS` always go)."""
+    if len(event_ids) <= SHARED_MAX_EVENTS:
         try:
             if not wake_book().mark_fan_out(MARK_SECONDS):
                 return

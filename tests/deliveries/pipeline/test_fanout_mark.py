@@ -186,3 +186,17 @@ def test_a_task_that_fails_clears_the_mark(
     with transaction.atomic():
         services.emit("order.created", {"n": 2})
     assert queued(redis_client) == 2, "the mark was cleared: this commit sends a message"
+
+
+def test_a_large_commit_sends_its_own_message(redis_client: redis.Redis) -> None:
+    """So that large transactions are fanned out side by side, not one after another."""
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    with transaction.atomic():
+        services.emit("order.created", {"n": 0})
+    assert queued(redis_client) == 1, "the mark is set"
+
+    with transaction.atomic():
+        for n in range(fanout_mark.SHARED_MAX_EVENTS + 1):
+            services.emit("order.created", {"n": n})
+    assert queued(redis_client) == 2
