@@ -187,8 +187,14 @@ def _emit(
     if idempotency_key is None:
         # No unique key can clash, so no savepoint: one INSERT in the caller's transaction,
         # or outside one an INSERT that commits by itself (no BEGIN and COMMIT to wait for).
-        event_insert(event)
-        announce_event_emitted(event)
+        db = transaction.get_connection()
+        if db.get_autocommit() or db.in_atomic_block:
+            event_insert(event)
+            announce_event_emitted(event)
+            return event
+        with transaction.atomic(savepoint=False):  # the caller manages its transaction
+            event_insert(event)
+            announce_event_emitted(event)
         return event
     try:
         # A savepoint, so a lost race on the idempotency key does not break the caller's

@@ -2,6 +2,7 @@
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +24,8 @@ class EmitBatch:
     inline_events: list[Any] = field(default_factory=list)
     event_ids: list[UUID] = field(default_factory=list)
     fan_out_inline: Any = None  # the fan-out's entry point, set by whoever fills the batch
+    # When the first event was inserted (the database's time), if known.
+    inserted_at: datetime | None = None
 
     def flush(self) -> None:
         later = list(self.event_ids)
@@ -35,7 +38,7 @@ class EmitBatch:
                 logger.exception("fanning events out after their commit failed")
                 later += [event.pk for event in self.inline_events]
         if later:
-            fanout_mark.dispatch(later)
+            fanout_mark.dispatch(later, inserted_at=self.inserted_at)
 
 
 def emit_batch() -> EmitBatch:

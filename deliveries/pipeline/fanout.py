@@ -23,7 +23,12 @@ from deliveries.endpoints import operational_events
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointMode, EndpointState, Event
 from deliveries.pipeline import fanout_mark, ordering, payloads, subscriptions
 from deliveries.pipeline.emit_batch import EmitBatch, emit_batch
-from deliveries.pipeline.messages import FAN_OUT_BATCH_SIZE, dispatch_fan_outs
+from deliveries.pipeline.messages import (
+    FAN_OUT_BATCH_SIZE,
+    FAN_OUT_EVENTS_TASK,
+    dispatch_fan_outs,
+    dispatch_task,
+)
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.polling import waiters
 from webhooks_core import tracing
@@ -74,7 +79,8 @@ def event_insert(event: Event) -> None:
     commit and the fan-out, the sweeper does it.
     """
     event.save(force_insert=True)
-    if not transaction.get_connection().in_atomic_block:
+    db = transaction.get_connection()
+    if db.get_autocommit() and not db.in_atomic_block:
         # Committed by its own INSERT: its fan-out is seen to now, as a commit's would be
         # (robustly: the event is stored whatever happens here; the sweeper has it).
         alone = EmitBatch()
@@ -88,6 +94,8 @@ def event_insert(event: Event) -> None:
 
 
 def _add(batch: EmitBatch, event: Event) -> None:
+    if batch.inserted_at is None and isinstance(event.created_at, datetime):
+        batch.inserted_at = event.created_at
     inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
     if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
         batch.inline_events.append(_as_stored(event))
@@ -208,19 +216,31 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
     that are suspended get a held delivery, so resuming them delivers what they missed;
     disabled endpoints get nothing. Returns how many deliveries were created.
     """
+    if not top_up:
+        return _fan_out_these(event_ids, top_up=False)
+    # A message's task: whatever happens, it ends by clearing the fan-out's mark and
+    # looking once more (`_stay_on`), else the commits that found the mark set would
+    # wait for the sweeper.
+    created = 0
     try:
-        created, _, after = _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+        created = _fan_out_these(event_ids, top_up=True)
+    finally:
+        created += _stay_on()
+    return created
+
+
+def _fan_out_these(event_ids: Collection[UUID | str], *, top_up: bool) -> int:
+    try:
+        created, _, _ = _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
+        return created
     except Exception:
-        if len(event_ids) < 2:
+        if len(event_ids) < 2 and not top_up:
             raise
         # One event whose fan-out fails must not hold back the others of its message (the
-        # sweeper sends the oldest waiting events together, again and again): each alone,
-        # then the first error.
+        # sweeper sends the oldest waiting events together, again and again), nor one
+        # waiting event the message's own: each alone, then the first error.
         logger.exception("fanning out a batch of events failed; fanning out each alone")
-        created, after = _fan_out_each(event_ids), None
-    if top_up:
-        created += _stay_on(after)
-    return created
+        return _fan_out_each(event_ids)
 
 
 # A fan-out message stays on while events keep coming, for at most this long; it looks
@@ -228,45 +248,67 @@ def events_fan_out(*, event_ids: Collection[UUID | str], top_up: bool = False) -
 STAY_ON_SECONDS = 5.0
 LOOK_AGAIN_SECONDS = 0.005
 LOOKS_WITHOUT_EVENTS = 4
-# One look takes at most this many pages of waiting events.
+# One look takes at most this many pages of waiting events; the last look, up to
+# `LAST_LOOK_PAGES`, and then one more message goes on from there.
 TOP_UP_PAGES = 10
+LAST_LOOK_PAGES = 100
 
 
-def _stay_on(after: "Position | None") -> int:
+def _stay_on() -> int:
     """Fan out what keeps coming, then clear the fan-out's mark and take what came
     meanwhile: a commit whose mark was already set (`fanout_mark.dispatch`) sent no
-    message, and is seen by this last look, which comes after the clear."""
-    created, looks, ends = 0, 0, time.monotonic() + STAY_ON_SECONDS
+    message, and is seen by this last look, which comes after the clear. A look goes on
+    from where the last one stopped (held keyed events never keep it at the start)."""
+    created, looks, ends, at = 0, 0, time.monotonic() + STAY_ON_SECONDS, None
     try:
         while looks < LOOKS_WITHOUT_EVENTS and time.monotonic() < ends:
-            more, taken = _look(after)
-            created, after = created + more, None
+            more, taken, at = _look(at, TOP_UP_PAGES)
+            created += more
             if taken:
                 looks = 0
-            else:
+            elif at is None:
                 looks += 1
                 time.sleep(LOOK_AGAIN_SECONDS)
     finally:
         # Failing too: the next commit then sends a message at once, not after the mark's
-        # expiry (and the sweeper has what this task failed to fan out).
+        # expiry.
         fanout_mark.clear()
-    more, _ = _look(None)
+    more, _, at = _look(None, LAST_LOOK_PAGES)
+    if at is not None:
+        dispatch_task(FAN_OUT_EVENTS_TASK, [])  # still more: one message goes on with them
     return created + more
 
 
-def _look(after: "Position | None") -> tuple[int, int]:
-    """Fan out the waiting events, a page per transaction; returns the deliveries created
-    and the events taken."""
+def _look(after: "Position | None", pages: int) -> tuple[int, int, "Position | None"]:
+    """Fan out the waiting events after `after`, a page per transaction (a page that
+    fails, event by event: a poison event is the sweeper's, the others go on); returns
+    the deliveries created, the events taken, and where it stopped (None: at the end)."""
     created = taken = 0
-    for _ in range(TOP_UP_PAGES):
-        more, took, after = _retried_if_an_endpoint_went(
-            functools.partial(_fan_out, [], True, after=after)
-        )
+    for _ in range(pages):
+        start = after
+        try:
+            more, took, after = _retried_if_an_endpoint_went(
+                functools.partial(_fan_out, [], True, after=start)
+            )
+        except Exception:
+            logger.exception("fanning out a page of waiting events failed; each alone")
+            page = list(_waiting(timezone.now(), exclude=[], after=start)[:FAN_OUT_BATCH_SIZE])
+            more = took = 0
+            for event in page:
+                try:
+                    more += _retried_if_an_endpoint_went(
+                        functools.partial(_fan_out, [event.pk], False)
+                    )[0]
+                    took += 1
+                except Exception:
+                    logger.exception(
+                        "fanning out event %s failed (the sweeper tries again)", event.pk
+                    )
+            after = ordering.position(page[-1]) if len(page) == FAN_OUT_BATCH_SIZE else None
         created, taken = created + more, taken + took
         if after is None:
-            return created, taken
-    dispatch_fan_outs([])  # still more: another message goes on with them
-    return created, taken
+            return created, taken, None
+    return created, taken, after
 
 
 def _fan_out_each(event_ids: Collection[UUID | str]) -> int:

@@ -16,10 +16,14 @@ waiting after `WEBHOOKS_FANOUT_GRACE_SECONDS`.
 
 import contextlib
 from collections.abc import Collection
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import redis
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.utils import timezone
 
+from deliveries import conf
 from deliveries.pipeline.messages import dispatch_fan_outs
 from deliveries.pipeline.wake import wake_book
 
@@ -28,17 +32,21 @@ from deliveries.pipeline.wake import wake_book
 # tasks as the workers run.
 SHARED_MAX_EVENTS = 20
 # Longer than a fan-out task stays on (`fanout.STAY_ON_SECONDS`) after a usual wait in the
-# queue; a mark outliving its message (lost, or its clear failed) holds later events back
-# for at most this long.
+# queue. A mark outliving its message (lost, or its clear failed) keeps commits from
+# dispatching for at most this long; what they committed meanwhile is fanned out by the
+# next message after it, or by the sweeper.
 MARK_SECONDS = 10.0
 
 
-def dispatch(event_ids: Collection[UUID | str]) -> None:
+def dispatch(event_ids: Collection[UUID | str], *, inserted_at: datetime | None = None) -> None:
     """After a commit: see that these events are fanned out, by a message of their own
-    unless one already out will find them (more than `SHARED_MAX_EVENTS` always go)."""
-    if len(event_ids) <= SHARED_MAX_EVENTS:
+    unless one already out will find them. Always their own: more than
+    `SHARED_MAX_EVENTS`, events inserted long before the commit (a task's looks cover
+    only the last `WEBHOOKS_FANOUT_GRACE_SECONDS`), and no Redis for the marks (each
+    process would keep its own)."""
+    if len(event_ids) <= SHARED_MAX_EVENTS and _looks_will_see(inserted_at):
         try:
-            if not wake_book().mark_fan_out(MARK_SECONDS):
+            if not wake_book().mark_fan_out(_name(), MARK_SECONDS):
                 return
         except redis.RedisError:
             pass  # dispatch: the mark only saves messages
@@ -53,5 +61,18 @@ def clear() -> None:
     """A fan-out is about to look at the waiting events for the last time: a commit from
     now on dispatches."""
     # On an error the mark expires; the sweeper fans out what waited meanwhile.
-    with contextlib.suppress(redis.RedisError):
-        wake_book().clear_fan_out()
+    if conf.counters().redis_url:
+        with contextlib.suppress(redis.RedisError):
+            wake_book().clear_fan_out(_name())
+
+
+def _looks_will_see(inserted_at: datetime | None) -> bool:
+    if not conf.counters().redis_url:
+        return False
+    grace = timedelta(seconds=conf.get().fanout_grace_seconds)
+    return inserted_at is None or timezone.now() - inserted_at < grace / 2
+
+
+def _name() -> str:
+    """The mark's name: the database's, so deployments sharing a Redis keep theirs apart."""
+    return str(connections[DEFAULT_DB_ALIAS].settings_dict.get("NAME") or "default")

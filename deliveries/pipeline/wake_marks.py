@@ -15,13 +15,14 @@ import math
 import threading
 import time
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 
 KEY_PREFIX = "webhooks:wake:"
-# The fan-out's mark (`deliveries.pipeline.fanout_call`): a fan-out message is out.
-FAN_OUT_KEY = "webhooks:fan-out"
+# The fan-out's mark (`deliveries.pipeline.fanout_mark`), one per database: a fan-out
+# message is out.
+FAN_OUT_KEY = "webhooks:fan-out:"
 WORKING = 0.0
 
 # KEYS[1] the mark; ARGV[1] seconds from now the wake is for, ARGV[2] how long the mark
@@ -75,11 +76,11 @@ class WakeBook(Protocol):
         """The mark as a Unix time (0: an owner works), or None."""
         ...
 
-    def mark_fan_out(self, ttl: float) -> bool:
+    def mark_fan_out(self, name: str, ttl: float) -> bool:
         """Note that a fan-out message is out; True when none was (the caller dispatches)."""
         ...
 
-    def clear_fan_out(self) -> None:
+    def clear_fan_out(self, name: str) -> None:
         """A fan-out is about to read the waiting events: the next commit dispatches."""
         ...
 
@@ -102,18 +103,25 @@ class RedisWakeBook:
         # Redis whether the script is loaded first: a second round trip on every wake.
         keys = [KEY_PREFIX + endpoint for endpoint in endpoints]
         args = [max(in_seconds, 0.0), ttl, stale_after]
-        try:
-            return self._mark_all(keys, args)
-        except redis.exceptions.NoScriptError:
-            # Not loaded yet, or Redis restarted (or its scripts were flushed): none ran.
+        answers = self._mark_all(keys, args)
+        missing = [i for i, answer in enumerate(answers) if _no_script(answer)]
+        if missing:
+            # Not loaded yet, or Redis restarted (or its scripts were flushed): those did
+            # not run; the others did and are not run twice.
             self._mark.sha = self.client.script_load(MARK)
-            return self._mark_all(keys, args)
+            again = self._mark_all([keys[i] for i in missing], args)
+            for i, answer in zip(missing, again, strict=True):
+                answers[i] = answer
+        for answer in answers:
+            if isinstance(answer, Exception):
+                raise answer
+        return [bool(fresh) for fresh in answers]
 
-    def _mark_all(self, keys: list[str], args: list[float]) -> list[bool]:
+    def _mark_all(self, keys: list[str], args: list[float]) -> list[Any]:
         with self.client.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.evalsha(self._mark.sha, 1, key, *args)
-            return [bool(fresh) for fresh in pipe.execute()]
+            return list(pipe.execute(raise_on_error=False))
 
     def working(self, endpoint: str, ttl: float) -> None:
         self._work(keys=[KEY_PREFIX + endpoint], args=[ttl])
@@ -125,11 +133,12 @@ class RedisWakeBook:
         value = self.client.get(KEY_PREFIX + endpoint)
         return None if value is None else float(value)
 
-    def mark_fan_out(self, ttl: float) -> bool:
-        return bool(self.client.set(FAN_OUT_KEY, b"1", nx=True, px=math.ceil(ttl * 1000)))
+    def mark_fan_out(self, name: str, ttl: float) -> bool:
+        key = FAN_OUT_KEY + name
+        return bool(self.client.set(key, b"1", nx=True, px=math.ceil(ttl * 1000)))
 
-    def clear_fan_out(self) -> None:
-        self.client.delete(FAN_OUT_KEY)
+    def clear_fan_out(self, name: str) -> None:
+        self.client.delete(FAN_OUT_KEY + name)
 
 
 class LocalWakeBook:
@@ -175,16 +184,20 @@ class LocalWakeBook:
         with self._lock:
             return self._current(endpoint, time.time())
 
-    def mark_fan_out(self, ttl: float) -> bool:
+    def mark_fan_out(self, name: str, ttl: float) -> bool:
         now = time.time()
         with self._lock:
-            if self._current(FAN_OUT_KEY, now) is not None:
+            if self._current(FAN_OUT_KEY + name, now) is not None:
                 return False
-            self._marks[FAN_OUT_KEY] = (now, now + ttl)
+            self._marks[FAN_OUT_KEY + name] = (now, now + ttl)
             return True
 
-    def clear_fan_out(self) -> None:
-        self.clear(FAN_OUT_KEY)
+    def clear_fan_out(self, name: str) -> None:
+        self.clear(FAN_OUT_KEY + name)
+
+
+def _no_script(answer: Any) -> bool:
+    return isinstance(answer, redis.exceptions.NoScriptError)
 
 
 @lru_cache(maxsize=4)

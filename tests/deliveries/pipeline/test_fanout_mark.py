@@ -3,6 +3,7 @@ stays on (`fanout.events_fan_out` with `top_up`): one message out for the events
 committed one by one, none of them left behind."""
 
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -175,7 +176,7 @@ def test_a_task_that_fails_clears_the_mark(
         first = services.emit("order.created", {"n": 1})
     assert queued(redis_client) == 1
 
-    def database_gone(after: Any) -> tuple[int, int]:
+    def database_gone(*args: Any) -> tuple[int, int, Any]:
         raise DatabaseError("the database went away")
 
     monkeypatch.setattr(fanout, "_look", database_gone)
@@ -200,3 +201,79 @@ def test_a_large_commit_sends_its_own_message(redis_client: redis.Redis) -> None
         for n in range(fanout_mark.SHARED_MAX_EVENTS + 1):
             services.emit("order.created", {"n": n})
     assert queued(redis_client) == 2
+
+
+def test_a_task_whose_own_events_fail_still_clears_the_mark_and_looks_again(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message's first transaction fails (a poison event of its own): the task still
+    ends by clearing the mark and fanning out what waits."""
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    with transaction.atomic():
+        poison = services.emit("order.created", {"n": 1})
+    with transaction.atomic():
+        waiting = services.emit("order.created", {"n": 2})
+    assert queued(redis_client) == 1, "the second commit found the mark set"
+    deliveries_of = fanout._deliveries_of
+
+    def poisoned(event: Event, *args: Any) -> Any:
+        if event.pk == poison.pk:
+            raise DatabaseError("this event cannot be fanned out")
+        return deliveries_of(event, *args)
+
+    monkeypatch.setattr(fanout, "_deliveries_of", poisoned)
+    with pytest.raises(DatabaseError):
+        fan_out_events([str(poison.pk)])
+
+    assert set(Delivery.objects.values_list("event_id", flat=True)) == {waiting.pk}
+    with transaction.atomic():
+        services.emit("order.created", {"n": 3})
+    assert queued(redis_client) == 2, "the mark was cleared"
+
+
+def test_more_than_a_look_s_pages_are_all_fanned_out(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    monkeypatch.setattr(fanout, "FAN_OUT_BATCH_SIZE", 5)
+    monkeypatch.setattr(fanout, "TOP_UP_PAGES", 2)
+    monkeypatch.setattr(fanout, "LAST_LOOK_PAGES", 2)
+    with transaction.atomic():
+        for n in range(33):
+            services.emit("order.created", {"n": n})
+    redis_client.flushdb()
+
+    fan_out_events([])
+
+    assert Delivery.objects.count() == 33
+    assert queued(redis_client) == 0, "the looks went on from where they stopped"
+
+
+def test_events_inserted_long_before_their_commit_send_their_own_message(
+    redis_client: redis.Redis, settings: Any
+) -> None:
+    """A task's looks cover the last grace period: an event inserted before it would be
+    missed, so its commit does not rely on a message already out."""
+    settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 2.0
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    with transaction.atomic():
+        services.emit("order.created", {"n": 0})
+    assert queued(redis_client) == 1, "the mark is set"
+
+    fanout_mark.dispatch(["x"], inserted_at=timezone.now() - timedelta(seconds=5))
+    assert queued(redis_client) == 2
+
+
+def test_without_redis_for_the_marks_every_commit_sends_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each process would keep its own mark, which the worker could never clear."""
+    sent: list[Any] = []
+    monkeypatch.setattr(fanout_mark, "dispatch_fan_outs", sent.append)
+    monkeypatch.setattr(fanout_mark.conf, "counters", lambda: SimpleNamespace(redis_url=""))
+    fanout_mark.dispatch(["a"])
+    fanout_mark.dispatch(["b"])
+    assert sent == [["a"], ["b"]]

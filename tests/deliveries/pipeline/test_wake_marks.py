@@ -49,19 +49,42 @@ def test_mark_many_loads_its_script_again_after_redis_forgot_it(redis_client: re
 
 
 def test_the_fan_out_mark_is_taken_once_until_cleared(redis_client: redis.Redis) -> None:
-    redis_client.delete(FAN_OUT_KEY)
+    redis_client.delete(FAN_OUT_KEY + "db")
     for book in (_book(redis_client), LocalWakeBook()):
-        assert book.mark_fan_out(10.0) is True, "no message out: this commit dispatches"
-        assert book.mark_fan_out(10.0) is False, "one is out: it will see this commit"
-        book.clear_fan_out()
-        assert book.mark_fan_out(10.0) is True
-        book.clear_fan_out()
+        assert book.mark_fan_out("db", 10.0) is True, "no message out: this commit dispatches"
+        assert book.mark_fan_out("db", 10.0) is False, "one is out: it will see this commit"
+        book.clear_fan_out("db")
+        assert book.mark_fan_out("db", 10.0) is True
+        assert book.mark_fan_out("other", 10.0) is True, "another database's mark is its own"
+        book.clear_fan_out("db")
+        book.clear_fan_out("other")
 
 
 def test_the_fan_out_mark_expires(redis_client: redis.Redis) -> None:
-    redis_client.delete(FAN_OUT_KEY)
+    redis_client.delete(FAN_OUT_KEY + "db")
     books: list[WakeBook] = [_book(redis_client), LocalWakeBook()]
     for book in books:
-        assert book.mark_fan_out(0.05) is True
-        wait_until(functools.partial(book.mark_fan_out, 0.05), timeout=5, what="the mark to expire")
-        book.clear_fan_out()
+        assert book.mark_fan_out("db", 0.05) is True
+        wait_until(
+            functools.partial(book.mark_fan_out, "db", 0.05), timeout=5, what="the mark to expire"
+        )
+        book.clear_fan_out("db")
+
+
+def test_mark_many_runs_again_only_what_did_not_run(redis_client: redis.Redis) -> None:
+    """Scripts flushed between two marks of one pipeline: the first ran (its mark is set,
+    and running it again would answer "folded"), the second is run again."""
+    book = _book(redis_client)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    answers = [1, redis.exceptions.NoScriptError("NOSCRIPT")]
+    calls: list[list[str]] = []
+    mark_all = book._mark_all
+
+    def flushed_midway(keys: list[str], args: list[float]) -> list[object]:
+        calls.append(keys)
+        return list(answers) if len(calls) == 1 else mark_all(keys, args)
+
+    book._mark_all = flushed_midway  # type: ignore[method-assign]
+    assert book.mark_many([first, second], 0.0, 60.0, -1.0) == [True, True]
+    assert calls == [[KEY_PREFIX + first, KEY_PREFIX + second], [KEY_PREFIX + second]]
+    redis_client.delete(KEY_PREFIX + first, KEY_PREFIX + second)
