@@ -1,5 +1,6 @@
 """Emitting events: the product's one entry point to the sending side."""
 
+import contextlib
 import json
 import re
 import uuid
@@ -188,11 +189,8 @@ def _emit(
         # No unique key can clash, so no savepoint: one INSERT in the caller's transaction,
         # or outside one an INSERT that commits by itself (no BEGIN and COMMIT to wait for).
         db = transaction.get_connection()
-        if db.get_autocommit() or db.in_atomic_block:
-            event_insert(event)
-            announce_event_emitted(event)
-            return event
-        with transaction.atomic(savepoint=False):  # the caller manages its transaction
+        manual = not db.get_autocommit() and not db.in_atomic_block  # the caller's transaction
+        with transaction.atomic(savepoint=False) if manual else contextlib.nullcontext():
             event_insert(event)
             announce_event_emitted(event)
         return event

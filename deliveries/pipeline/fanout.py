@@ -233,14 +233,17 @@ def _fan_out_these(event_ids: Collection[UUID | str], *, top_up: bool) -> int:
     try:
         created, _, _ = _retried_if_an_endpoint_went(lambda: _fan_out(event_ids, top_up))
         return created
-    except Exception:
+    except Exception as batch_error:
         if len(event_ids) < 2 and not top_up:
             raise
         # One event whose fan-out fails must not hold back the others of its message (the
         # sweeper sends the oldest waiting events together, again and again), nor one
         # waiting event the message's own: each alone, then the first error.
         logger.exception("fanning out a batch of events failed; fanning out each alone")
-        return _fan_out_each(event_ids)
+        created, _, failed = _fan_out_each(event_ids)
+        if failed:
+            raise failed[0][1] from batch_error
+        return created
 
 
 # A fan-out message stays on while events keep coming, for at most this long; it looks
@@ -293,17 +296,13 @@ def _look(after: "Position | None", pages: int) -> tuple[int, int, "Position | N
         except Exception:
             logger.exception("fanning out a page of waiting events failed; each alone")
             page = list(_waiting(timezone.now(), exclude=[], after=start)[:FAN_OUT_BATCH_SIZE])
-            more = took = 0
-            for event in page:
-                try:
-                    more += _retried_if_an_endpoint_went(
-                        functools.partial(_fan_out, [event.pk], False)
-                    )[0]
-                    took += 1
-                except Exception:
-                    logger.exception(
-                        "fanning out event %s failed (the sweeper tries again)", event.pk
-                    )
+            more, took, failed = _fan_out_each([event.pk for event in page])
+            for event_id, error in failed:
+                logger.error(
+                    "fanning out event %s failed (the sweeper tries again)",
+                    event_id,
+                    exc_info=error,
+                )
             after = ordering.position(page[-1]) if len(page) == FAN_OUT_BATCH_SIZE else None
         created, taken = created + more, taken + took
         if after is None:
@@ -311,19 +310,22 @@ def _look(after: "Position | None", pages: int) -> tuple[int, int, "Position | N
     return created, taken, after
 
 
-def _fan_out_each(event_ids: Collection[UUID | str]) -> int:
-    created, error = 0, None
+def _fan_out_each(
+    event_ids: Collection[UUID | str],
+) -> tuple[int, int, list[tuple[UUID | str, Exception]]]:
+    """Each event in a transaction of its own; returns the deliveries created, the events
+    taken, and the events that failed with their errors."""
+    created = taken = 0
+    failed: list[tuple[UUID | str, Exception]] = []
     for event_id in event_ids:
         try:
             done, _, _ = _retried_if_an_endpoint_went(
                 functools.partial(_fan_out, [event_id], False)
             )
-            created += done
+            created, taken = created + done, taken + 1
         except Exception as exc:
-            error = error or exc
-    if error is not None:
-        raise error
-    return created
+            failed.append((event_id, exc))
+    return created, taken, failed
 
 
 Position = tuple[datetime, UUID]

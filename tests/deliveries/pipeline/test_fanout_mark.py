@@ -33,15 +33,19 @@ def queued(redis_client: redis.Redis) -> int:
     return int(redis_client.llen(QUEUE_FANOUT))
 
 
+def committed(n: int) -> Event:
+    """An event emitted in a transaction of its own, committed."""
+    with transaction.atomic():
+        return services.emit("order.created", {"n": n})
+
+
 def test_a_commit_sends_a_message_only_when_none_is_out(redis_client: redis.Redis) -> None:
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
 
-    with transaction.atomic():
-        first = services.emit("order.created", {"n": 1})
+    first = committed(1)
     assert queued(redis_client) == 1, "no message was out: this commit sends one"
-    with transaction.atomic():
-        second = services.emit("order.created", {"n": 2})
+    second = committed(2)
     assert queued(redis_client) == 1, "one is out, and it will find this event"
     assert not Delivery.objects.exists()
 
@@ -49,8 +53,7 @@ def test_a_commit_sends_a_message_only_when_none_is_out(redis_client: redis.Redi
     fan_out_events([str(first.pk)])
     assert set(Delivery.objects.values_list("event_id", flat=True)) == {first.pk, second.pk}
 
-    with transaction.atomic():
-        services.emit("order.created", {"n": 3})
+    committed(3)
     assert queued(redis_client) == 2, "the mark was cleared: the next commit sends one"
 
 
@@ -62,25 +65,20 @@ def test_an_event_whose_commit_found_the_mark_is_seen_by_the_task_s_last_look(
     before the clear (the look sees it) or after it (it sends a message of its own)."""
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    with transaction.atomic():
-        first = services.emit("order.created", {"n": 1})
-    committed: list[Event] = []
+    first = committed(1)
+    landed: list[Event] = []
     clear = fanout_mark.clear
 
     def a_commit_lands_just_before_the_clear() -> None:
-        if not committed:
-            with transaction.atomic():
-                committed.append(services.emit("order.created", {"n": 2}))
+        if not landed:
+            landed.append(committed(2))
             assert queued(redis_client) == 1, "the mark was still set: no message"
         clear()
 
     monkeypatch.setattr(fanout_mark, "clear", a_commit_lands_just_before_the_clear)
     fan_out_events([str(first.pk)])
 
-    assert set(Delivery.objects.values_list("event_id", flat=True)) == {
-        first.pk,
-        committed[0].pk,
-    }
+    assert set(Delivery.objects.values_list("event_id", flat=True)) == {first.pk, landed[0].pk}
 
 
 def test_a_steady_stream_of_commits_shares_few_messages(
@@ -95,10 +93,7 @@ def test_a_steady_stream_of_commits_shares_few_messages(
         dispatch_fan_outs(event_ids)
 
     monkeypatch.setattr(fanout_mark, "dispatch_fan_outs", counted)
-    events = []
-    for n in range(60):
-        with transaction.atomic():
-            events.append(services.emit("order.created", {"n": n}))
+    events = [committed(n) for n in range(60)]
 
     wait_until(lambda: Delivery.objects.count() == len(events), what="every event to be fanned out")
     assert Event.objects.filter(fanned_out_at__isnull=True).count() == 0
@@ -172,8 +167,7 @@ def test_a_task_that_fails_clears_the_mark(
 ) -> None:
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    with transaction.atomic():
-        first = services.emit("order.created", {"n": 1})
+    first = committed(1)
     assert queued(redis_client) == 1
 
     def database_gone(*args: Any) -> tuple[int, int, Any]:
@@ -184,8 +178,7 @@ def test_a_task_that_fails_clears_the_mark(
         fan_out_events([str(first.pk)])
     monkeypatch.undo()
 
-    with transaction.atomic():
-        services.emit("order.created", {"n": 2})
+    committed(2)
     assert queued(redis_client) == 2, "the mark was cleared: this commit sends a message"
 
 
@@ -193,8 +186,7 @@ def test_a_large_commit_sends_its_own_message(redis_client: redis.Redis) -> None
     """So that large transactions are fanned out side by side, not one after another."""
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    with transaction.atomic():
-        services.emit("order.created", {"n": 0})
+    committed(0)
     assert queued(redis_client) == 1, "the mark is set"
 
     with transaction.atomic():
@@ -210,10 +202,8 @@ def test_a_task_whose_own_events_fail_still_clears_the_mark_and_looks_again(
     ends by clearing the mark and fanning out what waits."""
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    with transaction.atomic():
-        poison = services.emit("order.created", {"n": 1})
-    with transaction.atomic():
-        waiting = services.emit("order.created", {"n": 2})
+    poison = committed(1)
+    waiting = committed(2)
     assert queued(redis_client) == 1, "the second commit found the mark set"
     deliveries_of = fanout._deliveries_of
 
@@ -227,8 +217,7 @@ def test_a_task_whose_own_events_fail_still_clears_the_mark_and_looks_again(
         fan_out_events([str(poison.pk)])
 
     assert set(Delivery.objects.values_list("event_id", flat=True)) == {waiting.pk}
-    with transaction.atomic():
-        services.emit("order.created", {"n": 3})
+    committed(3)
     assert queued(redis_client) == 2, "the mark was cleared"
 
 
@@ -259,8 +248,7 @@ def test_events_inserted_long_before_their_commit_send_their_own_message(
     settings.WEBHOOKS_FANOUT_GRACE_SECONDS = 2.0
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    with transaction.atomic():
-        services.emit("order.created", {"n": 0})
+    committed(0)
     assert queued(redis_client) == 1, "the mark is set"
 
     fanout_mark.dispatch(["x"], inserted_at=timezone.now() - timedelta(seconds=5))
