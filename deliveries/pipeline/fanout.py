@@ -32,7 +32,7 @@ from deliveries.pipeline.messages import (
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.polling import waiters
 from webhooks_core import tracing
-from webhooks_core.db.sql import sql_cursor, tried_again
+from webhooks_core.db.sql import insert_row, insert_rows, sql_cursor, tried_again
 
 # Of the events one transaction emits, at most this many are fanned out by the emitting
 # process after its commit; the rest go to the fan-out task, which creates a large
@@ -76,21 +76,61 @@ def event_insert(event: Event) -> None:
     tenant has few endpoints (`WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS`): one broker hop
     less. The rest, and events with an ordering key, go to the fan-out task. Either way a
     committed event gets its deliveries exactly once; should the process die between the
-    commit and the fan-out, the sweeper does it.
+    commit and the fan-out, the sweeper does it. Outside a transaction: `_insert_alone`.
     """
-    event.save(force_insert=True)
     db = transaction.get_connection()
     if db.get_autocommit() and not db.in_atomic_block:
-        # Committed by its own INSERT: its fan-out is seen to now, as a commit's would be
-        # (robustly: the event is stored whatever happens here; the sweeper has it).
-        alone = EmitBatch()
-        _add(alone, event)
-        try:
-            alone.flush()
-        except Exception:
-            logger.exception("seeing to a committed event's fan-out failed")
+        _insert_alone(event)
         return
+    insert_row(event)
     _add(emit_batch(), event)
+
+
+def _insert_alone(event: Event) -> None:
+    """An event emitted outside any transaction (the events API's): when its tenant has
+    few endpoints, it and its deliveries are written in one transaction, the endpoints
+    read just before it (no second transaction to mark it fanned out). Otherwise, or if
+    that transaction fails for another reason than the event's own INSERT, the event is
+    committed by its own INSERT and its fan-out seen to as a commit's would be (robustly:
+    once it is stored, the fan-out task or the sweeper has it)."""
+    limit = conf.get().inline_fan_out_max_endpoints
+    alone, too_many = EmitBatch(), False
+    if limit and not event.ordering_key:
+        try:
+            if _retried_if_an_endpoint_went(lambda: _insert_fanned_out(event, limit)):
+                return
+            too_many = True
+        except Exception:
+            logger.exception("writing an event with its deliveries failed; writing it alone")
+        event.fanned_out_at = None
+    insert_row(event)
+    if too_many:  # for the fan-out task (no second read of the endpoints)
+        alone.event_ids.append(event.pk)
+        alone.inserted_at = event.created_at
+    else:
+        _add(alone, event)
+    try:
+        alone.flush()
+    except Exception:
+        logger.exception("seeing to a committed event's fan-out failed")
+
+
+def _insert_fanned_out(event: Event, limit: int) -> bool:
+    """Write the event, fanned out, and its deliveries in one transaction if its tenant
+    has at most `limit` endpoints (whether it did)."""
+    endpoints = _few_candidates(event.tenant, limit)
+    if endpoints is None:
+        return False
+    now = timezone.now()
+    with transaction.atomic():
+        event.fanned_out_at = now
+        insert_row(event)
+        deliveries = _deliveries_of(_as_stored(event), endpoints, now)
+        insert_rows(deliveries)
+        woken = _due_now(deliveries)
+        transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
+        _notify_readers_on_commit(deliveries)
+    return True
 
 
 def _add(batch: EmitBatch, event: Event) -> None:
@@ -142,8 +182,8 @@ def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
     limit = conf.get().inline_fan_out_max_endpoints
     endpoints: dict[str | None, list[Endpoint]] = {}
     for tenant in dict.fromkeys(event.tenant for event in events):
-        candidates = list(_candidate_endpoints({tenant})[: limit + 1])
-        if len(candidates) <= limit:
+        candidates = _few_candidates(tenant, limit)
+        if candidates is not None:
             endpoints[tenant] = candidates
     now_events = [event for event in events if event.tenant in endpoints]
     if now_events:
@@ -156,7 +196,7 @@ def _fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
                 if event.pk in marked
                 for delivery in _deliveries_of(event, endpoints[event.tenant], now)
             ]
-            Delivery.objects.bulk_create(deliveries)
+            insert_rows(deliveries)  # few (one statement of ours; a large one is the task's)
             woken = _due_now(deliveries)
             transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
             _notify_readers_on_commit(deliveries)
@@ -448,6 +488,18 @@ def _endpoints_by_tenant(wanted: set[str | None]) -> dict[str | None, list[Endpo
     return by_tenant
 
 
+# What fan-out reads of an endpoint.
+_CANDIDATE_FIELDS = (
+    "id",
+    *subscriptions.FIELDS,
+    "state",
+    "mode",
+    "ordered_delivery",
+    "circuit_state",
+    "circuit_changed_at",
+)
+
+
 def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
     """The endpoints that may receive events of these tenants.
 
@@ -461,17 +513,53 @@ def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
     return (
         Endpoint.objects.filter(condition)
         .exclude(state=EndpointState.DISABLED)
-        .only(
-            "id",
-            *subscriptions.FIELDS,
-            "state",
-            "mode",
-            "ordered_delivery",
-            "circuit_state",
-            "circuit_changed_at",
-        )
+        .only(*_CANDIDATE_FIELDS)
         .order_by("pk")
     )
+
+
+def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
+    """A tenant's candidate endpoints (`_candidate_endpoints`) if it has at most `limit`,
+    else None. Asked after every commit that emits: on PostgreSQL one statement of ours,
+    prepared, whose rows become models only when they are few (a tenant above the limit
+    costs the product a read of a few ids' worth, not the ORM's query and models)."""
+    if connection.vendor != "postgresql":
+        found = list(_candidate_endpoints({tenant})[: limit + 1])
+        return found if len(found) <= limit else None
+    # In the model's order of fields, as `from_db` takes them.
+    fields = [field for field in Endpoint._meta.concrete_fields if field.name in _CANDIDATE_FIELDS]
+
+    columns = {field.name: str(field.column) for field in Endpoint._meta.concrete_fields}
+
+    def column(name: str) -> str:
+        return connection.ops.quote_name(columns[name])
+
+    which = "= %s" if tenant is not None else "IS NULL"
+    params: list[Any] = [tenant] if tenant is not None else []
+    with sql_cursor([Endpoint._meta.db_table]) as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(column(field.name) for field in fields)} "  # noqa: S608 (ours)
+            f"FROM {connection.ops.quote_name(Endpoint._meta.db_table)} "
+            f"WHERE {column('tenant')} {which} AND {column('state')} <> %s "
+            f"ORDER BY {column('id')} LIMIT %s",
+            [*params, EndpointState.DISABLED, limit + 1],
+        )
+        rows = cursor.fetchall()
+    if len(rows) > limit:
+        return None
+    db, names = connection.alias, [field.attname for field in fields]
+    return [
+        Endpoint.from_db(
+            db, names, [_from_db(field, value) for field, value in zip(fields, row, strict=True)]
+        )
+        for row in rows
+    ]
+
+
+def _from_db(field: Any, value: Any) -> Any:
+    """A column's value as the model holds it (JSON is read as text, as Django reads it)."""
+    from_db_value = getattr(field, "from_db_value", None)
+    return value if from_db_value is None else from_db_value(value, None, connection)
 
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:

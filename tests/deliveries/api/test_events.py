@@ -183,6 +183,34 @@ def test_post_event_nasty_bodies_never_500(
     assert not Event.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "null",
+        "[]",
+        "{}",
+        '{"type": 1, "data": {}}',
+        '{"type": "a.b", "data": {}, "extra": 1}',
+        '{"type": "a.b", "data": {}, "occurred_at": "yesterday", "version": 0}',
+        '{"type": "a.b", "data": {"x": "\\u0000"}}',
+    ],
+)
+def test_post_event_errors_are_those_of_a_serializer_of_its_own(api: APIClient, raw: str) -> None:
+    """One instance validates every body (`views._event_body`): its 400s say exactly what
+    a serializer made for the request says, and it keeps nothing from one to the next."""
+    import json
+
+    from deliveries.api.serializers import EventCreateSerializer
+
+    response = post_raw(api, f"{API}/events", raw, "application/json")
+    own = EventCreateSerializer(data=json.loads(raw))
+    assert not own.is_valid()
+    assert response.status_code == 400, response.content
+    assert body(response) == json.loads(json.dumps(own.errors))
+    fine = post_json(api, f"{API}/events", {"type": "a.b", "data": {}})
+    assert fine.status_code == 202, fine.content
+
+
 def test_post_event_deeply_nested_but_parseable_data(api: APIClient) -> None:
     data: Any = "leaf"
     for _ in range(200):

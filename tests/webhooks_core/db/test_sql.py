@@ -146,3 +146,64 @@ def test_the_statistics_are_asked_for_at_most_every_few_seconds(
         with sql_cursor([table]) as cursor:
             cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
     assert len(asked) == 2
+
+
+def test_insert_row_stores_what_save_would_and_reads_the_database_s_defaults_back() -> None:
+    from django.db import IntegrityError
+    from django.utils import timezone
+
+    from deliveries.models import Event
+
+    kwargs: dict[str, Any] = {
+        "type": "order.created",
+        "occurred_at": timezone.now(),
+        "data": {"n": [1, "two"], "ok": True},
+        "tenant": "acme",
+        "ordering_key": "k",
+    }
+    ours, theirs = Event(**kwargs), Event(**kwargs)
+
+    sql.insert_row(ours)
+    theirs.save(force_insert=True)
+
+    assert ours._state.adding is False
+    assert ours._state.db == "default"
+    # created_at is the database's (db_default), read back into the row as save() does.
+    assert ours.created_at == Event.objects.get(pk=ours.pk).created_at
+    fields = [
+        f.attname for f in Event._meta.concrete_fields if f.attname not in ("id", "created_at")
+    ]
+    stored = Event.objects.values(*fields)
+    assert stored.get(pk=ours.pk) == stored.get(pk=theirs.pk)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        sql.insert_row(ours)  # the same id again
+
+
+def test_insert_rows_reads_auto_ids_back_and_takes_now_as_the_database_s_clock() -> None:
+    from datetime import timedelta
+
+    from django.db.models.functions import Now
+    from django.utils import timezone
+
+    from deliveries.models import Delivery, Event
+    from tests.fixtures import new_endpoint
+
+    one, two = (new_endpoint(f"http://127.0.0.1:9/{n}") for n in range(2))
+    event = Event.objects.create(type="order.created", occurred_at=timezone.now(), data={})
+    later = timezone.now() + timedelta(hours=1)
+    rows = [
+        Delivery(event=event, endpoint=one, next_attempt_at=Now()),
+        Delivery(event=event, endpoint=two, next_attempt_at=later, last_error="x"),
+    ]
+    with transaction.atomic():
+        started = timezone.now()
+        sql.insert_rows(rows)
+
+    stored = {d.pk: d for d in Delivery.objects.all()}
+    assert set(stored) == {rows[0].pk, rows[1].pk}, "each row got its id back"
+    due = stored[rows[0].pk].next_attempt_at
+    assert due is not None
+    assert started - timedelta(seconds=5) <= due < later, "the database's clock at the insert"
+    assert stored[rows[1].pk].next_attempt_at == later
+    assert stored[rows[1].pk].last_error == "x"
+    assert stored[rows[0].pk].created_at is not None, "auto_now_add, as a save sets it"
