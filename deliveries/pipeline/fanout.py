@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -523,43 +523,51 @@ def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
     else None. Asked after every commit that emits: on PostgreSQL one statement of ours,
     prepared, whose rows become models only when they are few (a tenant above the limit
     costs the product a read of a few ids' worth, not the ORM's query and models)."""
-    if connection.vendor != "postgresql":
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql":
         found = list(_candidate_endpoints({tenant})[: limit + 1])
         return found if len(found) <= limit else None
-    # In the model's order of fields, as `from_db` takes them.
-    fields = [field for field in Endpoint._meta.concrete_fields if field.name in _CANDIDATE_FIELDS]
-
-    columns = {field.name: str(field.column) for field in Endpoint._meta.concrete_fields}
-
-    def column(name: str) -> str:
-        return connection.ops.quote_name(columns[name])
-
-    which = "= %s" if tenant is not None else "IS NULL"
+    fields, sql = _candidates_sql(tenant is not None)
     params: list[Any] = [tenant] if tenant is not None else []
     with sql_cursor([Endpoint._meta.db_table]) as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(column(field.name) for field in fields)} "  # noqa: S608 (ours)
-            f"FROM {connection.ops.quote_name(Endpoint._meta.db_table)} "
-            f"WHERE {column('tenant')} {which} AND {column('state')} <> %s "
-            f"ORDER BY {column('id')} LIMIT %s",
-            [*params, EndpointState.DISABLED, limit + 1],
-        )
+        cursor.execute(sql, [*params, EndpointState.DISABLED, limit + 1])
         rows = cursor.fetchall()
     if len(rows) > limit:
         return None
-    db, names = connection.alias, [field.attname for field in fields]
+    names = [field.attname for field in fields]
     return [
         Endpoint.from_db(
-            db, names, [_from_db(field, value) for field, value in zip(fields, row, strict=True)]
+            db.alias,
+            names,
+            [_from_db(field, value, db) for field, value in zip(fields, row, strict=True)],
         )
         for row in rows
     ]
 
 
-def _from_db(field: Any, value: Any) -> Any:
+@functools.cache
+def _candidates_sql(named: bool) -> tuple[list[Any], str]:
+    """`_few_candidates`' fields, in the model's order (as `from_db` takes them), and its
+    statement, for a named tenant or none."""
+    fields = [field for field in Endpoint._meta.concrete_fields if field.name in _CANDIDATE_FIELDS]
+    columns = {field.name: str(field.column) for field in Endpoint._meta.concrete_fields}
+
+    def column(name: str) -> str:
+        return connection.ops.quote_name(columns[name])
+
+    sql = (
+        f"SELECT {', '.join(column(field.name) for field in fields)} "  # noqa: S608 (ours)
+        f"FROM {connection.ops.quote_name(Endpoint._meta.db_table)} "
+        f"WHERE {column('tenant')} {'= %s' if named else 'IS NULL'} AND {column('state')} <> %s "
+        f"ORDER BY {column('id')} LIMIT %s"
+    )
+    return fields, sql
+
+
+def _from_db(field: Any, value: Any, db: Any) -> Any:
     """A column's value as the model holds it (JSON is read as text, as Django reads it)."""
     from_db_value = getattr(field, "from_db_value", None)
-    return value if from_db_value is None else from_db_value(value, None, connection)
+    return value if from_db_value is None else from_db_value(value, None, db)
 
 
 def _deliveries_of(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
