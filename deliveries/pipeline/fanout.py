@@ -32,7 +32,7 @@ from deliveries.pipeline.messages import (
 from deliveries.pipeline.wake import wake_endpoints
 from deliveries.polling import waiters
 from webhooks_core import tracing
-from webhooks_core.db.sql import insert_row, insert_rows, sql_cursor, tried_again
+from webhooks_core.db.sql import insert_row, insert_rows, insert_with, sql_cursor, tried_again
 
 # Of the events one transaction emits, at most this many are fanned out by the emitting
 # process after its commit; the rest go to the fan-out task, which creates a large
@@ -88,9 +88,9 @@ def event_insert(event: Event) -> None:
 
 def _insert_alone(event: Event) -> None:
     """An event emitted outside any transaction (the events API's): when its tenant has
-    few endpoints, it and its deliveries are written in one transaction, the endpoints
-    read just before it (no second transaction to mark it fanned out). Otherwise, or if
-    that transaction fails for another reason than the event's own INSERT, the event is
+    few endpoints, it and its deliveries are written together, the endpoints read just
+    before (no second transaction to mark it fanned out). Otherwise, or if that write
+    fails for another reason than the event's own INSERT, the event is
     committed by its own INSERT and its fan-out seen to as a commit's would be (robustly:
     once it is stored, the fan-out task or the sweeper has it)."""
     limit = conf.get().inline_fan_out_max_endpoints
@@ -116,20 +116,19 @@ def _insert_alone(event: Event) -> None:
 
 
 def _insert_fanned_out(event: Event, limit: int) -> bool:
-    """Write the event, fanned out, and its deliveries in one transaction if its tenant
-    has at most `limit` endpoints (whether it did)."""
+    """Write the event, fanned out, and its deliveries together (one statement) if its
+    tenant has at most `limit` endpoints (whether it did); then wake their endpoints."""
     endpoints = _few_candidates(event.tenant, limit)
     if endpoints is None:
         return False
     now = timezone.now()
-    with transaction.atomic():
-        event.fanned_out_at = now
-        insert_row(event)
-        deliveries = _deliveries_of(_as_stored(event), endpoints, now)
-        insert_rows(deliveries)
-        woken = _due_now(deliveries)
-        transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
-        _notify_readers_on_commit(deliveries)
+    event.fanned_out_at = now
+    deliveries = _deliveries_of(_as_stored(event), endpoints, now)
+    insert_with(event, deliveries)
+    # No transaction is open: these run now, robustly (the rows are stored).
+    woken = _due_now(deliveries)
+    transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
+    _notify_readers_on_commit(deliveries)
     return True
 
 

@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
@@ -175,73 +176,115 @@ def insert_rows(rows: Sequence[Any]) -> None:
     Django does; a value of `Now()` is the database's clock, as in a save. For rows written
     on hot paths, where Django's compiling of the INSERT costs more than the INSERT;
     elsewhere (another database than PostgreSQL) it is the ORM's `bulk_create`."""
-    from django.db.models.expressions import DatabaseDefault
-    from django.db.models.functions import Now
-
     if not rows:
         return
     db = connections[DEFAULT_DB_ALIAS]
-    model = type(rows[0])
     if db.vendor != "postgresql":
-        model._default_manager.bulk_create(rows)
+        type(rows[0])._default_manager.bulk_create(rows)
         return
-    meta = model._meta
-    fields = [
-        field
-        for field in meta.local_concrete_fields
-        if not field.generated
-        and not (field.primary_key and getattr(rows[0], field.attname) is None)
-        and not isinstance(getattr(rows[0], field.attname), DatabaseDefault)
-    ]
-    shapes, params = [], []
-    for row in rows:
-        shape = []
-        for field in fields:
-            value = field.pre_save(row, True)
-            if isinstance(value, Now):
-                shape.append(True)
-            else:
-                shape.append(False)
-                params.append(field.get_db_prep_save(value, db))
-        shapes.append(tuple(shape))
-    returning = list(meta.db_returning_fields)
-    sql = _insert_sql(
-        meta.db_table,
-        tuple(field.column for field in fields),
-        tuple(shapes),
-        tuple(field.column for field in returning),
-    )
-    with sql_cursor([meta.db_table]) as cursor:
-        cursor.execute(sql, params)
-        returned = cursor.fetchall() if returning else [()] * len(rows)
+    insert = _Insert.of(rows, db)
+    with sql_cursor([insert.table]) as cursor:
+        cursor.execute(insert.sql + _returning(insert.returning), insert.params)
+        returned = cursor.fetchall() if insert.returning else [()] * len(rows)
     for row, values in zip(rows, returned, strict=True):
-        for field, value in zip(returning, values, strict=True):
-            setattr(row, field.attname, value)
-        row._state.adding = False
-        row._state.db = db.alias
+        _stored(row, insert.returning, values, db)
+
+
+def insert_with(parent: Any, rows: Sequence[Any]) -> None:
+    """Insert a new row and new rows that refer to it (`insert_rows`), together: on
+    PostgreSQL one statement (atomic on its own, no transaction to open and commit),
+    elsewhere one transaction."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if not rows:
+        insert_row(parent)
+        return
+    if db.vendor != "postgresql":
+        from django.db import transaction
+
+        with transaction.atomic():
+            parent.save(force_insert=True)
+            type(rows[0])._default_manager.bulk_create(rows)
+        return
+    first, then = _Insert.of([parent], db), _Insert.of(rows, db)
+    # The parent's own returned columns come back with each of the others' rows.
+    back = [f"(SELECT {_quote(f.column)} FROM parent)" for f in first.returning]  # noqa: S608
+    sql = f"WITH parent AS ({first.sql}{_returning(first.returning)}) {then.sql}"
+    if then.returning or back:
+        sql += " RETURNING " + ", ".join([*(_quote(f.column) for f in then.returning), *back])
+    with sql_cursor([first.table, then.table]) as cursor:
+        cursor.execute(sql, [*first.params, *then.params])
+        returned = cursor.fetchall() if then.returning or back else [()] * len(rows)
+    count = len(then.returning)
+    for row, values in zip(rows, returned, strict=True):
+        _stored(row, then.returning, values[:count], db)
+    _stored(parent, first.returning, returned[0][count:] if back else (), db)
+
+
+@dataclass(frozen=True)
+class _Insert:
+    """The INSERT of some new rows of one model (no RETURNING), its parameters, and the
+    fields the database fills."""
+
+    table: str
+    sql: str
+    params: list[Any]
+    returning: list[Any]
+
+    @classmethod
+    def of(cls, rows: Sequence[Any], db: Any) -> "_Insert":
+        from django.db.models.expressions import DatabaseDefault
+        from django.db.models.functions import Now
+
+        meta = type(rows[0])._meta
+        fields = [
+            field
+            for field in meta.local_concrete_fields
+            if not field.generated
+            and not (field.primary_key and getattr(rows[0], field.attname) is None)
+            and not isinstance(getattr(rows[0], field.attname), DatabaseDefault)
+        ]
+        shapes, params = [], []
+        for row in rows:
+            shape = []
+            for field in fields:
+                value = field.pre_save(row, True)
+                if isinstance(value, Now):
+                    shape.append(True)
+                else:
+                    shape.append(False)
+                    params.append(field.get_db_prep_save(value, db))
+            shapes.append(tuple(shape))
+        columns = tuple(str(field.column) for field in fields)
+        sql = _insert_sql(meta.db_table, columns, tuple(shapes))
+        return cls(meta.db_table, sql, params, list(meta.db_returning_fields))
+
+
+def _stored(row: Any, fields: Sequence[Any], values: Sequence[Any], db: Any) -> None:
+    """The row as a save leaves it: what the database filled in, and no longer new."""
+    for field, value in zip(fields, values, strict=True):
+        setattr(row, field.attname, value)
+    row._state.adding = False
+    row._state.db = db.alias
+
+
+def _quote(name: str) -> str:
+    """A name quoted as PostgreSQL's backend quotes it."""
+    return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
+
+
+def _returning(fields: Sequence[Any]) -> str:
+    return " RETURNING " + ", ".join(_quote(field.column) for field in fields) if fields else ""
 
 
 @functools.lru_cache(maxsize=128)
-def _insert_sql(
-    table: str,
-    columns: tuple[str, ...],
-    shapes: tuple[tuple[bool, ...], ...],
-    returning: tuple[str, ...],
-) -> str:
+def _insert_sql(table: str, columns: tuple[str, ...], shapes: tuple[tuple[bool, ...], ...]) -> str:
     """The INSERT of len(shapes) rows, each a placeholder per column or, where its shape
     says so, the database's clock (what Django's `Now()` is on PostgreSQL)."""
-
-    def quote(name: str) -> str:  # as PostgreSQL's backend quotes a name
-        return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
-
     values = ", ".join(
         "(" + ", ".join("STATEMENT_TIMESTAMP()" if now else "%s" for now in shape) + ")"
         for shape in shapes
     )
-    sql = (
-        f"INSERT INTO {quote(table)} ({', '.join(map(quote, columns))}) "  # noqa: S608 (names)
+    return (
+        f"INSERT INTO {_quote(table)} ({', '.join(map(_quote, columns))}) "  # noqa: S608 (names)
         f"VALUES {values}"
     )
-    if returning:
-        sql += " RETURNING " + ", ".join(map(quote, returning))
-    return sql

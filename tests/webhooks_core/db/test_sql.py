@@ -207,3 +207,40 @@ def test_insert_rows_reads_auto_ids_back_and_takes_now_as_the_database_s_clock()
     assert stored[rows[1].pk].next_attempt_at == later
     assert stored[rows[1].pk].last_error == "x"
     assert stored[rows[0].pk].created_at is not None, "auto_now_add, as a save sets it"
+
+
+def test_insert_with_writes_a_row_and_its_rows_in_one_statement_or_neither() -> None:
+    from django.db import IntegrityError
+    from django.db.models.functions import Now
+    from django.utils import timezone
+
+    from deliveries.models import Delivery, Event
+    from tests.fixtures import new_endpoint
+
+    one, two = (new_endpoint(f"http://127.0.0.1:9/{n}") for n in range(2))
+    event = Event(type="order.created", occurred_at=timezone.now(), data={"n": 1})
+    rows = [Delivery(event=event, endpoint=e, next_attempt_at=Now()) for e in (one, two)]
+    seen: list[str] = []
+
+    def noted(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "pg_class" not in sql:
+            seen.append(sql.split()[0])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(noted):
+        sql.insert_with(event, rows)
+
+    assert seen == ["WITH"]
+    assert event.created_at == Event.objects.get(pk=event.pk).created_at, "read back"
+    assert {d.pk for d in Delivery.objects.filter(event=event)} == {rows[0].pk, rows[1].pk}
+
+    # A row that fails (here: a second delivery to one endpoint) takes the other with it.
+    again = Event(type="order.created", occurred_at=timezone.now(), data={})
+    clash = [Delivery(event=again, endpoint=one, next_attempt_at=Now()) for _ in range(2)]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        sql.insert_with(again, clash)
+    assert not Event.objects.filter(pk=again.pk).exists()
+
+    alone = Event(type="order.created", occurred_at=timezone.now(), data={})
+    sql.insert_with(alone, [])
+    assert Event.objects.filter(pk=alone.pk).exists()
