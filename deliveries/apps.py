@@ -11,8 +11,11 @@ class DeliveriesConfig(AppConfig):
 
     def ready(self) -> None:
         from django.core import checks as django_checks
+        from django.db.models.signals import post_delete, post_save
 
         from deliveries import checks, conf, gauges, tasks  # noqa: F401
+        from deliveries.models import Endpoint
+        from deliveries.pipeline import fanout
         from deliveries.polling import records as polling_records
         from deliveries.portal.checks import check_tenant_resolver
         from webhooks_core import checks as core_checks  # noqa: F401  (registers the checks)
@@ -20,6 +23,8 @@ class DeliveriesConfig(AppConfig):
         from webhooks_core.runtime import tasking
         from webhooks_core.web import metrics as core_metrics
 
+        for changed in (post_save, post_delete):
+            changed.connect(fanout.forget_many_endpoints, sender=Endpoint, weak=False)
         django_checks.register(check_tenant_resolver)
         core_conf.register(self.name, conf.SETTINGS)
         core_metrics.register_gauges(self.name, gauges.collector)

@@ -517,12 +517,29 @@ def _candidate_endpoints(wanted: set[str | None]) -> QuerySet[Endpoint]:
     )
 
 
+# A tenant found above the inline limit is taken to be so for this long, by this process:
+# its events go to the fan-out task without the read. A hint only (the task reads the
+# endpoints itself), forgotten when this process saves or deletes an endpoint.
+MANY_ENDPOINTS_HINT_SECONDS = 1.0
+MANY_ENDPOINTS_HINTS = 10_000  # at most, then all forgotten
+_MANY_ENDPOINTS: dict[tuple[str, str | None, int], float] = {}
+
+
+def forget_many_endpoints(**_: Any) -> None:
+    """Forget which tenants were found above the inline limit (a receiver of Endpoint's
+    `post_save` and `post_delete`)."""
+    _MANY_ENDPOINTS.clear()
+
+
 def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
     """A tenant's candidate endpoints (`_candidate_endpoints`) if it has at most `limit`,
     else None. Asked after every commit that emits: on PostgreSQL one statement of ours,
     prepared, whose rows become models only when they are few (a tenant above the limit
     costs the product a read of a few ids' worth, not the ORM's query and models)."""
     db = connections[DEFAULT_DB_ALIAS]
+    hint = (str(db.settings_dict["NAME"]), tenant, limit)
+    if _MANY_ENDPOINTS.get(hint, 0.0) > time.monotonic():
+        return None
     if db.vendor != "postgresql":
         found = list(_candidate_endpoints({tenant})[: limit + 1])
         return found if len(found) <= limit else None
@@ -532,6 +549,9 @@ def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
         cursor.execute(sql, [*params, EndpointState.DISABLED, limit + 1])
         rows = cursor.fetchall()
     if len(rows) > limit:
+        if len(_MANY_ENDPOINTS) >= MANY_ENDPOINTS_HINTS:
+            _MANY_ENDPOINTS.clear()
+        _MANY_ENDPOINTS[hint] = time.monotonic() + MANY_ENDPOINTS_HINT_SECONDS
         return None
     names = [field.attname for field in fields]
     return [

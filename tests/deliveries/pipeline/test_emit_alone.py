@@ -136,3 +136,22 @@ def test_few_candidates_are_the_orm_s_endpoints_with_the_same_values() -> None:
         assert {e.pk for e in found} == {e.pk for e in expected}
     assert fanout._few_candidates("acme", 1) is None, "more than the limit: no models"
     assert fanout._few_candidates("nobody", 1) == []
+
+
+def test_a_tenant_found_above_the_limit_is_not_read_again_for_a_second(settings: Any) -> None:
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 1
+    for n in range(2):
+        new_endpoint(f"http://127.0.0.1:9/{n}")
+    assert fanout._few_candidates(None, 1) is None
+
+    _, seen = statements_of(lambda: fanout._few_candidates(None, 1))
+    assert seen == [], "known to have too many: no read"
+    assert fanout._few_candidates(None, 2) is not None, "another limit is its own question"
+
+    gone = Endpoint.objects.order_by("pk").first()
+    assert gone is not None
+    gone.delete()  # this process changed an endpoint: the hint is forgotten
+    found, seen = statements_of(lambda: fanout._few_candidates(None, 1))
+    assert found is not None
+    assert len(found) == 1
+    assert seen == [("SELECT", True)]

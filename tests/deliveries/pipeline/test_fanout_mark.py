@@ -134,7 +134,8 @@ def test_outside_a_transaction_an_event_is_one_insert(redis_client: redis.Redis)
     statements: list[tuple[str, bool]] = []
 
     def noted(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        statements.append((sql.split()[0], context["connection"].get_autocommit()))
+        if "pg_class" not in sql:  # (sql_cursor asking whether the table has statistics)
+            statements.append((sql.split()[0], context["connection"].get_autocommit()))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(noted):
