@@ -88,25 +88,33 @@ def event_insert(event: Event) -> None:
 
 def _insert_alone(event: Event) -> None:
     """An event emitted outside any transaction (the events API's): when its tenant has
-    few endpoints, it and its deliveries are written together, the endpoints read just
-    before (no second transaction to mark it fanned out). Otherwise, or if that write
-    fails for another reason than the event's own INSERT, the event is
-    committed by its own INSERT and its fan-out seen to as a commit's would be (robustly:
-    once it is stored, the fan-out task or the sweeper has it)."""
+    few endpoints, it and its deliveries are written together by one statement, the
+    endpoints read just before (no second transaction to mark it fanned out) and once
+    more just after, for one created meanwhile. Otherwise, or if that write fails, the
+    event is committed by its own INSERT and its fan-out seen to as a commit's would be
+    (robustly: once it is stored, the fan-out task or the sweeper has it)."""
     limit = conf.get().inline_fan_out_max_endpoints
-    alone, too_many = EmitBatch(), False
+    alone = EmitBatch()
     if limit and not event.ordering_key:
+        written: tuple[list[Endpoint], list[Delivery]] | bool | None
         try:
-            if _retried_if_an_endpoint_went(lambda: _insert_fanned_out(event, limit)):
-                return
-            too_many = True
+            written = _retried_if_an_endpoint_went(lambda: _write_fanned_out(event, limit))
         except Exception:
             logger.exception("writing an event with its deliveries failed; writing it alone")
-        event.fanned_out_at = None
-    insert_row(event)
-    if too_many:  # for the fan-out task (no second read of the endpoints)
-        alone.event_ids.append(event.pk)
-        alone.inserted_at = event.created_at
+            event.fanned_out_at, written = None, False
+        if isinstance(written, tuple):
+            _see_to_written(event, *written)
+            return
+        if written is None:  # too many endpoints: the task's, without a second read
+            alone.event_ids.append(event.pk)
+    try:
+        insert_row(event)
+    except IntegrityError:
+        if Event.objects.filter(pk=event.pk).exists():
+            return  # written with its deliveries after all (the failure came after)
+        raise
+    if alone.event_ids:
+        alone.inserted_at = event.created_at if isinstance(event.created_at, datetime) else None
     else:
         _add(alone, event)
     try:
@@ -115,21 +123,44 @@ def _insert_alone(event: Event) -> None:
         logger.exception("seeing to a committed event's fan-out failed")
 
 
-def _insert_fanned_out(event: Event, limit: int) -> bool:
+def _write_fanned_out(event: Event, limit: int) -> tuple[list[Endpoint], list[Delivery]] | None:
     """Write the event, fanned out, and its deliveries together (one statement) if its
-    tenant has at most `limit` endpoints (whether it did); then wake their endpoints."""
+    tenant has at most `limit` endpoints: the endpoints read and the deliveries written
+    (None: too many endpoints, nothing written)."""
     endpoints = _few_candidates(event.tenant, limit)
     if endpoints is None:
-        return False
+        return None
     now = timezone.now()
     event.fanned_out_at = now
     deliveries = _deliveries_of(_as_stored(event), endpoints, now)
     insert_with(event, deliveries)
-    # No transaction is open: these run now, robustly (the rows are stored).
+    return endpoints, deliveries
+
+
+def _see_to_written(event: Event, endpoints: list[Endpoint], deliveries: list[Delivery]) -> None:
+    """After an event was written with its deliveries (no transaction is open: all of this
+    runs now, robustly). An endpoint whose creation committed between the read of the
+    endpoints and the write gets its delivery too: every endpoint existing at the event's
+    commit gets it. Then the wakes."""
+    try:
+        if _late_endpoint_exists(event.tenant, [endpoint.pk for endpoint in endpoints]):
+            late = list(
+                _candidate_endpoints({event.tenant}).exclude(
+                    pk__in=[endpoint.pk for endpoint in endpoints]
+                )
+            )
+            more = _deliveries_of(_as_stored(event), late, timezone.now())
+            insert_rows(more)
+            deliveries = [*deliveries, *more]
+    except Exception:
+        logger.exception(
+            "reading the endpoints again after event %s was written failed; one created "
+            "while it was written may not get it",
+            event.pk,
+        )
     woken = _due_now(deliveries)
     transaction.on_commit(lambda: wake_endpoints(woken), robust=True)
     _notify_readers_on_commit(deliveries)
-    return True
 
 
 def _add(batch: EmitBatch, event: Event) -> None:
@@ -160,7 +191,15 @@ FAN_OUT_TRIES = 3
 
 
 def _retried_if_an_endpoint_went(work: Callable[[], T]) -> T:
-    return tried_again(work, tries=FAN_OUT_TRIES, when=lambda exc: isinstance(exc, IntegrityError))
+    return tried_again(work, tries=FAN_OUT_TRIES, when=_an_endpoint_went)
+
+
+def _an_endpoint_went(exc: Exception) -> bool:
+    """A foreign key's violation (PostgreSQL's 23503; SQLite names none)."""
+    return isinstance(exc, IntegrityError) and getattr(exc.__cause__, "sqlstate", None) in (
+        None,
+        "23503",
+    )
 
 
 def events_fan_out_if_few_endpoints(events: list[Event]) -> list[UUID]:
@@ -565,9 +604,10 @@ def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
 
 
 @functools.cache
-def _candidates_sql(named: bool) -> tuple[list[Any], str]:
+def _candidates_sql(named: bool, late: bool = False) -> tuple[list[Any], str]:
     """`_few_candidates`' fields, in the model's order (as `from_db` takes them), and its
-    statement, for a named tenant or none."""
+    statement, for a named tenant or none (`late`: only the endpoints whose ids are not
+    in a list, `_late_endpoint_exists`'s)."""
     fields = [field for field in Endpoint._meta.concrete_fields if field.name in _CANDIDATE_FIELDS]
     columns = {field.name: str(field.column) for field in Endpoint._meta.concrete_fields}
 
@@ -578,9 +618,24 @@ def _candidates_sql(named: bool) -> tuple[list[Any], str]:
         f"SELECT {', '.join(column(field.name) for field in fields)} "  # noqa: S608 (ours)
         f"FROM {connection.ops.quote_name(Endpoint._meta.db_table)} "
         f"WHERE {column('tenant')} {'= %s' if named else 'IS NULL'} AND {column('state')} <> %s "
-        f"ORDER BY {column('id')} LIMIT %s"
+        + (f"AND NOT ({column('id')} = ANY(%s)) " if late else "")
+        + f"ORDER BY {column('id')} LIMIT %s"
     )
     return fields, sql
+
+
+def _late_endpoint_exists(tenant: str | None, read: list[Any]) -> bool:
+    """Whether the tenant has a candidate endpoint other than those `read` (one created
+    since they were read). On PostgreSQL one prepared statement, reading no row at all
+    when nothing changed."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql":
+        return _candidate_endpoints({tenant}).exclude(pk__in=read).exists()
+    _, sql = _candidates_sql(tenant is not None, late=True)
+    params: list[Any] = [tenant] if tenant is not None else []
+    with sql_cursor([Endpoint._meta.db_table]) as cursor:
+        cursor.execute(sql, [*params, EndpointState.DISABLED, read, 1])
+        return cursor.fetchone() is not None
 
 
 def _from_db(field: Any, value: Any, db: Any) -> Any:

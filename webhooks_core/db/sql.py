@@ -201,8 +201,8 @@ def insert_with(parent: Any, rows: Sequence[Any]) -> None:
     if db.vendor != "postgresql":
         from django.db import transaction
 
-        with transaction.atomic():
-            parent.save(force_insert=True)
+        with transaction.atomic():  # (no model signals here either)
+            type(parent)._default_manager.bulk_create([parent])
             type(rows[0])._default_manager.bulk_create(rows)
         return
     first, then = _Insert.of([parent], db), _Insert.of(rows, db)
@@ -232,24 +232,33 @@ class _Insert:
 
     @classmethod
     def of(cls, rows: Sequence[Any], db: Any) -> "_Insert":
-        from django.db.models.expressions import DatabaseDefault
+        """Rows of one model alike: the same columns left to the database (an auto id, a
+        `db_default`); of expressions, only `Now()`. Anything else is refused."""
+        from django.db.models.expressions import BaseExpression, DatabaseDefault
         from django.db.models.functions import Now
 
-        meta = type(rows[0])._meta
-        fields = [
-            field
-            for field in meta.local_concrete_fields
-            if not field.generated
-            and not (field.primary_key and getattr(rows[0], field.attname) is None)
-            and not isinstance(getattr(rows[0], field.attname), DatabaseDefault)
-        ]
+        model = type(rows[0])
+        meta = model._meta
+        if meta.parents or any(type(row) is not model for row in rows):
+            raise ValueError(f"insert_rows takes new rows of one model without parents: {model}")
+
+        def left_to_database(row: Any, field: Any) -> bool:
+            value = getattr(row, field.attname)
+            return (field.primary_key and value is None) or isinstance(value, DatabaseDefault)
+
+        left = [field for field in meta.local_concrete_fields if left_to_database(rows[0], field)]
+        fields = [f for f in meta.local_concrete_fields if not f.generated and f not in left]
         shapes, params = [], []
         for row in rows:
+            if [f for f in meta.local_concrete_fields if left_to_database(row, f)] != left:
+                raise ValueError("insert_rows takes rows that leave the same columns unset")
             shape = []
             for field in fields:
                 value = field.pre_save(row, True)
                 if isinstance(value, Now):
                     shape.append(True)
+                elif isinstance(value, BaseExpression):
+                    raise ValueError(f"insert_rows takes no expression but Now(): {value!r}")
                 else:
                     shape.append(False)
                     params.append(field.get_db_prep_save(value, db))

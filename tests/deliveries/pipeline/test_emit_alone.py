@@ -42,9 +42,9 @@ def test_an_event_and_its_deliveries_are_written_in_one_statement(
 
     event, seen = statements_of(lambda: services.emit("order.created", {"n": 1}))
 
-    # The endpoints read, then the event and its deliveries together: each statement
-    # commits by itself (no BEGIN and COMMIT around them).
-    assert seen == [("SELECT", True), ("WITH", True)]
+    # The endpoints read, the event and its deliveries together, the endpoints read again
+    # (none created meanwhile): each statement commits by itself (no BEGIN, no COMMIT).
+    assert seen == [("SELECT", True), ("WITH", True), ("SELECT", True)]
     stored = Event.objects.get(pk=event.pk)
     assert stored.fanned_out_at is not None
     assert stored.created_at == event.created_at, "the database's clock, read back"
@@ -138,8 +138,11 @@ def test_few_candidates_are_the_orm_s_endpoints_with_the_same_values() -> None:
     assert fanout._few_candidates("nobody", 1) == []
 
 
-def test_a_tenant_found_above_the_limit_is_not_read_again_for_a_second(settings: Any) -> None:
+def test_a_tenant_found_above_the_limit_is_not_read_again_for_a_second(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 1
+    monkeypatch.setattr(fanout, "MANY_ENDPOINTS_HINT_SECONDS", 60.0)  # (a slow machine)
     for n in range(2):
         new_endpoint(f"http://127.0.0.1:9/{n}")
     assert fanout._few_candidates(None, 1) is None
@@ -155,3 +158,59 @@ def test_a_tenant_found_above_the_limit_is_not_read_again_for_a_second(settings:
     assert found is not None
     assert len(found) == 1
     assert seen == [("SELECT", True)]
+
+
+def test_an_endpoint_created_between_the_read_and_the_write_gets_the_event(
+    inline_fan_out: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = new_endpoint("http://127.0.0.1:9/first")
+    read = fanout._few_candidates
+    late: list[Endpoint] = []
+
+    def then_one_comes(tenant: str | None, limit: int) -> list[Endpoint] | None:
+        found = read(tenant, limit)
+        if not late:
+            late.append(new_endpoint("http://127.0.0.1:9/late"))  # committed before the event
+        return found
+
+    monkeypatch.setattr(fanout, "_few_candidates", then_one_comes)
+    event = services.emit("order.created", {"n": 1})
+
+    assert set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True)) == {
+        first.pk,
+        late[0].pk,
+    }
+
+
+def test_a_tenant_without_endpoints_gets_its_event_written_and_nothing_else(
+    inline_fan_out: None, redis_client: redis.Redis
+) -> None:
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/acme", tenant="acme")
+
+    event, seen = statements_of(lambda: services.emit("order.created", {"n": 1}))
+
+    # The read, the event, and the second read (no endpoint of this tenant, none since).
+    assert seen == [("SELECT", True), ("INSERT", True), ("SELECT", True)]
+    assert Event.objects.filter(pk=event.pk, fanned_out_at__isnull=False).exists()
+    assert not Delivery.objects.exists()
+    assert redis_client.llen(QUEUE_FANOUT) == 0
+
+
+def test_a_failure_after_the_write_neither_fails_the_emit_nor_writes_twice(
+    inline_fan_out: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint = new_endpoint("http://127.0.0.1:9/hook")
+    insert = fanout.insert_with
+
+    def written_then_fails(event: Event, rows: Any) -> None:
+        insert(event, rows)
+        raise DatabaseError("the connection broke after the commit")
+
+    monkeypatch.setattr(fanout, "insert_with", written_then_fails)
+    event = services.emit("order.created", {"n": 1})
+
+    assert Event.objects.filter(pk=event.pk).count() == 1
+    assert list(Delivery.objects.values_list("event_id", "endpoint_id")) == [
+        (event.pk, endpoint.pk)
+    ]

@@ -232,7 +232,8 @@ def test_insert_with_writes_a_row_and_its_rows_in_one_statement_or_neither() -> 
 
     assert seen == ["WITH"]
     assert event.created_at == Event.objects.get(pk=event.pk).created_at, "read back"
-    assert {d.pk for d in Delivery.objects.filter(event=event)} == {rows[0].pk, rows[1].pk}
+    stored = dict(Delivery.objects.filter(event=event).values_list("pk", "endpoint_id"))
+    assert stored == {rows[0].pk: one.pk, rows[1].pk: two.pk}, "each row its own id back"
 
     # A row that fails (here: a second delivery to one endpoint) takes the other with it.
     again = Event(type="order.created", occurred_at=timezone.now(), data={})
@@ -244,3 +245,24 @@ def test_insert_with_writes_a_row_and_its_rows_in_one_statement_or_neither() -> 
     alone = Event(type="order.created", occurred_at=timezone.now(), data={})
     sql.insert_with(alone, [])
     assert Event.objects.filter(pk=alone.pk).exists()
+
+
+def test_insert_rows_refuses_rows_it_cannot_write_as_a_save_would() -> None:
+    from django.db.models import F
+    from django.db.models.functions import Now
+    from django.utils import timezone
+
+    from deliveries.models import Delivery, Event
+    from tests.fixtures import new_endpoint
+
+    endpoint = new_endpoint("http://127.0.0.1:9/hook")
+    event = Event.objects.create(type="order.created", occurred_at=timezone.now(), data={})
+
+    def delivery(**fields: Any) -> Delivery:
+        return Delivery(event=event, endpoint=endpoint, next_attempt_at=Now(), **fields)
+
+    with pytest.raises(ValueError, match="same columns"):
+        sql.insert_rows([delivery(), delivery(id=10**9)])  # an id, then none
+    with pytest.raises(ValueError, match="expression"):
+        sql.insert_rows([delivery(attempts=F("attempts") + 1)])
+    assert not Delivery.objects.exists()
