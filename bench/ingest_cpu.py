@@ -161,7 +161,7 @@ def main() -> None:
         sql, red = counts["sql"] / args.requests, counts["redis"] / args.requests
         print(f"{name:<10} {cpu_ms:7.2f} {wall_ms:8.2f} {sql:5.1f} {red:6.1f}", flush=True)
         if profile:
-            pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(args.profile)
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
 
 
 if __name__ == "__main__":
