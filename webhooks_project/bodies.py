@@ -30,6 +30,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from types import SimpleNamespace
 from typing import IO, Any
 
 # (Named as gevent's own: the tests replace it.)
@@ -150,6 +151,7 @@ def _source_limit(environ: dict[str, Any], slug: str) -> int:
 
 def _authenticated(environ: dict[str, Any], view_class: type[Any]) -> bool:
     from django.core.handlers.wsgi import WSGIRequest
+    from django.http.request import HttpHeaders
     from rest_framework.exceptions import APIException
     from rest_framework.request import Request
 
@@ -158,10 +160,16 @@ def _authenticated(environ: dict[str, Any], view_class: type[Any]) -> bool:
         BearerTokenAuthentication,
     )
 
-    request = Request(WSGIRequest(dict(environ, CONTENT_LENGTH="0")))
+    request: Any = None
     for authentication in getattr(view_class, "authentication_classes", []):
         try:
-            result = authentication().authenticate(request)
+            if issubclass(authentication, BearerTokenAuthentication):
+                # It reads the request's headers only: no request to build.
+                headers = SimpleNamespace(META=environ, headers=HttpHeaders(environ))
+                result = authentication().authenticate(headers)
+            else:
+                request = request or Request(WSGIRequest(dict(environ, CONTENT_LENGTH="0")))
+                result = authentication().authenticate(request)
             if result is not None:
                 if issubclass(authentication, BearerTokenAuthentication):
                     # Kept for the view (no second look-up); see the key's doc.

@@ -237,20 +237,25 @@ class _Insert:
         from django.db.models.expressions import BaseExpression, DatabaseDefault
         from django.db.models.functions import Now
 
-        model = type(rows[0])
+        model: Any = type(rows[0])
         meta = model._meta
         if meta.parents or any(type(row) is not model for row in rows):
             raise ValueError(f"insert_rows takes new rows of one model without parents: {model}")
+        written, maybe_left = _columns(model)
 
-        def left_to_database(row: Any, field: Any) -> bool:
-            value = getattr(row, field.attname)
-            return (field.primary_key and value is None) or isinstance(value, DatabaseDefault)
+        def left_to_database(row: Any) -> list[Any]:
+            return [
+                field
+                for field in maybe_left
+                if (field.primary_key and getattr(row, field.attname) is None)
+                or isinstance(getattr(row, field.attname), DatabaseDefault)
+            ]
 
-        left = [field for field in meta.local_concrete_fields if left_to_database(rows[0], field)]
-        fields = [f for f in meta.local_concrete_fields if not f.generated and f not in left]
+        left = left_to_database(rows[0])
+        fields = [field for field in written if field not in left]
         shapes, params = [], []
         for row in rows:
-            if [f for f in meta.local_concrete_fields if left_to_database(row, f)] != left:
+            if left_to_database(row) != left:
                 raise ValueError("insert_rows takes rows that leave the same columns unset")
             shape = []
             for field in fields:
@@ -266,6 +271,14 @@ class _Insert:
         columns = tuple(str(field.column) for field in fields)
         sql = _insert_sql(meta.db_table, columns, tuple(shapes))
         return cls(meta.db_table, sql, params, list(meta.db_returning_fields))
+
+
+@functools.cache
+def _columns(model: Any) -> tuple[list[Any], list[Any]]:
+    """A model's columns an INSERT may write, and those of them it may leave to the
+    database (its primary key, those with a `db_default`)."""
+    written = [field for field in model._meta.local_concrete_fields if not field.generated]
+    return written, [field for field in written if field.primary_key or field.has_db_default()]
 
 
 def _stored(row: Any, fields: Sequence[Any], values: Sequence[Any], db: Any) -> None:
