@@ -79,7 +79,8 @@ def emit_cost(system: "OurSystem", receiver: Any, transactions: int) -> EmitCost
         expected = len(ids) * ENDPOINTS
         arrived = sum(len(wait_arrivals(receiver, each, ids, timeout=300)) for each in paths)
         share = transactions // ROUNDS
-        delivering = (share / emitted(share)) / (share / plain(share))
+        emit_alongside = emitted(share)
+        delivering = plain(share) / emit_alongside  # the ratio of their transactions/s
     WorkerHeartbeat.objects.filter(hostname__startswith="bench-row-").delete()
     return EmitCost(
         transactions,

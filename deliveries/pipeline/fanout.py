@@ -94,7 +94,7 @@ def _insert_alone(event: Event) -> None:
     event is committed by its own INSERT and its fan-out seen to as a commit's would be
     (robustly: once it is stored, the fan-out task or the sweeper has it)."""
     limit = conf.get().inline_fan_out_max_endpoints
-    alone = EmitBatch()
+    inline = True  # (as `_add` decides)
     if limit and not event.ordering_key:
         written: tuple[list[Endpoint], list[Delivery]] | bool | None
         try:
@@ -105,18 +105,15 @@ def _insert_alone(event: Event) -> None:
         if isinstance(written, tuple):
             _see_to_written(event, *written)
             return
-        if written is None:  # too many endpoints: the task's, without a second read
-            alone.event_ids.append(event.pk)
+        inline = written is not None  # None: too many endpoints, the task's (no second read)
     try:
         insert_row(event)
     except IntegrityError:
         if Event.objects.filter(pk=event.pk).exists():
             return  # written with its deliveries after all (the failure came after)
         raise
-    if alone.event_ids:
-        alone.inserted_at = event.created_at if isinstance(event.created_at, datetime) else None
-    else:
-        _add(alone, event)
+    alone = EmitBatch()
+    _add(alone, event, inline=inline)
     try:
         alone.flush()
     except Exception:
@@ -142,13 +139,10 @@ def _see_to_written(event: Event, endpoints: list[Endpoint], deliveries: list[De
     runs now, robustly). An endpoint whose creation committed between the read of the
     endpoints and the write gets its delivery too: every endpoint existing at the event's
     commit gets it. Then the wakes."""
+    read = [endpoint.pk for endpoint in endpoints]
     try:
-        if _late_endpoint_exists(event.tenant, [endpoint.pk for endpoint in endpoints]):
-            late = list(
-                _candidate_endpoints({event.tenant}).exclude(
-                    pk__in=[endpoint.pk for endpoint in endpoints]
-                )
-            )
+        if _late_endpoint_exists(event.tenant, read):
+            late = list(_candidate_endpoints({event.tenant}).exclude(pk__in=read))
             more = _deliveries_of(_as_stored(event), late, timezone.now())
             insert_rows(more)
             deliveries = [*deliveries, *more]
@@ -163,10 +157,10 @@ def _see_to_written(event: Event, endpoints: list[Endpoint], deliveries: list[De
     _notify_readers_on_commit(deliveries)
 
 
-def _add(batch: EmitBatch, event: Event) -> None:
+def _add(batch: EmitBatch, event: Event, *, inline: bool = True) -> None:
     if batch.inserted_at is None and isinstance(event.created_at, datetime):
         batch.inserted_at = event.created_at
-    inline = conf.get().inline_fan_out_max_endpoints and not event.ordering_key
+    inline = inline and bool(conf.get().inline_fan_out_max_endpoints) and not event.ordering_key
     if inline and len(batch.inline_events) < INLINE_EVENTS_PER_TRANSACTION:
         batch.inline_events.append(_as_stored(event))
         batch.fan_out_inline = events_fan_out_if_few_endpoints
@@ -582,25 +576,13 @@ def _few_candidates(tenant: str | None, limit: int) -> list[Endpoint] | None:
     if db.vendor != "postgresql":
         found = list(_candidate_endpoints({tenant})[: limit + 1])
         return found if len(found) <= limit else None
-    fields, sql = _candidates_sql(tenant is not None)
-    params: list[Any] = [tenant] if tenant is not None else []
-    with sql_cursor([Endpoint._meta.db_table]) as cursor:
-        cursor.execute(sql, [*params, EndpointState.DISABLED, limit + 1])
-        rows = cursor.fetchall()
+    fields, rows = _candidate_rows(tenant, limit + 1)
     if len(rows) > limit:
         if len(_MANY_ENDPOINTS) >= MANY_ENDPOINTS_HINTS:
             _MANY_ENDPOINTS.clear()
         _MANY_ENDPOINTS[hint] = time.monotonic() + MANY_ENDPOINTS_HINT_SECONDS
         return None
-    names = [field.attname for field in fields]
-    return [
-        Endpoint.from_db(
-            db.alias,
-            names,
-            [_from_db(field, value, db) for field, value in zip(fields, row, strict=True)],
-        )
-        for row in rows
-    ]
+    return _as_models(fields, rows, db)  # models only when few
 
 
 @functools.cache
@@ -628,14 +610,35 @@ def _late_endpoint_exists(tenant: str | None, read: list[Any]) -> bool:
     """Whether the tenant has a candidate endpoint other than those `read` (one created
     since they were read). On PostgreSQL one prepared statement, reading no row at all
     when nothing changed."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "postgresql":
+    if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
         return _candidate_endpoints({tenant}).exclude(pk__in=read).exists()
-    _, sql = _candidates_sql(tenant is not None, late=True)
+    _, rows = _candidate_rows(tenant, 1, besides=read)
+    return bool(rows)
+
+
+def _candidate_rows(
+    tenant: str | None, limit: int, *, besides: list[Any] | None = None
+) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """Up to `limit` of the tenant's candidate endpoints as rows (but those `besides`),
+    and their fields: one prepared statement of ours (PostgreSQL)."""
+    fields, sql = _candidates_sql(tenant is not None, late=besides is not None)
     params: list[Any] = [tenant] if tenant is not None else []
+    params += [EndpointState.DISABLED, *([besides] if besides is not None else []), limit]
     with sql_cursor([Endpoint._meta.db_table]) as cursor:
-        cursor.execute(sql, [*params, EndpointState.DISABLED, read, 1])
-        return cursor.fetchone() is not None
+        cursor.execute(sql, params)
+        return fields, cursor.fetchall()
+
+
+def _as_models(fields: list[Any], rows: list[tuple[Any, ...]], db: Any) -> list[Endpoint]:
+    names = [field.attname for field in fields]
+    return [
+        Endpoint.from_db(
+            db.alias,
+            names,
+            [_from_db(field, value, db) for field, value in zip(fields, row, strict=True)],
+        )
+        for row in rows
+    ]
 
 
 def _from_db(field: Any, value: Any, db: Any) -> Any:

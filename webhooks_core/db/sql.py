@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.models.expressions import BaseExpression, DatabaseDefault
+from django.db.models.functions import Now
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -234,9 +236,6 @@ class _Insert:
     def of(cls, rows: Sequence[Any], db: Any) -> "_Insert":
         """Rows of one model alike: the same columns left to the database (an auto id, a
         `db_default`); of expressions, only `Now()`. Anything else is refused."""
-        from django.db.models.expressions import BaseExpression, DatabaseDefault
-        from django.db.models.functions import Now
-
         model: Any = type(rows[0])
         meta = model._meta
         if meta.parents or any(type(row) is not model for row in rows):
