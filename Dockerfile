@@ -24,5 +24,5 @@ EXPOSE 8000 5555
 # With DEBUG off (the default with DATABASE_URL set) the settings refuse to load without
 # strong SECRET_KEY and WEBHOOKS_ENCRYPTION_KEY, so this exits at once naming them.
 CMD ["gunicorn", "webhooks_project.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", \
-     "--worker-class", "gevent", "--worker-connections", "1000", "--keep-alive", "5", \
+     "--worker-class", "webhooks_project.web_worker.GeventWorker", "--worker-connections", "1000", "--keep-alive", "5", \
      "--logger-class", "webhooks_project.accesslog.RedactingLogger"]

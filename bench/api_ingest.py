@@ -17,7 +17,7 @@ from each `202` to its arrival are kept.
 """
 
 import contextlib
-import sys
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.common import free_port, percentile, process, wait_for_port
+from bench.common import free_port, percentile, process, wait_for_port, web_command
 
 if TYPE_CHECKING:
     import requests
@@ -40,14 +40,6 @@ TARGET_SHARE = 0.5  # of the writing view's requests/s
 TARGET_P99_FACTOR = 2.0  # of the writing view's p99
 
 WEB_ENV = {"DJANGO_SETTINGS_MODULE": "bench.settings"}
-
-
-def web_command(workers: int = 2) -> list[str]:
-    """The Procfile's `web` line, on 127.0.0.1 once bound."""
-    command = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
-    command += ["--workers", str(workers), "--worker-class", "gevent"]
-    command += ["--worker-connections", "1000", "--keep-alive", "5", "--log-level", "warning"]
-    return command
 
 
 @dataclass
@@ -143,7 +135,9 @@ def _run(
             local.session.headers["Authorization"] = f"Bearer {token}"
         return local.session
 
-    with process([*web_command(workers), "--bind", f"127.0.0.1:{port}"], extra_env=WEB_ENV):
+    # The access log (the Procfile's, on stdout) is written, and dropped.
+    web = web_command(port, workers)
+    with process(web, extra_env=WEB_ENV, stdout=subprocess.DEVNULL):
         wait_for_port(port)
         base = f"http://127.0.0.1:{port}"
         kept: dict[str, Timed] = {"api": Timed(), "anchor": Timed(), "trivial": Timed()}
@@ -197,8 +191,8 @@ def api_session(name: str) -> Iterator[tuple["requests.Session", str]]:
 
     _, token = ApiToken.issue(name)
     port = free_port()
-    command = [*web_command(), "--bind", f"127.0.0.1:{port}"]
-    with process(command, extra_env=WEB_ENV), requests.Session() as api:
+    web = web_command(port)
+    with process(web, extra_env=WEB_ENV, stdout=subprocess.DEVNULL), requests.Session() as api:
         wait_for_port(port)
         api.headers["Authorization"] = f"Bearer {token}"
         yield api, f"http://127.0.0.1:{port}/api/v1"

@@ -6,9 +6,11 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -134,6 +136,26 @@ def process(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def procfile_web_command() -> str:
+    """The Procfile's `web` line, bound to loopback."""
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == "web":
+            return command.strip().replace("0.0.0.0:", "127.0.0.1:")
+    raise RuntimeError("the Procfile has no web process")
+
+
+def web_command(port: int, workers: int = 2) -> list[str]:
+    """The Procfile's `web` line run by this interpreter, on 127.0.0.1:`port` with `workers`
+    processes (its `$PORT` and `$WEB_CONCURRENCY`). Its access log goes to stdout."""
+    line = procfile_web_command().replace("${PORT:-8000}", str(port))
+    line = line.replace("${WEB_CONCURRENCY:-2}", str(workers))
+    args = shlex.split(line)
+    if args[0] != "gunicorn" or "$" in line:
+        raise RuntimeError(f"the Procfile's web line is not one this bench can run: {line}")
+    return [sys.executable, "-m", *args]
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from bench.common import ROOT, Row, free_port, percentile, process, wait_for_port
+from bench.common import (
+    Row,
+    free_port,
+    percentile,
+    process,
+    procfile_web_command,
+    wait_for_port,
+)
 
 if TYPE_CHECKING:
     from bench.ours import OurSystem
@@ -63,15 +70,6 @@ class PullLatency:
 class Pull:
     backlog: Backlog | None = None
     latency: PullLatency | None = None
-
-
-def procfile_web_command() -> str:
-    """The Procfile's `web` line, bound to loopback."""
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == "web":
-            return command.strip().replace("0.0.0.0:", "127.0.0.1:")
-    raise RuntimeError("the Procfile has no web process")
 
 
 @contextlib.contextmanager

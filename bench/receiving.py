@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -38,6 +39,7 @@ from bench.common import (
     process,
     recreate_database,
     wait_for_port,
+    web_command,
 )
 
 #: The receiver's target (docs/performance/benchmarks.md): at least half the requests/s of
@@ -209,7 +211,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16, help="client connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument(
-        "--worker-class", default="gevent", help="gunicorn's, as the Procfile's web [gevent]"
+        "--worker-class", help="gunicorn's, instead of the Procfile's web line (gthread, gevent)"
     )
     parser.add_argument("--threads", type=int, default=4, help="threads per gthread worker")
     parser.add_argument("--burst", type=int, default=20_000, help="signed events of the burst")
@@ -254,17 +256,19 @@ def main() -> None:
 
     port = free_port()
     results = Results()
-    web_cmd = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
-    web_cmd += ["--bind", f"127.0.0.1:{port}", "--workers", str(args.workers)]
-    if args.worker_class == "gthread":
-        web_cmd += ["--threads", str(args.threads)]
-        server = f"{args.workers} workers x {args.threads} threads"
+    if args.worker_class is None:
+        web_cmd = web_command(port, args.workers)
+        server = f"the Procfile's web line, {args.workers} workers"
     else:
-        # As the Procfile's `web` line.
-        web_cmd += ["--worker-class", args.worker_class, "--worker-connections", "1000"]
-        web_cmd += ["--keep-alive", "5"]
-        server = f"{args.workers} {args.worker_class} workers"
-    web_cmd += ["--log-level", "warning"]
+        web_cmd = [sys.executable, "-m", "gunicorn", "webhooks_project.wsgi"]
+        web_cmd += ["--bind", f"127.0.0.1:{port}", "--workers", str(args.workers)]
+        web_cmd += ["--worker-class", args.worker_class, "--log-level", "warning"]
+        if args.worker_class == "gthread":
+            web_cmd += ["--threads", str(args.threads)]
+            server = f"{args.workers} workers x {args.threads} threads"
+        else:
+            web_cmd += ["--worker-connections", "1000", "--keep-alive", "5"]
+            server = f"{args.workers} {args.worker_class} workers"
     print(
         f"bench.receiving: {args.events} signed events, {args.noop_requests} baseline requests, "
         f"{args.rounds} rounds, {args.connections} connections, gunicorn {server} on "
@@ -282,7 +286,9 @@ def main() -> None:
     def run(requests_: Sequence[bytes], connections: int = args.connections) -> BurstResult:
         return asyncio.run(asyncio.wait_for(burst(port, requests_, connections), args.timeout))
 
-    with process(web_cmd, extra_env={"DJANGO_SETTINGS_MODULE": "bench.settings"}):
+    # The access log (the Procfile's, on stdout) is written, and dropped.
+    web_env = {"DJANGO_SETTINGS_MODULE": "bench.settings"}
+    with process(web_cmd, extra_env=web_env, stdout=subprocess.DEVNULL):
         wait_for_port(port)
         run(noop * 200)  # warm-up: connections, imports, database connections
         run(write * 200)

@@ -197,7 +197,7 @@ def serve(
 def procfile_web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]]:
     """The Procfile's web line on a free port; yields its URL and its output file."""
     from tests.conftest import wait_until
-    from tests.faults.processes import procfile_web_command
+    from bench.common import procfile_web_command
 
     port = free_port()
     full_env = {**os.environ, "DATABASE_URL": database_url(), "PORT": str(port)}

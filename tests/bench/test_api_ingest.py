@@ -5,6 +5,7 @@ import argparse
 
 from bench import api_ingest
 from bench.__main__ import FULL, SCENARIOS, api_rows
+from bench.common import procfile_web_command, web_command
 
 
 def timed(rate: float, p99_ms: float, n: int = 100) -> api_ingest.Timed:
@@ -51,6 +52,14 @@ def test_emit_row_is_a_scenario_and_the_burst_a_size_of_the_bench() -> None:
     assert "emit-row" in SCENARIOS
     assert "pull" in SCENARIOS
     assert argparse.Namespace(**FULL).receiving_burst == 20_000
-    command = api_ingest.web_command(1)
-    assert command[command.index("--worker-class") + 1] == "gevent"
+    command = web_command(8123, 1)
+    procfile = procfile_web_command().split()
+    assert (
+        command[command.index("--worker-class") + 1] == "webhooks_project.web_worker.GeventWorker"
+    )
+    assert (
+        command[command.index("--worker-class") + 1]
+        == procfile[procfile.index("--worker-class") + 1]
+    )
     assert command[command.index("--workers") + 1] == "1"
+    assert command[command.index("--bind") + 1] == "127.0.0.1:8123"

@@ -9,7 +9,7 @@ import pytest
 
 from bench import pull
 from bench.__main__ import FULL, SCENARIOS
-from bench.common import Row
+from bench.common import Row, procfile_web_command
 from bench.scenarios import Latency, Measured, Throughput
 from tests.deliveries.polling.helpers import WEB_ENV, delivered, emit
 from tests.helpers import procfile_web
@@ -30,8 +30,8 @@ def rows(
 
 def test_pull_is_a_scenario_of_the_bench() -> None:
     assert "pull" in SCENARIOS
-    assert pull.procfile_web_command().startswith("gunicorn webhooks_project.wsgi")
-    assert "127.0.0.1:" in pull.procfile_web_command()
+    assert procfile_web_command().startswith("gunicorn webhooks_project.wsgi")
+    assert "127.0.0.1:" in procfile_web_command()
 
 
 def test_the_backlog_row_is_judged_against_the_push_rate_of_the_same_run() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import requests
 
+from bench.common import procfile_web_command
 from tests.conftest import wait_until
 from tests.fixtures import free_port
 from tests.helpers import stop_process, worker_process
@@ -82,14 +83,6 @@ def _answers(url: str) -> bool:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def procfile_web_command() -> str:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == "web":
-            return command.strip().replace("0.0.0.0:", "127.0.0.1:")
-    raise AssertionError("the Procfile has no web process")
 
 
 @contextlib.contextmanager

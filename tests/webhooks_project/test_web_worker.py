@@ -1,0 +1,81 @@
+"""The web process's connections take turns (webhooks_project/web_worker.py): a client whose
+next requests are already waiting on its keep-alive connection does not hold the process
+while another connection's request waits."""
+
+import contextlib
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.helpers import procfile_web as web
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PIPELINED = 5000
+
+
+def request(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+
+
+def drain(sock: socket.socket, stop: threading.Event) -> None:
+    """Read and drop whatever the server sends, so its writes never wait on us."""
+    sock.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            if not sock.recv(65536):
+                return
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+
+
+def test_a_pipelining_client_does_not_hold_the_process_from_another_connection(
+    tmp_path: Path,
+) -> None:
+    # One gevent worker (the helper's WEB_CONCURRENCY=1), so both connections share it.
+    with web(tmp_path, SECURE_SSL_REDIRECT="false") as (base, log):
+        address = ("127.0.0.1", int(base.rsplit(":", 1)[1]))
+        busy, other = socket.create_connection(address), socket.create_connection(address)
+        stop = threading.Event()
+        readers = [threading.Thread(target=drain, args=(s, stop)) for s in (busy, other)]
+        try:
+            for reader in readers:
+                reader.start()
+            # Both connections served once: each has its greenlet, waiting for a request.
+            busy.sendall(request("/healthz?warm=busy"))
+            other.sendall(request("/healthz?warm=other"))
+            wait_until(lambda: log.read_text().count("warm=") == 2, what="the warm-up requests")
+            # The busy client's requests are all sent, and being served, before the other
+            # connection's one: without taking turns, the other is served after them all.
+            busy.sendall(b"".join(request(f"/healthz?busy={n}") for n in range(PIPELINED)))
+            wait_until(lambda: "busy=0 " in log.read_text(), what="the busy client served")
+            served_before = log.read_text().count("/healthz?busy=")
+            other.sendall(request("/healthz?other"))
+            wait_until(
+                lambda: "other " in log.read_text() and f"busy={PIPELINED - 1} " in log.read_text(),
+                what="every request answered",
+            )
+        finally:
+            stop.set()
+            for sock in (busy, other):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            for reader in readers:
+                reader.join(timeout=5)
+    served = [
+        line
+        for line in log.read_text().splitlines()
+        if "/healthz?busy=" in line or "/healthz?other " in line
+    ]
+    position = next(n for n, line in enumerate(served) if "/healthz?other " in line)
+    # Served within the busy client's first few requests, not after its 300.
+    # The busy client still had thousands to go when the other request came; it was served
+    # next or nearly (a few more of the busy ones while the test read the log and sent).
+    assert served_before < PIPELINED - 1000, "the busy client's requests went too fast to test"
+    assert position < served_before + 500, f"served after {position} of the busy client's"
