@@ -196,8 +196,8 @@ def serve(
 @contextlib.contextmanager
 def procfile_web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]]:
     """The Procfile's web line on a free port; yields its URL and its output file."""
-    from tests.conftest import wait_until
     from bench.common import procfile_web_command
+    from tests.conftest import wait_until
 
     port = free_port()
     full_env = {**os.environ, "DATABASE_URL": database_url(), "PORT": str(port)}
