@@ -5,6 +5,7 @@ whatever is due when it runs. At most one such message is out per endpoint (its 
 `wake_marks`), so the messages of a busy endpoint do not grow with its events.
 """
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
@@ -46,13 +47,27 @@ def wake_endpoints(
         if fresh:
             dispatched.append(endpoint_id)
     if dispatched:
-        options: dict[str, Any] = {"queue": QUEUE_DELIVERY}
-        if countdown > 0:
-            options["countdown"] = countdown
-        # One producer (and broker connection) for all the messages.
-        with celery_app.producer_or_acquire() as producer:
-            for endpoint_id in dispatched:
-                celery_app.send_task(
-                    WORK_ENDPOINT_TASK, (endpoint_id,), producer=producer, **options
-                )
+        _dispatch(dispatched, countdown)
     return len(dispatched)
+
+
+def wake_after_hold(endpoint_id: str, seconds: float) -> None:
+    """The wake of an endpoint on hold (an open circuit, a rate limit, a peer that did not
+    answer) for `seconds`: one message for when the hold ends, and the endpoint marked as
+    if an owner worked it until then, so the wakes meanwhile are folded. Each of them
+    could only find the hold and send one more message: with events coming, a held
+    endpoint cost two messages and a task per event, on the cores of the healthy ones."""
+    with contextlib.suppress(redis.RedisError):  # more messages then, never fewer
+        wake_book().working(endpoint_id, seconds + MARK_SECONDS)
+    metrics.wakes_total.labels(result="dispatched").inc()
+    _dispatch([endpoint_id], max(seconds, 0.01))
+
+
+def _dispatch(endpoint_ids: list[str], countdown: float) -> None:
+    options: dict[str, Any] = {"queue": QUEUE_DELIVERY}
+    if countdown > 0:
+        options["countdown"] = countdown
+    # One producer (and broker connection) for all the messages.
+    with celery_app.producer_or_acquire() as producer:
+        for endpoint_id in endpoint_ids:
+            celery_app.send_task(WORK_ENDPOINT_TASK, (endpoint_id,), producer=producer, **options)

@@ -2,10 +2,12 @@
 
 A mark per endpoint holds when the next wake is due (Redis's clock, seconds): a message
 queued for then, or 0 while an owner works the endpoint (it looks at the database again
-before it stops, so a wake then would only duplicate it). A wake dispatches a message only
-when it would come sooner than the one already marked, so one busy endpoint costs one
-message per owner's turn, not one per event. Every mark expires: a lost message or a dead
-owner is forgotten after a while, and the sweeper overrides a mark gone stale.
+before it stops, so a wake then would only duplicate it) or while the endpoint is on hold
+with a message queued for the hold's end (a wake sooner could do nothing). A wake
+dispatches a message only when it would come sooner than the one already marked, so one
+busy endpoint costs one message per owner's turn, not one per event. Every mark expires:
+a lost message or a dead owner is forgotten after a while, and the sweeper overrides a
+mark gone stale.
 
 The marks are an optimisation of the message count, never a guarantee: the database says
 what is due, the owner's lease who sends it. On a Redis error the caller dispatches anyway.

@@ -7,7 +7,6 @@ requests each in a lane (`requests`), their results recorded (`writing`, `result
 a stopped endpoint's rows settled (`settling`). See the design page for the protocol.
 """
 
-import contextlib
 import logging
 from uuid import UUID
 
@@ -19,7 +18,7 @@ from deliveries.pipeline.owner.outcomes import DeliveryOutcome
 from deliveries.pipeline.owner.settling import settle_inactive_endpoints
 from deliveries.pipeline.owner.work import Owner, WorkResult
 from deliveries.pipeline.owner.writing import RecordingTimedOut
-from deliveries.pipeline.wake import wake_book, wake_endpoints
+from deliveries.pipeline.wake import wake_after_hold
 from webhooks_core import conf as core_conf
 
 logger = logging.getLogger(__name__)
@@ -64,14 +63,11 @@ def endpoint_work(*, endpoint_id: UUID | str, watch: int | None = None) -> WorkR
 
 def _wake_after_hold(endpoint_id: str) -> None:
     """A wake that found the endpoint held (an open circuit, a rate limit) comes back when
-    the hold ends: its mark, which would fold every wake until it expires, is replaced by
-    one for then (no message is lost to it)."""
+    the hold ends, and the wakes until then are folded into it (`wake_after_hold`)."""
     held = held_for(endpoint_id=endpoint_id)
     if held is None or held > core_conf.scheduling().max_countdown_seconds:
         return  # not held (another owner works it), or for longer than the sweeper's
-    with contextlib.suppress(Exception):
-        wake_book().clear(endpoint_id)
-    wake_endpoints([endpoint_id], countdown=max(held, 0.01))
+    wake_after_hold(endpoint_id, held)
 
 
 def endpoint_work_for_delivery(*, delivery_id: int) -> str:

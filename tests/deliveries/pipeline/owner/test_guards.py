@@ -25,10 +25,11 @@ from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointOwner,
 from deliveries.pipeline.owner import endpoint_view, lanes, lease_rows, work
 from deliveries.pipeline.owner import results as owner_results
 from deliveries.pipeline.owner.results import WorkResult
-from deliveries.pipeline.wake import wake_book
+from deliveries.pipeline.wake import wake_book, wake_endpoints
 from tests.conftest import wait_until
 from tests.fixtures import new_endpoint
 from tests.receiver import Receiver
+from webhooks_core.runtime.tasking import QUEUE_DELIVERY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -266,6 +267,25 @@ def test_a_wake_that_finds_the_endpoint_held_comes_back_when_the_hold_ends(
         timeout=15,
         what="the delivery to be sent once the hold ended",
     )
+
+
+def test_the_wakes_of_a_held_endpoint_are_folded_until_its_hold_ends(redis_client: Any) -> None:
+    # Each event's wake sent a message that found the hold and sent one more for its end:
+    # two messages and a task per event, which slowed the healthy endpoints beside it.
+    redis_client.flushdb()
+    endpoint = new_endpoint("http://127.0.0.1:9/held")
+    _due_row(endpoint)
+    lease_rows.owner_take(endpoint_id=endpoint.pk)
+    EndpointOwner.objects.filter(endpoint=endpoint).update(
+        token=None, expires_at=None, not_before=Now() + timedelta(seconds=30)
+    )
+    try:
+        assert not services.endpoint_work(endpoint_id=endpoint.pk).owned  # held: comes back
+        assert redis_client.llen(QUEUE_DELIVERY) == 1  # the message for the hold's end
+        assert [wake_endpoints([endpoint.pk]) for _ in range(10)] == [0] * 10
+        assert redis_client.llen(QUEUE_DELIVERY) == 1
+    finally:
+        redis_client.flushdb()  # the message for the hold's end: no worker of a later test
 
 
 def test_a_task_keeps_a_bounded_number_of_outcomes() -> None:
