@@ -53,12 +53,12 @@ def wake_endpoints(
 
 def wake_after_hold(endpoint_id: str, seconds: float) -> None:
     """The wake of an endpoint on hold (an open circuit, a rate limit, a peer that did not
-    answer) for `seconds`: one message for when the hold ends, and the endpoint marked as
-    if an owner worked it until then, so the wakes meanwhile are folded. Each of them
-    could only find the hold and send one more message: with events coming, a held
-    endpoint cost two messages and a task per event, on the cores of the healthy ones."""
+    answer) for `seconds`: one message for when the hold ends, and a mark that folds the
+    wakes meanwhile. Each of them could only find the hold and send one more message: with
+    events coming, a held endpoint cost two messages and a task per event, on the cores of
+    the healthy ones."""
     with contextlib.suppress(redis.RedisError):  # more messages then, never fewer
-        wake_book().working(endpoint_id, seconds + MARK_SECONDS)
+        wake_book().held(endpoint_id, seconds, MARK_SECONDS)
     metrics.wakes_total.labels(result="dispatched").inc()
     _dispatch([endpoint_id], max(seconds, 0.01))
 

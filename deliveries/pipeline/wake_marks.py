@@ -2,10 +2,11 @@
 
 A mark per endpoint holds when the next wake is due (Redis's clock, seconds): a message
 queued for then, or 0 while an owner works the endpoint (it looks at the database again
-before it stops, so a wake then would only duplicate it) or while the endpoint is on hold
-with a message queued for the hold's end (a wake sooner could do nothing). A wake
-dispatches a message only when it would come sooner than the one already marked, so one
-busy endpoint costs one message per owner's turn, not one per event. Every mark expires:
+before it stops, so a wake then would only duplicate it). A wake dispatches a message
+only when it would come sooner than the one already marked, so one busy endpoint costs one
+message per owner's turn, not one per event. An endpoint on hold is marked with the hold's
+end, a message queued for then, and that mark folds every wake: none could do anything
+sooner. Every mark expires:
 a lost message or a dead owner is forgotten after a while, and the sweeper overrides a
 mark gone stale.
 
@@ -37,9 +38,10 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local due = now + tonumber(ARGV[1])
 local current = redis.call('GET', KEYS[1])
 if current then
-  local at = tonumber(current)
+  local held = string.sub(current, 1, 1) == 'h'
+  local at = tonumber(held and string.sub(current, 2) or current)
   local stale = tonumber(ARGV[3]) >= 0 and now - at > tonumber(ARGV[3])
-  if at <= due + 0.001 and not stale then
+  if (held or at <= due + 0.001) and not stale then
     return 0
   end
 end
@@ -50,6 +52,16 @@ return 1
 # KEYS[1] the mark; ARGV[1] its lifetime: an owner works the endpoint.
 WORK = """
 redis.call('SET', KEYS[1], '0', 'PX', math.ceil(tonumber(ARGV[1]) * 1000))
+return 1
+"""
+# KEYS[1] the mark; ARGV[1] seconds from now the endpoint's hold ends (a message is queued
+# for then), ARGV[2] how long the mark lives past that. Until it expires it folds every
+# wake ("h" and the hold's end; a stale one is overridden as any other).
+HOLD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('SET', KEYS[1], 'h' .. string.format('%.3f', now + tonumber(ARGV[1])), 'PX',
+  math.ceil((tonumber(ARGV[1]) + tonumber(ARGV[2])) * 1000))
 return 1
 """
 
@@ -68,6 +80,11 @@ class WakeBook(Protocol):
 
     def working(self, endpoint: str, ttl: float) -> None:
         """An owner works the endpoint (wakes are folded into its next look)."""
+        ...
+
+    def held(self, endpoint: str, in_seconds: float, ttl: float) -> None:
+        """The endpoint is on hold for `in_seconds`, a message queued for then: every wake
+        is folded until the mark expires `ttl` after that."""
         ...
 
     def clear(self, endpoint: str) -> None:
@@ -92,6 +109,7 @@ class RedisWakeBook:
         self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self._mark = self.client.register_script(MARK)
         self._work = self.client.register_script(WORK)
+        self._hold = self.client.register_script(HOLD)
 
     def mark(self, endpoint: str, in_seconds: float, ttl: float, stale_after: float) -> bool:
         args = [max(in_seconds, 0.0), ttl, stale_after]
@@ -128,12 +146,18 @@ class RedisWakeBook:
     def working(self, endpoint: str, ttl: float) -> None:
         self._work(keys=[KEY_PREFIX + endpoint], args=[ttl])
 
+    def held(self, endpoint: str, in_seconds: float, ttl: float) -> None:
+        self._hold(keys=[KEY_PREFIX + endpoint], args=[max(in_seconds, 0.0), ttl])
+
     def clear(self, endpoint: str) -> None:
         self.client.delete(KEY_PREFIX + endpoint)
 
     def due_at(self, endpoint: str) -> float | None:
         value = self.client.get(KEY_PREFIX + endpoint)
-        return None if value is None else float(value)
+        if value is None:
+            return None
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        return float(text.removeprefix("h"))  # a hold's mark: "h" and the hold's end
 
     def mark_fan_out(self, name: str, ttl: float) -> bool:
         key = FAN_OUT_KEY + name
@@ -148,7 +172,8 @@ class LocalWakeBook:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._marks: dict[str, tuple[float, float]] = {}  # due, expires (Unix times)
+        # due, expires (Unix times), and whether it is a hold's (it folds every wake)
+        self._marks: dict[str, tuple[float, float, bool]] = {}
 
     def _current(self, endpoint: str, now: float) -> float | None:
         entry = self._marks.get(endpoint)
@@ -163,10 +188,11 @@ class LocalWakeBook:
         with self._lock:
             current = self._current(endpoint, now)
             if current is not None:
+                held = self._marks[endpoint][2]
                 stale = stale_after >= 0 and now - current > stale_after
-                if current <= due + 0.001 and not stale:
+                if (held or current <= due + 0.001) and not stale:
                     return False
-            self._marks[endpoint] = (due, due + ttl)
+            self._marks[endpoint] = (due, due + ttl, False)
             return True
 
     def mark_many(
@@ -176,7 +202,12 @@ class LocalWakeBook:
 
     def working(self, endpoint: str, ttl: float) -> None:
         with self._lock:
-            self._marks[endpoint] = (WORKING, time.time() + ttl)
+            self._marks[endpoint] = (WORKING, time.time() + ttl, False)
+
+    def held(self, endpoint: str, in_seconds: float, ttl: float) -> None:
+        until = time.time() + max(in_seconds, 0.0)
+        with self._lock:
+            self._marks[endpoint] = (until, until + ttl, True)
 
     def clear(self, endpoint: str) -> None:
         with self._lock:
@@ -191,7 +222,7 @@ class LocalWakeBook:
         with self._lock:
             if self._current(FAN_OUT_KEY + name, now) is not None:
                 return False
-            self._marks[FAN_OUT_KEY + name] = (now, now + ttl)
+            self._marks[FAN_OUT_KEY + name] = (now, now + ttl, False)
             return True
 
     def clear_fan_out(self, name: str) -> None:

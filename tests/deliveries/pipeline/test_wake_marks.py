@@ -2,6 +2,7 @@
 with the same answers as one `mark` each."""
 
 import functools
+import time
 import uuid
 
 import redis
@@ -88,3 +89,23 @@ def test_mark_many_runs_again_only_what_did_not_run(redis_client: redis.Redis) -
     assert book.mark_many([first, second], 0.0, 60.0, -1.0) == [True, True]
     assert calls == [[KEY_PREFIX + first, KEY_PREFIX + second], [KEY_PREFIX + second]]
     redis_client.delete(KEY_PREFIX + first, KEY_PREFIX + second)
+
+
+def test_a_hold_s_mark_folds_every_wake_until_it_expires(redis_client: redis.Redis) -> None:
+    books: list[WakeBook] = [_book(redis_client), LocalWakeBook()]
+    for book in books:
+        endpoint = str(uuid.uuid4())
+        book.held(endpoint, 30.0, 60.0)
+        # Due now, sooner than the hold's end: folded (a regular mark would dispatch it).
+        assert book.mark(endpoint, 0.0, 60.0, -1.0) is False
+        assert book.mark_many([endpoint], 0.0, 60.0, -1.0) == [False]
+        # The sweeper's check: the mark is not stale before the hold's end.
+        assert book.mark(endpoint, 0.0, 60.0, 5.0) is False
+        due = book.due_at(endpoint)
+        assert due is not None
+        assert 25 < due - time.time() <= 30
+        short = str(uuid.uuid4())
+        book.held(short, 0.0, 0.2)
+        expired = functools.partial(book.mark, short, 0.0, 60.0, -1.0)
+        wait_until(expired, what="the hold's mark to expire")
+        redis_client.delete(KEY_PREFIX + endpoint, KEY_PREFIX + short)
