@@ -6,9 +6,8 @@ before it stops, so a wake then would only duplicate it). A wake dispatches a me
 only when it would come sooner than the one already marked, so one busy endpoint costs one
 message per owner's turn, not one per event. An endpoint on hold is marked with the hold's
 end, a message queued for then, and that mark folds every wake: none could do anything
-sooner. Every mark expires:
-a lost message or a dead owner is forgotten after a while, and the sweeper overrides a
-mark gone stale.
+sooner. Every mark expires: a lost message or a dead owner is forgotten after a while, and
+the sweeper overrides a mark gone stale.
 
 The marks are an optimisation of the message count, never a guarantee: the database says
 what is due, the owner's lease who sends it. On a Redis error the caller dispatches anyway.
@@ -92,7 +91,7 @@ class WakeBook(Protocol):
         ...
 
     def due_at(self, endpoint: str) -> float | None:
-        """The mark as a Unix time (0: an owner works), or None."""
+        """The mark as a Unix time (0: an owner works; a hold's: its end), or None."""
         ...
 
     def mark_fan_out(self, name: str, ttl: float) -> bool:

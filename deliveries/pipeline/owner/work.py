@@ -31,7 +31,7 @@ from deliveries.pipeline.owner.results import WorkResult, sends_before_recording
 from deliveries.pipeline.owner.settling import consented_meanwhile, settle_inactive
 from deliveries.pipeline.owner.writing import Writer
 from deliveries.pipeline.record import Deferral, DeliveryClaim, Result, Round
-from deliveries.pipeline.wake import wake_endpoints
+from deliveries.pipeline.wake import wake_after_hold, wake_endpoints
 from webhooks_core import conf as core_conf
 from webhooks_core.db.connections import give_back_pooled_connection
 from webhooks_core.retry_policy import Decision, Verdict
@@ -127,7 +127,7 @@ class Owner:
             )
             if token is None:
                 if wait is not None and wait <= core_conf.scheduling().max_countdown_seconds:
-                    wake_endpoints([self.endpoint_id], countdown=max(wait, 0.01))
+                    self._wake_for(max(wait, 0.01), hold)
                 return
             self.lease.taken_back(token)
             self.hold_until = 0.0
@@ -147,7 +147,16 @@ class Owner:
         self.lease.release(hold_seconds=hold)
         if hand_on or consented_meanwhile(self.endpoint_id):
             # (A consent that came before the release had its wake folded into ours.)
-            wake_endpoints([self.endpoint_id], countdown=hold)
+            self._wake_for(hold, hold)
+
+    def _wake_for(self, wait: float, hold: float) -> None:
+        """The wake `wait` seconds from now, the lease given back with a `hold`: when the
+        wake is for the hold's end, the hold's own mark, which folds the wakes of the events
+        meanwhile (none could be served sooner)."""
+        if hold > 0 and wait <= hold:
+            wake_after_hold(self.endpoint_id, hold)
+        else:
+            wake_endpoints([self.endpoint_id], countdown=wait)
 
     def _empty_claims(self) -> None:
         """A whole turn claimed nothing, yet its last look found rows due now: the claim
@@ -159,7 +168,7 @@ class Owner:
         )
         self.lease.clear_mark()
         self.lease.release(hold_seconds=EMPTY_CLAIM_HOLD_SECONDS)
-        wake_endpoints([self.endpoint_id], countdown=EMPTY_CLAIM_HOLD_SECONDS)
+        self._wake_for(EMPTY_CLAIM_HOLD_SECONDS, EMPTY_CLAIM_HOLD_SECONDS)
 
     def _work(self) -> bool:
         """Rounds until nothing is due and nothing open; True when the turn ended with work
