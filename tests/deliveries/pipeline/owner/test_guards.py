@@ -182,7 +182,7 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
     with (
         mock.patch.object(endpoint_view.EndpointView, "claim", return_value=[]),
         mock.patch("deliveries.pipeline.owner.lease.owner_take", counted_take),
-        mock.patch("deliveries.pipeline.owner.work.wake_endpoints") as wakes_sent,
+        mock.patch("deliveries.pipeline.owner.work.wake_after_hold") as wakes_sent,
     ):
         thread, errors = _in_a_thread(lambda: services.endpoint_work(endpoint_id=endpoint.pk))
         thread.join(timeout=10)
@@ -193,7 +193,8 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
     assert lease.token is None
     assert lease.not_before is not None
     assert lease.not_before > timezone.now() + timedelta(seconds=2)
-    wakes_sent.assert_called_once()
+    # One wake, for the hold's end.
+    wakes_sent.assert_called_once_with(str(endpoint.pk), work.EMPTY_CLAIM_HOLD_SECONDS)
 
 
 def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
