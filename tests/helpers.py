@@ -4,6 +4,7 @@
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -233,3 +234,17 @@ def procfile_web(tmp_path: Path, **env: str | None) -> Iterator[tuple[str, Path]
         yield base, log
     finally:
         stop_process(process)
+
+
+def read_until_closed(sock: socket.socket, stop: threading.Event) -> None:
+    """Read and drop what the peer sends (so its writes never wait on us) until it closes
+    the connection, the socket fails, or `stop` is set."""
+    sock.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            if not sock.recv(65536):
+                return
+        except TimeoutError:
+            continue
+        except OSError:
+            return

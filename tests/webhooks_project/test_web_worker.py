@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.helpers import procfile_web as web
+from tests.helpers import read_until_closed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,19 +22,6 @@ def request(path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
 
 
-def drain(sock: socket.socket, stop: threading.Event) -> None:
-    """Read and drop whatever the server sends, so its writes never wait on us."""
-    sock.settimeout(0.2)
-    while not stop.is_set():
-        try:
-            if not sock.recv(65536):
-                return
-        except TimeoutError:
-            continue
-        except OSError:
-            return
-
-
 def test_a_pipelining_client_does_not_hold_the_process_from_another_connection(
     tmp_path: Path,
 ) -> None:
@@ -42,7 +30,9 @@ def test_a_pipelining_client_does_not_hold_the_process_from_another_connection(
         address = ("127.0.0.1", int(base.rsplit(":", 1)[1]))
         busy, other = socket.create_connection(address), socket.create_connection(address)
         stop = threading.Event()
-        readers = [threading.Thread(target=drain, args=(s, stop)) for s in (busy, other)]
+        readers = [
+            threading.Thread(target=read_until_closed, args=(s, stop)) for s in (busy, other)
+        ]
         try:
             for reader in readers:
                 reader.start()

@@ -28,6 +28,7 @@ from deliveries.pipeline.owner.results import WorkResult
 from deliveries.pipeline.wake import wake_book, wake_endpoints
 from tests.conftest import wait_until
 from tests.fixtures import new_endpoint
+from tests.helpers import read_until_closed
 from tests.receiver import Receiver
 from webhooks_core.runtime.tasking import QUEUE_DELIVERY
 
@@ -71,16 +72,8 @@ def _silent_peer() -> Iterator[tuple[str, list[float], list[float]]]:
 
     def serve(conn: socket.socket) -> None:
         with conn:
-            conn.settimeout(0.2)
             opened.append(time.time())
-            while not stop.is_set():
-                try:
-                    if not conn.recv(65536):
-                        break
-                except TimeoutError:
-                    continue
-                except OSError:
-                    break
+            read_until_closed(conn, stop)
             closed.append(time.time())
 
     def accept() -> None:
