@@ -13,6 +13,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class PeerServer(ThreadingHTTPServer):
+    """The standard library's threading server with a real server's listening backlog.
+    Its default of 5 drops the SYNs of a sender opening its lanes at once whenever the
+    accepting thread is slow (a busy machine): the sender's connect then waits for the
+    retransmission, a second, and meets its connect timeout (a fault of the test peer)."""
+
+    request_queue_size = 1024
+
+
 @dataclass
 class ReceivedRequest:
     path: str
@@ -179,7 +188,7 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = PeerServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         if self.tls is not None:
             server.socket = self.tls.wrap_socket(server.socket, server_side=True)
@@ -220,7 +229,7 @@ class PagesServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = PeerServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

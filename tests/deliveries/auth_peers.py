@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.raw_peer import read_head
-from tests.receiver import ReceivedRequest, Reply
+from tests.receiver import PeerServer, ReceivedRequest, Reply
 
 # --- PKI ------------------------------------------------------------------------------
 
@@ -234,7 +234,7 @@ class TokenServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = PeerServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -36,7 +36,7 @@ from deliveries.signals import delivery_succeeded
 from tests.conftest import wait_until
 from tests.fixtures import FAST_POLICY, new_endpoint
 from tests.helpers import sweeping_in_background
-from tests.receiver import Receiver, Reply
+from tests.receiver import PeerServer, Receiver, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -301,7 +301,7 @@ class HoldingPeer:
         self.arrived: list[str] = []
         self.exchanges: list[Exchange] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = PeerServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
 
     @property
