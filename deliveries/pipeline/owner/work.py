@@ -254,6 +254,11 @@ class Owner:
             # from the owners that have theirs.
             give_back_pooled_connection()
             count = acquire(wanted, timeout=max(self.lease.until_renewal(), 0.01))
+            if not count:
+                # No claim could look: what the last one found (`ran_dry`) is stale. The
+                # turn goes on waiting in line, and is handed on at its end, not held as
+                # if a claim had taken nothing while rows were due.
+                self.ran_dry = False
         if not count:
             return
         with Permits(count) as permits:

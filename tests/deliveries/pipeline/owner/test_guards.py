@@ -29,7 +29,7 @@ from deliveries.pipeline.wake import wake_book, wake_endpoints
 from tests.conftest import wait_until
 from tests.fixtures import new_endpoint
 from tests.helpers import read_until_closed
-from tests.receiver import Receiver
+from tests.receiver import ReceivedRequest, Receiver, Reply
 from webhooks_core.runtime.tasking import QUEUE_DELIVERY
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -188,6 +188,54 @@ def test_a_claim_that_takes_nothing_while_rows_are_due_is_held_not_looped(
     assert lease.not_before > timezone.now() + timedelta(seconds=2)
     # One wake, for the hold's end.
     wakes_sent.assert_called_once_with(str(endpoint.pk), work.EMPTY_CLAIM_HOLD_SECONDS)
+
+
+def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
+    receiver: Receiver, settings: SettingsWrapper
+) -> None:
+    # An owner whose last claim had run dry, and whose next turns found the process's
+    # open requests all taken, ended as if a claim had taken nothing while rows were due:
+    # its endpoint held 5 s, with a warning.
+    settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
+    settings.WEBHOOKS_LEASE_SECONDS = 3.0  # a wait in line lasts a third of it
+    settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 1.0
+    endpoint = new_endpoint(receiver.url)
+    _due_row(endpoint)  # the first claim asks for 2 and takes 1: it runs dry
+    taken = threading.Event()
+    done = threading.Event()
+
+    def take_the_permits() -> None:
+        # In line before the owner's request ends: served its permits as that one's
+        # come back, and keeps them until the test is done.
+        count = lanes.acquire(2, timeout=30)
+        taken.set()
+        done.wait(30)
+        lanes.release(count)
+
+    def first_request(request: ReceivedRequest) -> Reply:
+        _due_row(endpoint)  # due when the owner looks again
+        connection.close()
+        threading.Thread(target=take_the_permits, daemon=True).start()
+        wait_until(lambda: len(lanes._line) > 0, timeout=10, what="the test in line")
+        receiver.handler = None
+        return Reply()
+
+    receiver.handler = first_request
+    try:
+        with (
+            mock.patch("deliveries.pipeline.owner.work.wake_after_hold") as held_wakes,
+            mock.patch("deliveries.pipeline.owner.work.wake_endpoints") as wakes,
+        ):
+            result = services.endpoint_work(endpoint_id=endpoint.pk)
+        assert taken.is_set()
+        assert result.sent == 1
+        held_wakes.assert_not_called()
+        wakes.assert_called_once_with([str(endpoint.pk)], countdown=0.0)
+        lease = EndpointOwner.objects.get(endpoint=endpoint)
+        assert lease.token is None
+        assert lease.not_before is None or lease.not_before <= timezone.now()
+    finally:
+        done.set()
 
 
 def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
