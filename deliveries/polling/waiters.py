@@ -30,10 +30,11 @@ CHANNEL_PREFIX = "webhooks:poll:"
 #: With the subscriber listening, a waiter still reads again this often.
 SAFETY_RECHECK_SECONDS = 5.0
 #: After a notice whose message was not visible yet (an older transaction anywhere on the
-#: database server still running), the waiter reads again after this, doubling up to
-#: `AFTER_NOTICE_MAX_SECONDS`, until it is: the message reaches it within about a second of
-#: becoming visible, however long that took.
-AFTER_NOTICE_RECHECK_SECONDS = 0.2
+#: database server still running, most often for milliseconds: one in its commit), the
+#: waiter reads again after this, doubling up to `AFTER_NOTICE_MAX_SECONDS`, until it is:
+#: the message reaches it within about as long again as it was hidden, and within a second
+#: however long that was. (A read is one indexed statement.)
+AFTER_NOTICE_RECHECK_SECONDS = 0.02
 AFTER_NOTICE_MAX_SECONDS = 1.0
 
 

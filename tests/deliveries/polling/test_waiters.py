@@ -14,9 +14,9 @@ from deliveries.polling import services, waiters
 pytestmark = pytest.mark.fast
 
 
-def test_after_a_notice_the_rechecks_back_off_to_a_second() -> None:
-    intervals = [waiters.recheck_interval(reads_since_notice=n) for n in range(6)]
-    assert intervals == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+def test_after_a_notice_the_rechecks_start_soon_and_back_off_to_a_second() -> None:
+    intervals = [waiters.recheck_interval(reads_since_notice=n) for n in range(8)]
+    assert intervals == [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0]
 
 
 def test_without_a_notice_a_listening_waiter_reads_again_rarely(
