@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import redis
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 
-from deliveries import services
+from deliveries import services, signals
 from deliveries.models import Delivery, Endpoint, EndpointState, Event
 from deliveries.pipeline import fanout
 from tests.fixtures import new_endpoint
@@ -214,3 +214,41 @@ def test_a_failure_after_the_write_neither_fails_the_emit_nor_writes_twice(
     assert list(Delivery.objects.values_list("event_id", "endpoint_id")) == [
         (event.pk, endpoint.pk)
     ]
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["with-its-deliveries", "alone"])
+def test_listeners_of_event_emitted_hear_an_event_emitted_outside_a_transaction(
+    settings: Any, redis_client: redis.Redis, inline: bool
+) -> None:
+    # The write commits by itself, so the signal goes at once: once, with the event as
+    # stored, whichever way it was written; a listener that fails costs the emit nothing.
+    settings.WEBHOOKS_INLINE_FAN_OUT_MAX_ENDPOINTS = 10 if inline else 0
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    heard: list[tuple[Any, bool]] = []
+
+    def listener(sender: Any, event: Event, **_: Any) -> None:
+        # (From another connection: the event is committed when the signal comes.)
+        other = connections.create_connection("default")
+        try:
+            with other.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM deliveries_event WHERE id = %s", [event.pk])
+                heard.append((event.pk, cursor.fetchone()[0] == 1))
+        finally:
+            other.close()
+
+    def failing(sender: Any, **_: Any) -> None:
+        raise RuntimeError("a listener's bug")
+
+    signals.event_emitted.connect(listener, weak=False)
+    signals.event_emitted.connect(failing, weak=False)
+    try:
+        event = services.emit("order.created", {"n": 1})
+    finally:
+        signals.event_emitted.disconnect(listener)
+        signals.event_emitted.disconnect(failing)
+
+    assert heard == [(event.pk, True)]
+    assert Event.objects.filter(pk=event.pk).exists()
+    assert Delivery.objects.filter(event_id=event.pk).count() == (1 if inline else 0)
+    assert redis_client.llen(QUEUE_FANOUT) == (0 if inline else 1)

@@ -266,3 +266,33 @@ def test_without_redis_for_the_marks_every_commit_sends_a_message(
     fanout_mark.dispatch(["a"])
     fanout_mark.dispatch(["b"])
     assert sent == [["a"], ["b"]]
+
+
+def test_pages_of_held_keyed_events_do_not_keep_the_looks_from_the_events_behind(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Keyed events held back (an earlier event of their key still waits for its fan-out,
+    # older than the looks' grace period) that fill a look's pages: the next look goes on
+    # after them, so the events behind them are fanned out by this message, not the
+    # sweeper's.
+    redis_client.flushdb()
+    new_endpoint("http://127.0.0.1:9/hook")
+    monkeypatch.setattr(fanout, "FAN_OUT_BATCH_SIZE", 5)
+    monkeypatch.setattr(fanout, "TOP_UP_PAGES", 1)
+    monkeypatch.setattr(fanout, "LAST_LOOK_PAGES", 1)
+    with transaction.atomic():
+        first = services.emit("order.created", {"n": 0}, ordering_key="k")
+    Event.objects.filter(pk=first.pk).update(
+        fanned_out_at=None, created_at=timezone.now() - timedelta(minutes=2)
+    )
+    Delivery.objects.all().delete()
+    with transaction.atomic():
+        held = [services.emit("order.created", {"n": n}, ordering_key="k") for n in range(12)]
+        free = [services.emit("order.created", {"n": n}) for n in range(3)]
+    redis_client.flushdb()
+
+    fan_out_events([])
+
+    fanned_out = set(Delivery.objects.values_list("event_id", flat=True))
+    assert fanned_out == {event.pk for event in free}
+    assert not fanned_out & {event.pk for event in held}, "held behind their key's first"
