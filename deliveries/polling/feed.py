@@ -85,6 +85,20 @@ def rows_after(
     ]
 
 
+def rows_hidden(endpoint_id: UUID) -> bool:
+    """Whether rows of the endpoint have committed that no read returns yet (an older
+    transaction still runs). Never on SQLite: a committed row is readable at once."""
+    if not _postgres():
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE endpoint_id = %s "  # noqa: S608
+            "AND feed_xid >= pg_snapshot_xmin(pg_current_snapshot()))",
+            [endpoint_id],
+        )
+        return bool(cursor.fetchone()[0])
+
+
 def count_after(endpoint_id: UUID, after: Position) -> int:
     """How many rows wait after ``after`` (visible or not yet): a consumer's lag."""
     if _postgres():

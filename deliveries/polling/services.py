@@ -213,10 +213,16 @@ def long_poll(read: Callable[[], Page], *, endpoint_id: UUID, key: str, wait: fl
         while True:
             # Cleared before the read: a notice that comes during it is not lost.
             event.clear()
+            # Asked before the read, so a row it finds hidden is either read or still
+            # hidden then. With none hidden, a notice's rows were read before ours (by
+            # another member of a consumer group): no quick rechecks, the next notice.
+            hidden = reads_since_notice is not None and feed.rows_hidden(endpoint_id)
             page = read()
             remaining = deadline - time.monotonic()
             if page.data or remaining <= 0:
                 return page
+            if not hidden:
+                reads_since_notice = None
             _release_connection()
             interval = waiters.recheck_interval(reads_since_notice=reads_since_notice)
             if event.wait(min(remaining, interval)):

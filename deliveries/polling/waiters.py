@@ -29,11 +29,11 @@ logger = logging.getLogger(__name__)
 CHANNEL_PREFIX = "webhooks:poll:"
 #: With the subscriber listening, a waiter still reads again this often.
 SAFETY_RECHECK_SECONDS = 5.0
-#: After a notice whose message was not visible yet (an older transaction anywhere on the
-#: database server still running, most often for milliseconds: one in its commit), the
-#: waiter reads again after this, doubling up to `AFTER_NOTICE_MAX_SECONDS`, until it is:
-#: the message reaches it within about as long again as it was hidden, and within a second
-#: however long that was. (A read is one indexed statement.)
+#: After a notice whose message is hidden (`feed.rows_hidden`: an older transaction
+#: anywhere on the database server still runs, most often for milliseconds, one in its
+#: commit), the waiter reads again after this, doubling up to `AFTER_NOTICE_MAX_SECONDS`,
+#: until it is not: the message reaches it within about as long again as it was hidden,
+#: and within a second however long that was.
 AFTER_NOTICE_RECHECK_SECONDS = 0.02
 AFTER_NOTICE_MAX_SECONDS = 1.0
 

@@ -131,7 +131,8 @@ class Owner:
                 return
             self.lease.taken_back(token)
             self.hold_until = 0.0
-            if self.requests.claims == claims_before and not inactive:
+            # (A turn whose claims never ran, for want of permits, found nothing odd.)
+            if self.requests.claims == claims_before and not self.first_claim and not inactive:
                 self._empty_claims()
                 return
             if time.monotonic() - self.started >= MAX_TASK_SECONDS:
@@ -159,8 +160,8 @@ class Owner:
             wake_endpoints([self.endpoint_id], countdown=wait)
 
     def _empty_claims(self) -> None:
-        """A whole turn claimed nothing, yet its last look found rows due now: the claim
-        and the look disagree. Never a loop: say so, and hold the endpoint a while."""
+        """A whole turn's claims took nothing, yet its last look found rows due now: the
+        claim and the look disagree. Never a loop: say so, and hold the endpoint a while."""
         logger.warning(
             "endpoint %s: rows are due but no claim took any; held %.0f s",
             self.endpoint_id,

@@ -1,6 +1,7 @@
 """A long poll after a notice whose message is not visible yet (an older transaction on
 the database server still running): it keeps reading soon, backing off to a second, and
-does not fall back to the slow safety recheck."""
+does not fall back to the slow safety recheck. When nothing is hidden (another member of
+a consumer group read the notice's rows first) it waits for the next notice."""
 
 import threading
 import time
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from deliveries.polling import services, waiters
+from deliveries.polling import feed, services, waiters
 
 pytestmark = pytest.mark.fast
 
@@ -31,6 +32,9 @@ def test_a_message_visible_after_its_notice_is_read_soon(monkeypatch: pytest.Mon
     monkeypatch.setattr(services, "_release_connection", lambda: None)
     endpoint_id = uuid.uuid4()
     visible_at: list[float] = []
+    monkeypatch.setattr(
+        feed, "rows_hidden", lambda _: bool(visible_at) and time.monotonic() < visible_at[0]
+    )
     reads: list[float] = []
 
     def read() -> Any:
@@ -57,3 +61,36 @@ def test_a_message_visible_after_its_notice_is_read_soon(monkeypatch: pytest.Mon
     assert answer["page"].data == [{"id": "message"}]
     # Read within the back-off's second of becoming visible, not at the 5 s safety recheck.
     assert answer["at"] - visible_at[0] < 1.5
+
+
+def test_after_a_notice_that_finds_nothing_hidden_the_waiter_waits_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(waiters._hub, "listening", True)
+    monkeypatch.setattr(services, "_release_connection", lambda: None)
+    monkeypatch.setattr(feed, "rows_hidden", lambda _: False)
+    asked: list[int | None] = []
+    real_interval = waiters.recheck_interval
+
+    def interval(*, reads_since_notice: int | None) -> float:
+        asked.append(reads_since_notice)
+        return real_interval(reads_since_notice=reads_since_notice)
+
+    monkeypatch.setattr(waiters, "recheck_interval", interval)
+    endpoint_id = uuid.uuid4()
+
+    def read() -> Any:
+        return services.Page(data=[], iterator="it", done=True)
+
+    waiter = threading.Thread(
+        target=lambda: services.long_poll(read, endpoint_id=endpoint_id, key="k", wait=2)
+    )
+    waiter.start()
+    while not asked:
+        time.sleep(0.01)
+    waiters.notify([endpoint_id])  # its rows were read by another member first
+    waiter.join(5)
+
+    # After the notice's read: the safety recheck's interval (None), never a quick one.
+    assert len(asked) >= 2
+    assert set(asked) == {None}

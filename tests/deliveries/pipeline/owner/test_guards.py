@@ -212,10 +212,12 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
         done.wait(30)
         lanes.release(count)
 
+    taker = threading.Thread(target=take_the_permits, daemon=True)
+
     def first_request(request: ReceivedRequest) -> Reply:
         _due_row(endpoint)  # due when the owner looks again
         connection.close()
-        threading.Thread(target=take_the_permits, daemon=True).start()
+        taker.start()
         wait_until(lambda: len(lanes._line) > 0, timeout=10, what="the test in line")
         receiver.handler = None
         return Reply()
@@ -223,6 +225,8 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
     receiver.handler = first_request
     try:
         with (
+            # (Other tasks wait for the pool: a turn ends at its time.)
+            mock.patch.object(work, "tasks_wait_for_a_slot", return_value=True),
             mock.patch("deliveries.pipeline.owner.work.wake_after_hold") as held_wakes,
             mock.patch("deliveries.pipeline.owner.work.wake_endpoints") as wakes,
         ):
@@ -236,6 +240,8 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
         assert lease.not_before is None or lease.not_before <= timezone.now()
     finally:
         done.set()
+        if taker.is_alive():
+            taker.join(timeout=35)  # (its permits back for the tests after)
 
 
 def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
