@@ -39,6 +39,13 @@ def committed(n: int) -> Event:
         return services.emit("order.created", {"n": n})
 
 
+def small_pages(monkeypatch: pytest.MonkeyPatch, *, look: int, last_look: int) -> None:
+    """Pages of 5 waiting events; a look takes `look` of them, the last look `last_look`."""
+    monkeypatch.setattr(fanout, "FAN_OUT_BATCH_SIZE", 5)
+    monkeypatch.setattr(fanout, "TOP_UP_PAGES", look)
+    monkeypatch.setattr(fanout, "LAST_LOOK_PAGES", last_look)
+
+
 def test_a_commit_sends_a_message_only_when_none_is_out(redis_client: redis.Redis) -> None:
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
@@ -227,9 +234,7 @@ def test_more_than_a_look_s_pages_are_all_fanned_out(
 ) -> None:
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    monkeypatch.setattr(fanout, "FAN_OUT_BATCH_SIZE", 5)
-    monkeypatch.setattr(fanout, "TOP_UP_PAGES", 2)
-    monkeypatch.setattr(fanout, "LAST_LOOK_PAGES", 2)
+    small_pages(monkeypatch, look=2, last_look=2)
     with transaction.atomic():
         for n in range(33):
             services.emit("order.created", {"n": n})
@@ -277,9 +282,7 @@ def test_pages_of_held_keyed_events_do_not_keep_the_looks_from_the_events_behind
     # sweeper's.
     redis_client.flushdb()
     new_endpoint("http://127.0.0.1:9/hook")
-    monkeypatch.setattr(fanout, "FAN_OUT_BATCH_SIZE", 5)
-    monkeypatch.setattr(fanout, "TOP_UP_PAGES", 1)
-    monkeypatch.setattr(fanout, "LAST_LOOK_PAGES", 1)
+    small_pages(monkeypatch, look=1, last_look=1)
     with transaction.atomic():
         first = services.emit("order.created", {"n": 0}, ordering_key="k")
     Event.objects.filter(pk=first.pk).update(
