@@ -14,6 +14,7 @@ from deliveries import services
 from deliveries.models import Endpoint, EndpointMode
 from deliveries.polling import feed, positions, waiters
 from deliveries.polling import services as polling
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
@@ -75,13 +76,9 @@ def test_a_long_poll_answers_soon_after_the_hiding_transaction_ends(
 
     waiter = threading.Thread(target=poll)
     waiter.start()
-    while not reads:
-        time.sleep(0.01)
+    wait_until(lambda: reads, timeout=10, what="the first read")
     services.emit("order.created", {"n": 1})  # committed and notified, but hidden
-    deadline = time.monotonic() + 10
-    while reads < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert reads >= 3, "the waiter reads again soon after the notice"
+    wait_until(lambda: reads >= 3, timeout=10, what="the waiter reading again soon")
     older.commit()
     ended_at = time.monotonic()
     waiter.join(25)
