@@ -29,6 +29,8 @@ from deliveries.pipeline.wire import signing_keys
 from deliveries.polling.positions import Position
 
 TABLE = Delivery._meta.db_table
+#: The feed's horizon: rows whose transaction id is below it can be read (see above).
+HORIZON = "pg_snapshot_xmin(pg_current_snapshot())"
 
 #: The headers of a push a message carries: what its signatures cover and name (never
 #: the endpoint's custom headers, which are credentials for its server).
@@ -66,7 +68,7 @@ def rows_after(
             f"SELECT id, feed_xid::text, created_at FROM {TABLE} "  # noqa: S608 (our table)
             "WHERE endpoint_id = %s AND feed_xid >= %s::text::xid8 "
             "AND (feed_xid > %s::text::xid8 OR id > %s) "
-            "AND feed_xid < pg_snapshot_xmin(pg_current_snapshot()) "
+            f"AND feed_xid < {HORIZON} "
         )
         params: list[Any] = [endpoint_id, str(after.xid), str(after.xid), after.id]
         if until is not None:
@@ -93,7 +95,7 @@ def rows_hidden(endpoint_id: UUID) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE endpoint_id = %s "  # noqa: S608
-            "AND feed_xid >= pg_snapshot_xmin(pg_current_snapshot()))",
+            f"AND feed_xid >= {HORIZON})",
             [endpoint_id],
         )
         return bool(cursor.fetchone()[0])
@@ -127,7 +129,7 @@ def position_before(endpoint_id: UUID, moment: datetime) -> Position:
                 return Position(int(first[0]), int(first[1]) - 1)
             cursor.execute(
                 f"SELECT feed_xid::text, id FROM {TABLE} WHERE endpoint_id = %s "  # noqa: S608
-                "AND feed_xid < pg_snapshot_xmin(pg_current_snapshot()) "
+                f"AND feed_xid < {HORIZON} "
                 "ORDER BY feed_xid DESC, id DESC LIMIT 1",
                 [endpoint_id],
             )
