@@ -98,9 +98,11 @@ class Owner:
     # -- turns ---------------------------------------------------------------------------
 
     def run(self) -> None:
+        # A take-back (rows came due as the owner stopped) goes on with the same turn: were
+        # it a new one, a busy endpoint's owner would never reach its turn's end.
+        self.turn_ends = time.monotonic() + conf.get().turn_seconds
         while True:
             self.lease.mark_working()
-            self.turn_ends = time.monotonic() + conf.get().turn_seconds
             self.first_claim = True
             self.view.new_turn()
             self.requests.cut.clear()  # (nothing is open between turns)
