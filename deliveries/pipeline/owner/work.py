@@ -256,7 +256,11 @@ class Owner:
             # line for our lanes' worth, without keeping a pooled database connection
             # from the owners that have theirs.
             give_back_pooled_connection()
-            count = acquire(wanted, timeout=max(self.lease.until_renewal(), 0.01))
+            # (Until the turn's end at most: then it is handed on if other tasks wait.)
+            until_turn_ends = self.turn_ends - time.monotonic()
+            count = acquire(
+                wanted, timeout=max(min(self.lease.until_renewal(), until_turn_ends), 0.01)
+            )
             if not count:
                 # No claim could look: what the last one found (`ran_dry`) is stale. The
                 # turn goes on waiting in line, and is handed on at its end, not held as

@@ -195,9 +195,10 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
 ) -> None:
     # An owner whose last claim had run dry, and whose next turns found the process's
     # open requests all taken, ended as if a claim had taken nothing while rows were due:
-    # its endpoint held 5 s, with a warning.
+    # its endpoint held 5 s, with a warning. And its wait in line lasted until its lease
+    # was due for renewal (a third of it), not until its turn's end.
     settings.WEBHOOKS_DELIVERY_MAX_OPEN_REQUESTS = 2
-    settings.WEBHOOKS_LEASE_SECONDS = 3.0  # a wait in line lasts a third of it
+    settings.WEBHOOKS_LEASE_SECONDS = 30.0  # renewed every 10 s
     settings.WEBHOOKS_DELIVERY_TURN_SECONDS = 1.0
     endpoint = new_endpoint(receiver.url)
     _due_row(endpoint)  # the first claim asks for 2 and takes 1: it runs dry
@@ -230,8 +231,13 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
             mock.patch("deliveries.pipeline.owner.work.wake_after_hold") as held_wakes,
             mock.patch("deliveries.pipeline.owner.work.wake_endpoints") as wakes,
         ):
+            started = time.monotonic()
             result = services.endpoint_work(endpoint_id=endpoint.pk)
+            took = time.monotonic() - started
         assert taken.is_set()
+        # The turn (1 s), the first request, and room for a loaded machine: far less than
+        # the lease's renewal.
+        assert took < 6, f"the owner waited in line {took:.0f} s"
         assert result.sent == 1
         held_wakes.assert_not_called()
         wakes.assert_called_once_with([str(endpoint.pk)], countdown=0.0)
