@@ -45,7 +45,7 @@ def signing_keys(endpoint: Endpoint, now: datetime) -> list[str] | None:
     return keys or None
 
 
-def build_headers(
+def message_headers(
     delivery: Delivery,
     body: bytes,
     secrets: list[str],
@@ -53,9 +53,11 @@ def build_headers(
     *,
     private_keys: Sequence[str] = (),
 ) -> dict[str, str]:
+    """The headers that name and sign a delivery's body, whatever carries it (a request, a
+    broker's message, a polled message): never the endpoint's custom headers, which are
+    credentials for its server."""
     event_id = str(delivery.event_id)
     endpoint = delivery.endpoint
-    headers = endpoint.custom_headers_plain()
     signed = signing.signature_headers(
         secrets,
         msg_id=event_id,
@@ -64,7 +66,7 @@ def build_headers(
         scheme=endpoint.signature_scheme or signing.SCHEME_V1,
         private_keys=private_keys,
     )
-    ours = {
+    return {
         "Content-Type": rendering.content_type(_envelope_of(endpoint)),
         "X-Webhook-Id": event_id,
         "X-Webhook-Event": delivery.event.type,
@@ -73,10 +75,27 @@ def build_headers(
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
         **signed,
-        **({"traceparent": delivery.event.traceparent} if delivery.event.traceparent else {}),
+    }
+
+
+def build_headers(
+    delivery: Delivery,
+    body: bytes,
+    secrets: list[str],
+    timestamp: int,
+    *,
+    private_keys: Sequence[str] = (),
+) -> dict[str, str]:
+    """A push's headers: the message's, the event's trace, the handshake's origin, and the
+    endpoint's custom headers (ours win over them, whatever their case)."""
+    endpoint = delivery.endpoint
+    headers = endpoint.custom_headers_plain()
+    traceparent = delivery.event.traceparent
+    ours = {
+        **message_headers(delivery, body, secrets, timestamp, private_keys=private_keys),
+        **({"traceparent": traceparent} if traceparent else {}),
         **_validation_headers(endpoint),
     }
-    # Our headers win over custom ones, whatever their case.
     reserved = {name.lower() for name in ours}
     headers = {k: v for k, v in headers.items() if k.lower() not in reserved}
     headers.update(ours)

@@ -22,29 +22,14 @@ from uuid import UUID
 from django.db import connection
 from django.utils import timezone
 
-from deliveries.destinations.base import Credentials, signed_message
 from deliveries.models import Delivery, Endpoint
 from deliveries.pipeline.rendering import utc_text
-from deliveries.pipeline.wire import signing_keys
+from deliveries.pipeline.wire import message_headers, render_body, signing_keys
 from deliveries.polling.positions import Position
 
 TABLE = Delivery._meta.db_table
 #: The feed's horizon: rows whose transaction id is below it can be read (see above).
 HORIZON = "pg_snapshot_xmin(pg_current_snapshot())"
-
-#: The headers of a push a message carries: what its signatures cover and name (never
-#: the endpoint's custom headers, which are credentials for its server).
-MESSAGE_HEADERS = (
-    "Content-Type",
-    "X-Webhook-Id",
-    "X-Webhook-Event",
-    "X-Webhook-Timestamp",
-    "X-Webhook-Signature",
-    "X-Webhook-Replay",
-    "webhook-id",
-    "webhook-timestamp",
-    "webhook-signature",
-)
 
 
 @dataclass(frozen=True)
@@ -154,10 +139,8 @@ def messages(endpoint: Endpoint, rows: list[FeedRow]) -> list[dict[str, Any]]:
         return []
     now = timezone.now()
     secrets = [secret.value for secret in endpoint.secrets.unexpired(now)]
-    private_keys = signing_keys(endpoint, now)
-    credentials = Credentials(
-        secrets=secrets, private_keys=private_keys or [], timestamp=int(now.timestamp())
-    )
+    private_keys = signing_keys(endpoint, now) or []
+    timestamp = int(now.timestamp())
     by_id = Delivery.objects.select_related("event").in_bulk([row.delivery_id for row in rows])
     answer = []
     for row in rows:
@@ -165,7 +148,8 @@ def messages(endpoint: Endpoint, rows: list[FeedRow]) -> list[dict[str, Any]]:
         if delivery is None:
             continue  # erased or purged since the read
         delivery.endpoint = endpoint
-        body, headers = signed_message(delivery, credentials, None)
+        body = render_body(delivery.event, endpoint)
+        headers = message_headers(delivery, body, secrets, timestamp, private_keys=private_keys)
         event = delivery.event
         answer.append(
             {
@@ -174,7 +158,7 @@ def messages(endpoint: Endpoint, rows: list[FeedRow]) -> list[dict[str, Any]]:
                 "timestamp": utc_text(event.occurred_at),
                 "payload": json.loads(body),
                 "body": body.decode("utf-8"),
-                "headers": {name: headers[name] for name in MESSAGE_HEADERS if name in headers},
+                "headers": headers,
             }
         )
     return answer

@@ -3,6 +3,7 @@ be, what fan-out gives it, and a consumer group's commit and seek."""
 
 import pytest
 from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 from deliveries import services
 from deliveries.models import Delivery, DeliveryStatus, Endpoint, EndpointState, Event
@@ -135,3 +136,37 @@ def test_polls_messages_and_lag_are_measured() -> None:
     assert lag()[(label, "audit")] == 3
     polling.group_commit(endpoint=endpoint, name="audit", iterator=page.iterator)
     assert lag()[(label, "audit")] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_carries_what_names_and_signs_it_never_the_endpoints_own_headers() -> None:
+    # A push endpoint with a catch-up key reads its feed: its custom headers are
+    # credentials for its server, and the event's trace belongs to the push's request.
+    endpoint, secret = services.endpoint_create(
+        url="http://127.0.0.1/x",
+        event_types=["*"],
+        custom_headers={"Authorization": "Bearer for-the-server", "X-Tenant": "acme"},
+    )
+    event = Event.objects.create(
+        type="invoice.paid",
+        occurred_at=timezone.now(),
+        data={"invoice": "in_1"},
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
+    Delivery.objects.create(event=event, endpoint=endpoint, status=DeliveryStatus.AVAILABLE)
+    wait_until(lambda: feed.rows_after(endpoint.pk, positions.START, 10), what="the row")
+    [message] = feed.messages(endpoint, feed.rows_after(endpoint.pk, positions.START, 10))
+    assert set(message["headers"]) == {
+        "Content-Type",
+        "X-Webhook-Id",
+        "X-Webhook-Event",
+        "X-Webhook-Timestamp",
+        "X-Webhook-Signature",
+        "X-Webhook-Replay",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    }
+    assert Webhook(secret).verify(message["body"], message["headers"])["data"] == {
+        "invoice": "in_1"
+    }
