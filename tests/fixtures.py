@@ -202,3 +202,18 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             yield launched
         finally:
             launched.close()
+
+
+# The headers that name and sign every message, whatever carries it: a request, a broker's
+# message, a polled message (`wire.message_headers`).
+MESSAGE_HEADERS = {
+    "Content-Type",
+    "X-Webhook-Id",
+    "X-Webhook-Event",
+    "X-Webhook-Timestamp",
+    "X-Webhook-Signature",
+    "X-Webhook-Replay",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+}
