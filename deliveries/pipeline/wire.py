@@ -54,8 +54,8 @@ def message_headers(
     private_keys: Sequence[str] = (),
 ) -> dict[str, str]:
     """The headers that name and sign a delivery's body, whatever carries it (a request, a
-    broker's message, a polled message): never the endpoint's custom headers, which are
-    credentials for its server."""
+    broker's message, a polled message). A polled message carries only these; a push adds
+    the endpoint's custom headers (`build_headers`), credentials for its server."""
     event_id = str(delivery.event_id)
     endpoint = delivery.endpoint
     signed = signing.signature_headers(

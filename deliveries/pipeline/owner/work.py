@@ -231,6 +231,15 @@ class Owner:
             return False
         return True
 
+    def _line_wait(self) -> float:
+        """The longest the owner waits in line for permits: until its lease is due for
+        renewal, and until its turn's end when other tasks wait for the pool (it is handed
+        on then; otherwise its turn goes on, and it keeps its place in the line)."""
+        wait = self.lease.until_renewal()
+        if tasks_wait_for_a_slot():
+            wait = min(wait, self.turn_ends - time.monotonic())
+        return max(wait, 0.01)
+
     def _wait_bound(self) -> float:
         """The longest the owner may wait for a recording: until its lease is due to be
         cut, so a recording blocked on a lock never keeps it past its lease."""
@@ -256,11 +265,7 @@ class Owner:
             # line for our lanes' worth, without keeping a pooled database connection
             # from the owners that have theirs.
             give_back_pooled_connection()
-            # (Until the turn's end at most: then it is handed on if other tasks wait.)
-            until_turn_ends = self.turn_ends - time.monotonic()
-            count = acquire(
-                wanted, timeout=max(min(self.lease.until_renewal(), until_turn_ends), 0.01)
-            )
+            count = acquire(wanted, timeout=self._line_wait())
             if not count:
                 # No claim could look: what the last one found (`ran_dry`) is stale. The
                 # turn goes on waiting in line, and is handed on at its end, not held as

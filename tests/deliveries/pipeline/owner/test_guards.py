@@ -250,6 +250,20 @@ def test_a_turn_that_waits_in_vain_for_permits_is_handed_on_not_held(
             taker.join(timeout=35)  # (its permits back for the tests after)
 
 
+@pytest.mark.parametrize("others_wait", [True, False], ids=["others wait", "none waits"])
+def test_a_wait_in_line_ends_at_the_turn_s_end_only_when_a_hand_on_follows(
+    settings: SettingsWrapper, others_wait: bool
+) -> None:
+    # With no task waiting for the pool the turn goes on at its end: an owner that left
+    # the line then would only rejoin it at the back (and give the head's permits away).
+    settings.WEBHOOKS_LEASE_SECONDS = 30.0  # renewed every 10 s
+    owner = work.Owner(str(uuid.uuid4()), uuid.uuid4(), WorkResult())
+    owner.turn_ends = time.monotonic() + 1.0
+    with mock.patch.object(work, "tasks_wait_for_a_slot", return_value=others_wait):
+        wait = owner._line_wait()
+    assert wait <= 1.0 if others_wait else wait > 9.0
+
+
 def test_permits_come_back_when_preparing_a_round_fails(receiver: Receiver) -> None:
     # An error after the claim (its credentials: a database error, an undecryptable
     # secret) kept the claimed rows' permits for ever, until no owner could send.
