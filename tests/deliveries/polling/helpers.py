@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from deliveries import services
+from deliveries.models import Endpoint
 from deliveries.polling import feed, positions
 from tests.conftest import wait_until
 
@@ -33,6 +34,12 @@ def http(
             return response.status, json.loads(response.read()), dict(response.headers)
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null"), dict(error.headers)
+
+
+def poll_endpoint(event_type: str = "invoice.paid") -> Endpoint:
+    """A polling endpoint made by the services, subscribed to one event type."""
+    endpoint, _ = services.endpoint_create(url="", event_types=[event_type], mode="poll")
+    return endpoint
 
 
 def create_poll_endpoint(web: str, token: str) -> dict[str, Any]:

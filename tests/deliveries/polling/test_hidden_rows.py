@@ -11,10 +11,10 @@ import pytest
 from django.db import connections
 
 from deliveries import services
-from deliveries.models import Endpoint, EndpointMode
 from deliveries.polling import feed, positions, waiters
 from deliveries.polling import services as polling
 from tests.conftest import wait_until
+from tests.deliveries.polling.helpers import poll_endpoint
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline_fan_out")]
 
@@ -34,15 +34,8 @@ def older() -> Iterator[Any]:
         connection.close()
 
 
-def poll_endpoint() -> Endpoint:
-    endpoint, _ = services.endpoint_create(
-        url="", event_types=["order.created"], mode=EndpointMode.POLL
-    )
-    return endpoint
-
-
 def test_a_row_behind_an_older_transaction_is_hidden_until_it_ends(older: Any) -> None:
-    endpoint = poll_endpoint()
+    endpoint = poll_endpoint("order.created")
     assert not feed.rows_hidden(endpoint.pk)
 
     services.emit("order.created", {"n": 1})
@@ -58,7 +51,7 @@ def test_a_long_poll_answers_soon_after_the_hiding_transaction_ends(
     older: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(waiters._hub, "listening", True)  # the safety recheck: 5 s
-    endpoint = poll_endpoint()
+    endpoint = poll_endpoint("order.created")
     reads = 0
     answer: dict[str, Any] = {}
 

@@ -11,12 +11,8 @@ from deliveries.pipeline.fanout import new_delivery
 from deliveries.polling import feed, positions
 from deliveries.polling import services as polling
 from tests.conftest import wait_until
+from tests.deliveries.polling.helpers import poll_endpoint
 from tests.fixtures import MESSAGE_HEADERS
-
-
-def _poll_endpoint() -> Endpoint:
-    endpoint, _ = services.endpoint_create(url="", event_types=["invoice.paid"], mode="poll")
-    return endpoint
 
 
 @pytest.mark.django_db
@@ -27,7 +23,7 @@ def test_a_polling_endpoint_has_no_url_and_keeps_its_mode() -> None:
     with pytest.raises(services.EndpointInvalid) as caught:
         services.endpoint_create(url="", event_types=["*"])
     assert "url" in caught.value.errors  # a push endpoint needs one
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     assert str(endpoint) == f"polling endpoint {endpoint.pk}"
     with pytest.raises(services.EndpointInvalid):
         services.endpoint_update(endpoint=endpoint, mode="push")
@@ -42,7 +38,7 @@ def test_a_polling_endpoint_has_no_url_and_keeps_its_mode() -> None:
 
 @pytest.mark.django_db
 def test_a_polling_endpoints_deliveries_are_available_whatever_its_state() -> None:
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     for state in (EndpointState.ACTIVE, EndpointState.SUSPENDED):
         endpoint.state = state
         delivery = new_delivery(event_id=None, endpoint=endpoint, now=timezone.now())
@@ -52,7 +48,7 @@ def test_a_polling_endpoints_deliveries_are_available_whatever_its_state() -> No
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("inline_fan_out")
 def test_fan_out_gives_a_polling_endpoint_what_its_filters_match() -> None:
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     services.emit("invoice.paid", {"invoice": "in_1", "amount": 1})
     services.emit("invoice.voided", {"invoice": "in_1"})
     wait_until(lambda: Delivery.objects.filter(endpoint=endpoint).exists(), what="fan-out")
@@ -74,7 +70,7 @@ def _events(endpoint: Endpoint, count: int) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_groups_committed_position_never_moves_backwards_but_by_seek() -> None:
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     _events(endpoint, 6)
     first = polling.group_read(endpoint=endpoint, name="g", limit=2)
     second = polling.group_read(endpoint=endpoint, name="g", limit=2)
@@ -108,7 +104,7 @@ def test_poll_records_are_kept_as_long_as_attempts() -> None:
     from deliveries.models import PollRecord
     from deliveries.pipeline.purge import purge_expired
 
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     old, recent = (
         PollRecord.objects.create(endpoint=endpoint, count=1, iterator="", next_iterator="")
         for _ in range(2)
@@ -122,7 +118,7 @@ def test_poll_records_are_kept_as_long_as_attempts() -> None:
 def test_polls_messages_and_lag_are_measured() -> None:
     from deliveries.polling import records
 
-    endpoint = _poll_endpoint()
+    endpoint = poll_endpoint()
     _events(endpoint, 3)
     label = str(endpoint.pk)
     before = records.poll_messages_total.labels(label)._value.get()

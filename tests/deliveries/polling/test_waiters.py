@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from deliveries.polling import feed, services, waiters
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.fast
 
@@ -86,8 +87,7 @@ def test_after_a_notice_that_finds_nothing_hidden_the_waiter_waits_for_the_next(
         target=lambda: services.long_poll(read, endpoint_id=endpoint_id, key="k", wait=2)
     )
     waiter.start()
-    while not asked:
-        time.sleep(0.01)
+    wait_until(lambda: asked, timeout=10, what="the first read")
     waiters.notify([endpoint_id])  # its rows were read by another member first
     waiter.join(5)
 
